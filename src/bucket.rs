@@ -1,0 +1,43 @@
+//! The in-memory form of one bucket's contents, shared by the catalog (which builds it), the
+//! segment writer (which encodes it) and the segment reader (which decodes it back).
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document};
+
+/// Marker used in a [`Shape`] for the position of the meta field.
+pub const META_SLOT: u32 = u32::MAX;
+
+/// One column of a bucket: a field's value at each row, `None` where the measurement lacked it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Top-level field name of the measurement.
+    pub name: String,
+    /// `values.len()` equals the bucket's row count.
+    pub values: Vec<Option<Bson>>,
+}
+
+/// The order in which a measurement's fields were inserted: column indexes, with [`META_SLOT`]
+/// where the meta field stood. Reads rebuild documents in this order, so a measurement comes
+/// back exactly as it went in.
+pub type Shape = Vec<u32>;
+
+/// A bucket's full contents in column form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BucketData {
+    /// Bucket `_id`: 4-byte big-endian start seconds, then an 8-byte counter.
+    pub id: ObjectId,
+    /// The normalised meta value; `None` when measurements had no meta field.
+    pub meta: Option<Bson>,
+    /// Number of measurements (rows).
+    pub count: u32,
+    /// `control.min`: per-field minimum (the time field holds the rounded bucket start).
+    pub min: Document,
+    /// `control.max`: per-field maximum.
+    pub max: Document,
+    /// Columns in order of first appearance.
+    pub columns: Vec<Column>,
+    /// Distinct field orders seen in this bucket.
+    pub shapes: Vec<Shape>,
+    /// Per-row index into `shapes`; empty when every row has shape 0.
+    pub row_shapes: Vec<u32>,
+}

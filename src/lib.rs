@@ -1,0 +1,10 @@
+//! tsbucket: an embeddable storage engine for time-series collections with MongoDB semantics.
+
+pub use bson;
+
+pub mod bucket;
+pub mod codec;
+pub mod error;
+pub mod vfs;
+
+pub use error::{Error, Result};

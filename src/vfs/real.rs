@@ -1,0 +1,108 @@
+//! The operating system's file system.
+
+use super::{FileBytes, LockGuard, Vfs, WritableFile};
+use fs2::FileExt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// [`Vfs`] over `std::fs`, memory-mapping files for reads and locking with `flock`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+struct RealFile {
+    file: File,
+    len: u64,
+}
+
+impl WritableFile for RealFile {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.write_all(buf)?;
+        self.len += buf.len() as u64;
+        Ok(())
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.sync_all()?;
+        self.len = len;
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct FileLock(File);
+impl LockGuard for FileLock {}
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = FileExt::unlock(&self.0);
+    }
+}
+
+impl Vfs for RealFs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(path)? {
+            out.push(e?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn open_append(&self, path: &Path, truncate: bool) -> io::Result<Box<dyn WritableFile>> {
+        // O_APPEND keeps every write at the end even after a truncate.
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        if truncate {
+            file.set_len(0)?;
+        }
+        let len = file.metadata()?.len();
+        Ok(Box::new(RealFile { file, len }))
+    }
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<FileBytes> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(FileBytes::from_vec(Vec::new()));
+        }
+        // SAFETY: segment files are immutable once renamed into place and are only removed
+        // (never rewritten in place) while mapped; unlinking keeps the mapping valid on Unix.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Ok(FileBytes::from_deref(Arc::new(map)))
+    }
+    fn file_len(&self, path: &Path) -> io::Result<u64> {
+        Ok(fs::metadata(path)?.len())
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        match file.try_lock_exclusive() {
+            Ok(()) => Ok(Some(Box::new(FileLock(file)))),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
