@@ -1,0 +1,408 @@
+//! The bucket catalog: open buckets per series, the rules that close them, and their counters.
+//!
+//! Each series (collection + normalised meta) has one *current* bucket that takes in-order
+//! measurements, plus buckets set aside when a measurement jumped forward past their span or
+//! back before their start. A set-aside bucket stays in memory and is *reopened* when a late
+//! measurement falls in its window, so out-of-order data joins the bucket it belongs to instead
+//! of fragmenting the series (MongoDB 5.0 closed them; this follows 6.3's reopening without a
+//! query). Closed buckets wait in `closed` until the flusher writes them to a segment.
+
+pub mod builder;
+pub mod control;
+pub mod meta;
+pub mod stats;
+
+pub use builder::{is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, SEQ_COLUMN};
+pub use stats::CatalogStats;
+
+use crate::bucket::BucketData;
+use bson::oid::ObjectId;
+use bson::{Bson, Document};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Bucketing parameters of one collection.
+#[derive(Debug, Clone)]
+pub struct BucketParams {
+    /// The time field.
+    pub time_field: String,
+    /// The meta field.
+    pub meta_field: Option<String>,
+    /// `bucketMaxSpanSeconds` in milliseconds.
+    pub span_ms: i64,
+    /// `bucketRoundingSeconds` in milliseconds.
+    pub rounding_ms: i64,
+}
+
+/// Rounds `t_ms` down to a multiple of `rounding_ms` (also for times before 1970).
+pub fn round_down(t_ms: i64, rounding_ms: i64) -> i64 {
+    t_ms - t_ms.rem_euclid(rounding_ms.max(1))
+}
+
+fn oid_counter() -> &'static AtomicU64 {
+    static COUNTER: OnceLock<AtomicU64> = OnceLock::new();
+    COUNTER.get_or_init(|| {
+        // Seeded randomly per process like MongoDB's, so buckets of different runs do not collide.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ (u64::from(std::process::id()) << 32);
+        AtomicU64::new(splitmix(seed))
+    })
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A bucket `_id`: 4-byte big-endian start seconds, then an 8-byte big-endian counter that
+/// grows by one per bucket. Starts outside the 32-bit range wrap (MongoDB's "extended range");
+/// the engine never relies on the `_id` alone for such times.
+pub fn bucket_oid(start_ms: i64) -> ObjectId {
+    let secs = start_ms.div_euclid(1000) as u32;
+    let counter = oid_counter().fetch_add(1, Ordering::Relaxed);
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&secs.to_be_bytes());
+    b[4..].copy_from_slice(&counter.to_be_bytes());
+    ObjectId::from_bytes(b)
+}
+
+/// A measurement ready for the catalog: validated, `_id` assigned, meta normalised.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The full document as it will be returned by reads.
+    pub doc: Document,
+    /// Value of the time field.
+    pub time_ms: i64,
+    /// BSON size without the meta field (what counts toward the bucket size limit).
+    pub size: usize,
+    /// Normalised meta value (`None`: the document had no meta field).
+    pub meta: Option<Bson>,
+    /// Series key derived from `meta`.
+    pub key: Vec<u8>,
+}
+
+struct Series {
+    open: Vec<BucketBuilder>,
+    current: Option<usize>,
+}
+
+/// The catalog of one collection.
+pub struct CollCatalog {
+    params: BucketParams,
+    limits: FitLimits,
+    series: HashMap<Vec<u8>, Series>,
+    closed: Vec<BucketData>,
+    closed_bytes: usize,
+    open_count: usize,
+    stats: CatalogStats,
+    tick: u64,
+    batch: u64,
+}
+
+impl CollCatalog {
+    /// An empty catalog.
+    pub fn new(params: BucketParams, limits: FitLimits) -> CollCatalog {
+        CollCatalog {
+            params,
+            limits,
+            series: HashMap::new(),
+            closed: Vec::new(),
+            closed_bytes: 0,
+            open_count: 0,
+            stats: CatalogStats::default(),
+            tick: 0,
+            batch: 0,
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &CatalogStats {
+        &self.stats
+    }
+
+    /// Changes span/rounding (collMod): open buckets keep their start but use the new span.
+    pub fn set_params(&mut self, params: BucketParams) {
+        self.params = params;
+    }
+
+    /// Number of open (current or set-aside) buckets.
+    pub fn open_buckets(&self) -> usize {
+        self.open_count
+    }
+
+    /// Bytes of measurements in closed buckets awaiting a flush.
+    pub fn closed_bytes(&self) -> usize {
+        self.closed_bytes
+    }
+
+    /// Approximate memory of open buckets.
+    pub fn memory(&self) -> usize {
+        self.series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .map(BucketBuilder::memory)
+            .sum()
+    }
+
+    /// Smallest log sequence number still held only in memory (open or closed-unflushed).
+    pub fn min_seq(&self) -> Option<u64> {
+        let open = self
+            .series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .map(|b| b.min_seq);
+        let closed = self.closed.iter().filter_map(min_seq_of);
+        open.chain(closed).min()
+    }
+
+    /// Starts a new insert batch (for the commit counters).
+    pub fn begin_batch(&mut self) {
+        self.batch += 1;
+    }
+
+    /// Routes one measurement to its bucket, applying MongoDB's rollover rules in order.
+    pub fn insert(&mut self, m: &Prepared, seq: u64, idx: u32) {
+        self.tick += 1;
+        let tick = self.tick;
+        let batch = self.batch;
+        let span = self.params.span_ms;
+        let limits = self.limits;
+        let is_new_series = !self.series.contains_key(&m.key);
+        if is_new_series {
+            self.series.insert(
+                m.key.clone(),
+                Series {
+                    open: Vec::new(),
+                    current: None,
+                },
+            );
+        }
+        let Some(series) = self.series.get_mut(&m.key) else {
+            return;
+        };
+
+        let mut target: Option<usize> = None;
+        if let Some(c) = series.current {
+            if let Some(b) = series.open.get(c) {
+                if m.time_ms >= b.start_ms && m.time_ms - b.start_ms >= span {
+                    self.stats.num_buckets_closed_due_to_time_forward += 1;
+                    series.current = None;
+                } else if m.time_ms < b.start_ms {
+                    self.stats.num_buckets_closed_due_to_time_backward += 1;
+                    series.current = None;
+                } else {
+                    match b.refusal(&m.doc, m.size, &limits) {
+                        None => target = Some(c),
+                        Some(r) => {
+                            count_refusal(&mut self.stats, r);
+                            let done = series.open.swap_remove(c);
+                            series.current = None;
+                            self.open_count -= 1;
+                            push_closed(&mut self.closed, &mut self.closed_bytes, done);
+                        }
+                    }
+                }
+            }
+        }
+        if target.is_none() {
+            // A set-aside bucket whose window holds the measurement takes it back.
+            let mut i = 0;
+            while i < series.open.len() {
+                let Some(b) = series.open.get(i) else { break };
+                if b.window_contains(m.time_ms, span) {
+                    match b.refusal(&m.doc, m.size, &limits) {
+                        None => {
+                            target = Some(i);
+                            self.stats.num_buckets_reopened += 1;
+                            break;
+                        }
+                        Some(Refusal::Schema) => {}
+                        Some(r) => {
+                            // Full: it can never take anything again.
+                            count_refusal(&mut self.stats, r);
+                            let done = series.open.swap_remove(i);
+                            self.open_count -= 1;
+                            push_closed(&mut self.closed, &mut self.closed_bytes, done);
+                            continue;
+                        }
+                    }
+                }
+                i += 1;
+            }
+        }
+        let t = match target {
+            Some(t) => t,
+            None => {
+                if is_new_series {
+                    self.stats.num_buckets_opened_due_to_metadata += 1;
+                }
+                let start = round_down(m.time_ms, self.params.rounding_ms);
+                series.open.push(BucketBuilder::new(
+                    bucket_oid(start),
+                    start,
+                    m.meta.clone(),
+                    &self.params.time_field,
+                    self.params.meta_field.as_deref(),
+                ));
+                self.open_count += 1;
+                series.open.len() - 1
+            }
+        };
+        series.current = Some(t);
+        if let Some(b) = series.open.get_mut(t) {
+            if b.last_batch() != batch {
+                if b.count == 0 {
+                    self.stats.num_bucket_inserts += 1;
+                } else {
+                    self.stats.num_bucket_updates += 1;
+                }
+                self.stats.num_commits += 1;
+                b.set_last_batch(batch);
+            }
+            // refusal() let it in below the minimum count although it is over the size limit.
+            if b.count > 0 && b.size + m.size > limits.max_size && !b.kept_open_for_large {
+                b.kept_open_for_large = true;
+                self.stats.num_buckets_kept_open_due_to_large_measurements += 1;
+            }
+            b.push(&m.doc, m.time_ms, m.size, seq, idx);
+            b.last_touch = tick;
+        }
+        self.stats.num_measurements_committed += 1;
+    }
+
+    /// Closes idle buckets (least recently touched first) until memory is under `limit`.
+    /// Returns how many were closed.
+    pub fn close_idle(&mut self, limit: usize) -> usize {
+        let mut mem = self.memory();
+        if mem <= limit {
+            return 0;
+        }
+        let mut all: Vec<(u64, Vec<u8>, ObjectId)> = self
+            .series
+            .iter()
+            .flat_map(|(k, s)| s.open.iter().map(move |b| (b.last_touch, k.clone(), b.id)))
+            .collect();
+        all.sort_by_key(|x| x.0);
+        let mut closed = 0;
+        for (_, key, id) in all {
+            if mem <= limit {
+                break;
+            }
+            if let Some(b) = self.remove_open(&key, id) {
+                mem = mem.saturating_sub(b.memory());
+                self.stats.num_buckets_closed_due_to_memory_threshold += 1;
+                push_closed(&mut self.closed, &mut self.closed_bytes, b);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// Closes every open bucket holding a measurement with sequence number `<= upto`, so the
+    /// log up to there can be reclaimed once they are flushed.
+    pub fn close_older_than(&mut self, upto: u64) -> usize {
+        let victims: Vec<(Vec<u8>, ObjectId)> = self
+            .series
+            .iter()
+            .flat_map(|(k, s)| {
+                s.open
+                    .iter()
+                    .filter(|b| b.min_seq <= upto)
+                    .map(move |b| (k.clone(), b.id))
+            })
+            .collect();
+        let n = victims.len();
+        for (key, id) in victims {
+            if let Some(b) = self.remove_open(&key, id) {
+                self.stats.num_buckets_closed_due_to_wal_limit += 1;
+                push_closed(&mut self.closed, &mut self.closed_bytes, b);
+            }
+        }
+        n
+    }
+
+    /// Closes every open bucket (explicit flush, collection change).
+    pub fn close_all(&mut self) {
+        for (_, s) in self.series.drain() {
+            for b in s.open {
+                self.stats.num_buckets_closed_due_to_flush += 1;
+                push_closed(&mut self.closed, &mut self.closed_bytes, b);
+            }
+        }
+        self.open_count = 0;
+    }
+
+    fn remove_open(&mut self, key: &[u8], id: ObjectId) -> Option<BucketBuilder> {
+        let series = self.series.get_mut(key)?;
+        let pos = series.open.iter().position(|b| b.id == id)?;
+        let b = series.open.swap_remove(pos);
+        // swap_remove moved the last bucket into `pos`; keep `current` pointing at it.
+        series.current = match series.current {
+            Some(c) if c == pos => None,
+            Some(c) if c == series.open.len() => Some(pos),
+            other => other,
+        };
+        if series.open.is_empty() {
+            self.series.remove(key);
+        }
+        self.open_count -= 1;
+        Some(b)
+    }
+
+    /// Takes the closed buckets for flushing.
+    pub fn take_closed(&mut self) -> Vec<BucketData> {
+        self.closed_bytes = 0;
+        std::mem::take(&mut self.closed)
+    }
+
+    /// Closed, not yet flushed buckets.
+    pub fn closed(&self) -> &[BucketData] {
+        &self.closed
+    }
+
+    /// Copies of every open bucket.
+    pub fn snapshot_open(&self) -> Vec<BucketData> {
+        self.series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .map(BucketBuilder::snapshot)
+            .collect()
+    }
+}
+
+fn count_refusal(stats: &mut CatalogStats, r: Refusal) {
+    match r {
+        Refusal::Count => stats.num_buckets_closed_due_to_count += 1,
+        Refusal::Size => stats.num_buckets_closed_due_to_size += 1,
+        Refusal::Schema => stats.num_buckets_closed_due_to_schema_change += 1,
+    }
+}
+
+fn push_closed(closed: &mut Vec<BucketData>, bytes: &mut usize, b: BucketBuilder) {
+    *bytes += b.size;
+    closed.push(b.finish());
+}
+
+/// Smallest sequence number among a bucket's rows (from its hidden column).
+pub fn min_seq_of(b: &BucketData) -> Option<u64> {
+    b.columns
+        .iter()
+        .find(|c| c.name == SEQ_COLUMN)?
+        .values
+        .iter()
+        .filter_map(|v| match v {
+            Some(Bson::Int64(s)) => Some(*s as u64),
+            _ => None,
+        })
+        .min()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,263 @@
+use super::*;
+use crate::ingest::{prepare, Fields};
+use bson::{doc, DateTime};
+
+const FIELDS: Fields<'static> = Fields {
+    time: "t",
+    meta: Some("m"),
+};
+
+fn catalog(span_s: i64, rounding_s: i64) -> CollCatalog {
+    CollCatalog::new(
+        BucketParams {
+            time_field: "t".into(),
+            meta_field: Some("m".into()),
+            span_ms: span_s * 1000,
+            rounding_ms: rounding_s * 1000,
+        },
+        FitLimits {
+            max_count: 1000,
+            max_size: 128_000,
+            min_count: 10,
+            large_max_size: 12 << 20,
+        },
+    )
+}
+
+fn ms(s: &str) -> i64 {
+    DateTime::parse_rfc3339_str(s).unwrap().timestamp_millis()
+}
+
+fn put(c: &mut CollCatalog, d: Document) {
+    c.begin_batch();
+    let mut p = prepare(&d, 0, &FIELDS, true).unwrap();
+    p.size = 100;
+    c.insert(&p, 1, 0);
+}
+
+fn buckets(c: &CollCatalog) -> Vec<BucketData> {
+    let mut v = c.snapshot_open();
+    v.extend(c.closed().iter().cloned());
+    v.sort_by_key(|b| b.id.bytes());
+    v
+}
+
+fn at(t: &str) -> Bson {
+    Bson::DateTime(DateTime::parse_rfc3339_str(t).unwrap())
+}
+
+#[test]
+fn rounding_and_span_seconds() {
+    // AT-1
+    let mut c = catalog(3600, 60);
+    for t in [
+        "2021-04-22T20:10:14.134Z",
+        "2021-04-22T20:10:05.000Z",
+        "2021-04-22T21:09:59.999Z",
+    ] {
+        put(&mut c, doc! {"t": at(t), "m": 1});
+    }
+    let b = buckets(&c);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].min.get("t"), Some(&at("2021-04-22T20:10:00Z")));
+    assert_eq!(b[0].max.get("t"), Some(&at("2021-04-22T21:09:59.999Z")));
+    assert_eq!(
+        b[0].id.timestamp().timestamp_millis(),
+        ms("2021-04-22T20:10:00Z")
+    );
+    put(&mut c, doc! {"t": at("2021-04-22T21:10:00Z"), "m": 1});
+    assert_eq!(buckets(&c).len(), 2);
+    assert_eq!(c.stats().num_buckets_closed_due_to_time_forward, 1);
+}
+
+#[test]
+fn rounding_and_span_minutes_and_hours() {
+    // AT-2
+    let mut c = catalog(86_400, 3600);
+    for t in [
+        "2021-04-22T20:10:14.134Z",
+        "2021-04-22T20:05:00Z",
+        "2021-04-23T19:59:59.999Z",
+    ] {
+        put(&mut c, doc! {"t": at(t), "m": 1});
+    }
+    assert_eq!(buckets(&c).len(), 1);
+    assert_eq!(
+        buckets(&c)[0].min.get("t"),
+        Some(&at("2021-04-22T20:00:00Z"))
+    );
+    put(&mut c, doc! {"t": at("2021-04-23T20:00:00Z"), "m": 1});
+    assert_eq!(buckets(&c).len(), 2);
+
+    let mut c = catalog(2_592_000, 86_400);
+    for t in [
+        "2021-04-22T20:10:14.134Z",
+        "2021-04-22T10:00:00Z",
+        "2021-05-21T23:59:59.999Z",
+    ] {
+        put(&mut c, doc! {"t": at(t), "m": 1});
+    }
+    assert_eq!(buckets(&c).len(), 1);
+    assert_eq!(
+        buckets(&c)[0].min.get("t"),
+        Some(&at("2021-04-22T00:00:00Z"))
+    );
+    put(&mut c, doc! {"t": at("2021-05-22T00:00:00Z"), "m": 1});
+    assert_eq!(buckets(&c).len(), 2);
+}
+
+#[test]
+fn count_limit_closes_at_1000() {
+    // AT-3
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-01-01T01:00:00Z");
+    for i in 0..1100i64 {
+        put(
+            &mut c,
+            doc! {"_id": i, "t": DateTime::from_millis(base + i * 1000), "x": i},
+        );
+    }
+    let b = buckets(&c);
+    assert_eq!(b.len(), 2);
+    let first = b.iter().find(|b| b.count == 1000).unwrap();
+    assert_eq!(first.min.get("_id"), Some(&Bson::Int64(0)));
+    assert_eq!(first.max.get("_id"), Some(&Bson::Int64(999)));
+    assert_eq!(c.stats().num_buckets_closed_due_to_count, 1);
+}
+
+#[test]
+fn time_backward_opens_new_buckets() {
+    // AT-5: descending minutes, each below the previous bucket's rounded start.
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-04-08T00:10:00Z");
+    for i in 0..10i64 {
+        put(
+            &mut c,
+            doc! {"t": DateTime::from_millis(base - i * 60_000), "m": 1, "x": 1},
+        );
+    }
+    assert_eq!(buckets(&c).len(), 10);
+    assert_eq!(c.stats().num_buckets_closed_due_to_time_backward, 9);
+    assert_eq!(c.stats().num_buckets_opened_due_to_metadata, 1);
+    assert_eq!(c.stats().num_commits, 10);
+    assert_eq!(c.stats().num_measurements_committed, 10);
+}
+
+#[test]
+fn alternating_days_reopen_their_buckets() {
+    // Seed 003: 2000 measurements of one series alternating between two days give 4 buckets
+    // (MongoDB 5.0 made 4000).
+    let mut c = catalog(3600, 60);
+    let d1 = ms("2021-06-01T10:00:00Z");
+    let d2 = ms("2021-06-02T10:00:00Z");
+    for i in 0..2000i64 {
+        let t = if i % 2 == 0 { d1 } else { d2 } + i;
+        put(
+            &mut c,
+            doc! {"t": DateTime::from_millis(t), "m": "s", "v": i},
+        );
+    }
+    for i in 0..2000i64 {
+        let t = if i % 2 == 0 { d1 } else { d2 } + 2000 + i;
+        put(
+            &mut c,
+            doc! {"t": DateTime::from_millis(t), "m": "s", "v": i},
+        );
+    }
+    let b = buckets(&c);
+    assert_eq!(
+        b.len(),
+        4,
+        "{:?}",
+        b.iter().map(|b| b.count).collect::<Vec<_>>()
+    );
+    assert!(b.iter().all(|b| b.count == 1000));
+}
+
+#[test]
+fn schema_change_closes_bucket() {
+    // AT-7
+    let mut c = catalog(3600, 60);
+    let t = at("2024-04-08T10:00:00Z");
+    let values: Vec<Bson> = vec![
+        Bson::ObjectId(ObjectId::new()),
+        Bson::Array(vec![1.into(), 2.into()]),
+        at("2024-01-01T00:00:00Z"),
+        Bson::Undefined,
+        "MongoDB".into(),
+        Bson::Decimal128("9223372036854775807".parse().unwrap()),
+        Bson::Document(doc! {"a": 20}),
+        42.into(),
+    ];
+    for (i, v) in values.into_iter().enumerate() {
+        put(&mut c, doc! {"t": t.clone(), "m": 0, "x": v});
+        assert_eq!(c.stats().num_buckets_closed_due_to_schema_change, i as u64);
+    }
+    // Numbers of different types are one class.
+    let mut c = catalog(3600, 60);
+    for v in [Bson::Int32(1), Bson::Int64(2), Bson::Double(3.0)] {
+        put(&mut c, doc! {"t": t.clone(), "m": 0, "x": v});
+    }
+    assert_eq!(c.stats().num_buckets_closed_due_to_schema_change, 0);
+}
+
+#[test]
+fn meta_field_order_does_not_split_series() {
+    // AT-9
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-01-01T00:00:00Z");
+    let metas = [
+        doc! {"a": 1, "b": 1},
+        doc! {"a": 1, "b": 1},
+        doc! {"b": 1, "a": 1},
+        doc! {"a": 1},
+    ];
+    for (i, m) in metas.into_iter().enumerate() {
+        put(
+            &mut c,
+            doc! {"t": DateTime::from_millis(base + i as i64 * 600_000), "m": m},
+        );
+    }
+    let mut counts: Vec<u32> = buckets(&c).iter().map(|b| b.count).collect();
+    counts.sort();
+    assert_eq!(counts, vec![1, 3]);
+}
+
+#[test]
+fn sparse_field_has_only_its_rows() {
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-01-01T00:00:00Z");
+    put(
+        &mut c,
+        doc! {"t": DateTime::from_millis(base), "m": 1, "a": 1},
+    );
+    put(
+        &mut c,
+        doc! {"t": DateTime::from_millis(base + 1), "m": 1, "a": 2},
+    );
+    put(
+        &mut c,
+        doc! {"t": DateTime::from_millis(base + 2), "m": 1, "a": 3, "late": true},
+    );
+    let b = &buckets(&c)[0];
+    let late = b.columns.iter().find(|c| c.name == "late").unwrap();
+    assert_eq!(late.values, vec![None, None, Some(Bson::Boolean(true))]);
+}
+
+#[test]
+fn memory_limit_closes_least_recently_used_first() {
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-01-01T00:00:00Z");
+    for i in 0..10 {
+        put(&mut c, doc! {"t": DateTime::from_millis(base), "m": i});
+    }
+    put(&mut c, doc! {"t": DateTime::from_millis(base), "m": 0});
+    let one = c.memory() / 10;
+    c.close_idle(one * 5);
+    assert!(c.stats().num_buckets_closed_due_to_memory_threshold >= 5);
+    // Series 0 was touched last, so it is still open.
+    assert!(c
+        .snapshot_open()
+        .iter()
+        .any(|b| b.meta == Some(Bson::Int32(0))));
+}

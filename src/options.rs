@@ -1,0 +1,412 @@
+//! Collection and database options, validated as MongoDB validates them.
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::vfs::{RealFs, Vfs};
+use crate::wal::SyncMode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest custom bucket span MongoDB accepts (365 days).
+pub const MAX_BUCKET_SPAN_SECONDS: u32 = 31_536_000;
+/// Largest `expireAfterSeconds` accepted (MongoDB's TTL limit, `i32::MAX`).
+pub const MAX_EXPIRE_AFTER_SECONDS: u64 = i32::MAX as u64;
+
+/// Preset bucketing of a time-series collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    /// Buckets span up to an hour, starts rounded to the minute (the default).
+    Seconds,
+    /// Buckets span up to a day, starts rounded to the hour.
+    Minutes,
+    /// Buckets span up to 30 days, starts rounded to the day.
+    Hours,
+}
+
+impl Granularity {
+    /// `bucketMaxSpanSeconds` of this granularity.
+    pub fn max_span_seconds(self) -> u32 {
+        match self {
+            Granularity::Seconds => 3_600,
+            Granularity::Minutes => 86_400,
+            Granularity::Hours => 2_592_000,
+        }
+    }
+    /// `bucketRoundingSeconds` of this granularity.
+    pub fn rounding_seconds(self) -> u32 {
+        match self {
+            Granularity::Seconds => 60,
+            Granularity::Minutes => 3_600,
+            Granularity::Hours => 86_400,
+        }
+    }
+    /// MongoDB's name: "seconds", "minutes" or "hours".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Seconds => "seconds",
+            Granularity::Minutes => "minutes",
+            Granularity::Hours => "hours",
+        }
+    }
+    /// Parses MongoDB's name.
+    pub fn parse(s: &str) -> Result<Granularity> {
+        match s {
+            "seconds" => Ok(Granularity::Seconds),
+            "minutes" => Ok(Granularity::Minutes),
+            "hours" => Ok(Granularity::Hours),
+            other => Err(Error::BadValue(format!(
+                "unknown granularity '{other}': expected 'seconds', 'minutes' or 'hours'"
+            ))),
+        }
+    }
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Granularity::Seconds => 0,
+            Granularity::Minutes => 1,
+            Granularity::Hours => 2,
+        }
+    }
+    pub(crate) fn from_code(c: u8) -> Option<Granularity> {
+        match c {
+            0 => Some(Granularity::Seconds),
+            1 => Some(Granularity::Minutes),
+            2 => Some(Granularity::Hours),
+            _ => None,
+        }
+    }
+}
+
+/// How a time-series collection buckets its measurements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeseriesOptions {
+    pub(crate) time_field: String,
+    pub(crate) meta_field: Option<String>,
+    pub(crate) granularity: Option<Granularity>,
+    pub(crate) custom_span: Option<(u32, u32)>,
+    pub(crate) expire_after_seconds: Option<u64>,
+}
+
+impl TimeseriesOptions {
+    /// Options with the given time field and MongoDB's defaults (granularity "seconds", no meta
+    /// field, no expiry).
+    pub fn new(time_field: impl Into<String>) -> TimeseriesOptions {
+        TimeseriesOptions {
+            time_field: time_field.into(),
+            meta_field: None,
+            granularity: None,
+            custom_span: None,
+            expire_after_seconds: None,
+        }
+    }
+    /// Names the meta field: measurements with equal meta values share buckets.
+    pub fn meta_field(mut self, name: impl Into<String>) -> Self {
+        self.meta_field = Some(name.into());
+        self
+    }
+    /// Chooses a preset granularity.
+    pub fn granularity(mut self, g: Granularity) -> Self {
+        self.granularity = Some(g);
+        self
+    }
+    /// Custom bucketing: `bucketMaxSpanSeconds` and `bucketRoundingSeconds` (must be equal).
+    pub fn bucket_span(mut self, max_span_secs: u32, rounding_secs: u32) -> Self {
+        self.custom_span = Some((max_span_secs, rounding_secs));
+        self
+    }
+    /// Deletes buckets once all their measurements are older than this many seconds.
+    pub fn expire_after_seconds(mut self, secs: u64) -> Self {
+        self.expire_after_seconds = Some(secs);
+        self
+    }
+
+    /// The time field.
+    pub fn get_time_field(&self) -> &str {
+        &self.time_field
+    }
+    /// The meta field, if any.
+    pub fn get_meta_field(&self) -> Option<&str> {
+        self.meta_field.as_deref()
+    }
+    /// The granularity in force; `None` when custom spans are set.
+    pub fn get_granularity(&self) -> Option<Granularity> {
+        match (self.granularity, self.custom_span) {
+            (Some(g), _) => Some(g),
+            (None, Some(_)) => None,
+            (None, None) => Some(Granularity::Seconds),
+        }
+    }
+    /// `bucketMaxSpanSeconds` in force.
+    pub fn bucket_max_span_seconds(&self) -> u32 {
+        match self.custom_span {
+            Some((span, _)) => span,
+            None => self
+                .granularity
+                .unwrap_or(Granularity::Seconds)
+                .max_span_seconds(),
+        }
+    }
+    /// `bucketRoundingSeconds` in force.
+    pub fn bucket_rounding_seconds(&self) -> u32 {
+        match self.custom_span {
+            Some((_, r)) => r,
+            None => self
+                .granularity
+                .unwrap_or(Granularity::Seconds)
+                .rounding_seconds(),
+        }
+    }
+    /// Expiry, if set.
+    pub fn get_expire_after_seconds(&self) -> Option<u64> {
+        self.expire_after_seconds
+    }
+
+    /// Checks the options as MongoDB's `create` does.
+    pub fn validate(&self) -> Result<()> {
+        validate_field_name("timeField", &self.time_field)?;
+        if let Some(meta) = &self.meta_field {
+            validate_field_name("metaField", meta)?;
+            if meta == &self.time_field {
+                return Err(Error::InvalidOptions(
+                    "'metaField' cannot be the same as 'timeField'".into(),
+                ));
+            }
+        }
+        if let Some((span, rounding)) = self.custom_span {
+            if self.granularity.is_some() {
+                return Err(Error::InvalidOptions(
+                    "Timeseries 'bucketRoundingSeconds' cannot be set alongside the granularity parameter"
+                        .into(),
+                ));
+            }
+            validate_span("bucketMaxSpanSeconds", span)?;
+            validate_span("bucketRoundingSeconds", rounding)?;
+            if span != rounding {
+                return Err(Error::InvalidOptions(
+                    "Timeseries 'bucketRoundingSeconds' must be equal to 'bucketMaxSpanSeconds'"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(e) = self.expire_after_seconds {
+            validate_expire(e)?;
+        }
+        Ok(())
+    }
+}
+
+fn validate_field_name(what: &str, name: &str) -> Result<()> {
+    if name.contains('\0') {
+        return Err(Error::BadValue(format!(
+            "'{what}' must not contain null bytes"
+        )));
+    }
+    if name.is_empty() {
+        return Err(Error::InvalidOptions(format!("'{what}' must not be empty")));
+    }
+    if name == "_id" {
+        return Err(Error::InvalidOptions(format!("'{what}' cannot be '_id'")));
+    }
+    if name.contains('.') {
+        return Err(Error::InvalidOptions(format!(
+            "'{what}' must be a top-level field and cannot contain a '.'"
+        )));
+    }
+    if name.starts_with('$') {
+        return Err(Error::InvalidOptions(format!(
+            "'{what}' cannot start with '$'"
+        )));
+    }
+    Ok(())
+}
+
+fn validate_span(what: &str, v: u32) -> Result<()> {
+    // MongoDB 7.1+ reports out-of-range bucketing parameters as BadValue.
+    if v == 0 || v > MAX_BUCKET_SPAN_SECONDS {
+        return Err(Error::BadValue(format!(
+            "Timeseries '{what}' must be between 1 and {MAX_BUCKET_SPAN_SECONDS}, got {v}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn validate_expire(e: u64) -> Result<()> {
+    if e > MAX_EXPIRE_AFTER_SECONDS {
+        return Err(Error::InvalidOptions(format!(
+            "'expireAfterSeconds' must be between 0 and {MAX_EXPIRE_AFTER_SECONDS}, got {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Limits of the bucket catalog (MongoDB's server parameters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketLimits {
+    /// `timeseriesBucketMaxCount`: measurements per bucket.
+    pub max_count: u32,
+    /// `timeseriesBucketMaxSize`: bytes of measurement data per bucket.
+    pub max_size: usize,
+    /// `timeseriesBucketMinCount`: below this count a bucket may grow past `max_size`.
+    pub min_count: u32,
+    /// Hard cap for buckets kept open for large measurements.
+    pub large_max_size: usize,
+}
+
+impl Default for BucketLimits {
+    fn default() -> Self {
+        BucketLimits {
+            max_count: 1000,
+            max_size: 128_000,
+            min_count: 10,
+            large_max_size: 12 * 1024 * 1024,
+        }
+    }
+}
+
+/// Options of a [`crate::Database`].
+#[derive(Clone)]
+pub struct DbOptions {
+    /// When an insert is acknowledged relative to the log fsync. Default: [`SyncMode::Always`].
+    pub sync: SyncMode,
+    /// Bucket catalog limits.
+    pub limits: BucketLimits,
+    /// Memory the bucket catalog may use for unflushed buckets before it closes idle ones.
+    pub catalog_memory_limit: usize,
+    /// Closed buckets are written to a segment once their measurement bytes exceed this.
+    pub flush_threshold_bytes: usize,
+    /// Log bytes after which the oldest open buckets are closed so the log can be reclaimed.
+    pub wal_limit_bytes: u64,
+    /// Largest insert batch, in encoded bytes.
+    pub max_batch_bytes: usize,
+    /// How often the background TTL sweeper runs; `None` disables it.
+    pub ttl_interval: Option<Duration>,
+    /// The file system; tests pass an in-memory or fault-injecting one.
+    pub vfs: Arc<dyn Vfs>,
+    /// Source of "now" for the TTL sweeper.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            sync: SyncMode::Always,
+            limits: BucketLimits::default(),
+            catalog_memory_limit: 256 * 1024 * 1024,
+            flush_threshold_bytes: 16 * 1024 * 1024,
+            wal_limit_bytes: 512 * 1024 * 1024,
+            max_batch_bytes: 48 * 1024 * 1024,
+            ttl_interval: Some(Duration::from_secs(60)),
+            vfs: Arc::new(RealFs),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for DbOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbOptions")
+            .field("sync", &self.sync)
+            .field("limits", &self.limits)
+            .field("catalog_memory_limit", &self.catalog_memory_limit)
+            .field("flush_threshold_bytes", &self.flush_threshold_bytes)
+            .field("wal_limit_bytes", &self.wal_limit_bytes)
+            .field("max_batch_bytes", &self.max_batch_bytes)
+            .field("ttl_interval", &self.ttl_interval)
+            .field("vfs", &self.vfs)
+            .finish()
+    }
+}
+
+impl DbOptions {
+    /// Sets the sync mode.
+    pub fn sync(mut self, sync: SyncMode) -> Self {
+        self.sync = sync;
+        self
+    }
+    /// Sets the file system.
+    pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
+        self.vfs = vfs;
+        self
+    }
+    /// Sets the clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// Sets the bucket limits.
+    pub fn limits(mut self, limits: BucketLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(o: TimeseriesOptions) -> Option<i32> {
+        o.validate().err().and_then(|e| e.code())
+    }
+
+    #[test]
+    fn defaults_are_seconds_granularity() {
+        let o = TimeseriesOptions::new("t");
+        assert!(o.validate().is_ok());
+        assert_eq!(o.get_granularity(), Some(Granularity::Seconds));
+        assert_eq!(o.bucket_max_span_seconds(), 3600);
+        assert_eq!(o.bucket_rounding_seconds(), 60);
+    }
+
+    #[test]
+    fn bad_field_names_are_invalid_options() {
+        assert_eq!(code(TimeseriesOptions::new("")), Some(72));
+        assert_eq!(code(TimeseriesOptions::new("_id")), Some(72));
+        assert_eq!(code(TimeseriesOptions::new("a.b")), Some(72));
+        assert_eq!(code(TimeseriesOptions::new("t").meta_field("t")), Some(72));
+        assert_eq!(
+            code(TimeseriesOptions::new("t").meta_field("_id")),
+            Some(72)
+        );
+        assert_eq!(
+            code(TimeseriesOptions::new("t").meta_field("m.x")),
+            Some(72)
+        );
+        assert_eq!(code(TimeseriesOptions::new("t\0")), Some(2));
+    }
+
+    #[test]
+    fn spans_follow_mongodb_rules() {
+        let t = || TimeseriesOptions::new("t");
+        assert!(t().bucket_span(200, 200).validate().is_ok());
+        assert_eq!(code(t().bucket_span(100, 50)), Some(72));
+        assert_eq!(code(t().bucket_span(0, 0)), Some(2));
+        assert_eq!(code(t().bucket_span(31_536_001, 31_536_001)), Some(2));
+        assert!(t().bucket_span(31_536_000, 31_536_000).validate().is_ok());
+        assert_eq!(
+            code(t().granularity(Granularity::Hours).bucket_span(60, 60)),
+            Some(72)
+        );
+        let o = t().bucket_span(200, 200);
+        assert_eq!(o.get_granularity(), None);
+        assert_eq!(o.bucket_max_span_seconds(), 200);
+    }
+
+    #[test]
+    fn granularity_table_matches_mongodb() {
+        assert_eq!(Granularity::Minutes.max_span_seconds(), 86_400);
+        assert_eq!(Granularity::Minutes.rounding_seconds(), 3_600);
+        assert_eq!(Granularity::Hours.max_span_seconds(), 2_592_000);
+        assert_eq!(Granularity::Hours.rounding_seconds(), 86_400);
+    }
+
+    #[test]
+    fn expire_after_seconds_is_bounded() {
+        assert!(TimeseriesOptions::new("t")
+            .expire_after_seconds(0)
+            .validate()
+            .is_ok());
+        assert_eq!(
+            code(TimeseriesOptions::new("t").expire_after_seconds(1 << 62)),
+            Some(72)
+        );
+    }
+}
