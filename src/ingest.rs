@@ -50,6 +50,11 @@ pub fn prepare(
             )))
         }
     };
+    if let Some(k) = doc.keys().find(|k| crate::catalog::is_hidden(k)) {
+        return Err(bad(format!(
+            "field name {k:?} starts with \\u0001, which is reserved for the engine"
+        )));
+    }
     let out = if add_id && !doc.contains_key("_id") {
         // A generated `_id` goes first, where MongoDB puts it.
         let mut d = Document::new();

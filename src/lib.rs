@@ -1,4 +1,31 @@
 //! tsbucket: an embeddable storage engine for time-series collections with MongoDB semantics.
+//!
+//! Measurements (BSON documents) are appended to a write-ahead log, grouped by meta value and
+//! time into buckets, and flushed as immutable, compressed column segments. See the README for
+//! an overview and `format-spec/` for the on-disk formats.
+//!
+//! ```
+//! use tsbucket::{Database, TimeseriesOptions, Granularity};
+//! use tsbucket::bson::{doc, DateTime};
+//!
+//! # fn main() -> tsbucket::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! let db = Database::open(dir.path())?;
+//! let weather = db.create_collection(
+//!     "weather",
+//!     TimeseriesOptions::new("timestamp").meta_field("metadata").granularity(Granularity::Hours),
+//! )?;
+//! weather.insert_many(&[
+//!     doc! {"timestamp": DateTime::from_millis(1_700_000_000_000), "metadata": {"sensorId": 5}, "temp": 12.5},
+//!     doc! {"timestamp": DateTime::from_millis(1_700_000_060_000), "metadata": {"sensorId": 5}, "temp": 12.7},
+//! ])?;
+//! assert_eq!(weather.count_documents(doc! {"metadata.sensorId": 5})?, 2);
+//! db.flush()?;
+//! assert_eq!(weather.stats()?.buckets, 1);
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub use bson;
 
@@ -6,11 +33,23 @@ pub mod bucket;
 pub mod catalog;
 pub mod clock;
 pub mod codec;
+mod collection;
+mod db;
 pub mod error;
 pub mod ingest;
+pub mod manifest;
 pub mod options;
 pub mod order;
+pub mod query;
+pub mod segment;
 pub mod vfs;
 pub mod wal;
 
+pub use catalog::CatalogStats;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
+pub use db::{CollectionInfo, Database};
 pub use error::{Error, Result};
+pub use options::{BucketLimits, DbOptions, Granularity, TimeseriesOptions};
+pub use query::{Cursor, Explain, FindOptions};
+pub use wal::SyncMode;

@@ -59,21 +59,6 @@ impl Granularity {
             ))),
         }
     }
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Granularity::Seconds => 0,
-            Granularity::Minutes => 1,
-            Granularity::Hours => 2,
-        }
-    }
-    pub(crate) fn from_code(c: u8) -> Option<Granularity> {
-        match c {
-            0 => Some(Granularity::Seconds),
-            1 => Some(Granularity::Minutes),
-            2 => Some(Granularity::Hours),
-            _ => None,
-        }
-    }
 }
 
 /// How a time-series collection buckets its measurements.

@@ -6,15 +6,41 @@ use bson::oid::ObjectId;
 use bson::{Bson, DateTime, Document};
 use std::cmp::Ordering;
 
-/// Name of the hidden column holding each row's log sequence number. Real field names cannot
-/// contain NUL (BSON field names are C strings), so hidden columns cannot collide with them.
-pub const SEQ_COLUMN: &str = "\0seq";
+/// Prefix of the engine's hidden bookkeeping columns. Inserts refuse top-level fields that start
+/// with it, so hidden columns cannot collide with user fields.
+pub const HIDDEN_PREFIX: char = '\u{1}';
+/// Name of the hidden column holding each row's log sequence number.
+pub const SEQ_COLUMN: &str = "\u{1}seq";
 /// Name of the hidden column holding each row's position in its insert batch.
-pub const IDX_COLUMN: &str = "\0idx";
+pub const IDX_COLUMN: &str = "\u{1}idx";
+/// Name of the hidden column holding a row's meta value where it differs from the bucket's
+/// (same series, other field order): reads return the meta exactly as it was inserted.
+pub const META_COLUMN: &str = "\u{1}meta";
+/// Marker in `control.max` of a bucket whose rows do not all share the bucket's meta value
+/// byte for byte; whole-document meta comparisons must then look at rows.
+pub const META_VARIES: &str = "\u{1}metavar";
+
+/// Exact identity of two values: same types, same field order (unlike `==` on documents,
+/// which ignores order).
+pub fn identical(a: &Bson, b: &Bson) -> bool {
+    match (a, b) {
+        (Bson::Document(x), Bson::Document(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+        }
+        (Bson::Array(x), Bson::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| identical(p, q))
+        }
+        (Bson::Double(x), Bson::Double(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
 
 /// True for the engine's hidden bookkeeping columns.
 pub fn is_hidden(name: &str) -> bool {
-    name.starts_with('\0')
+    name.starts_with(HIDDEN_PREFIX)
 }
 
 /// Why a measurement cannot join a bucket.
@@ -79,6 +105,7 @@ pub struct BucketBuilder {
     row_shapes: Vec<u32>,
     seqs: Vec<u64>,
     idxs: Vec<u32>,
+    raw_metas: Vec<Option<Bson>>,
     scratch: Shape,
 }
 
@@ -113,6 +140,7 @@ impl BucketBuilder {
             row_shapes: Vec::new(),
             seqs: Vec::new(),
             idxs: Vec::new(),
+            raw_metas: Vec::new(),
             scratch: Vec::new(),
         }
     }
@@ -192,6 +220,13 @@ impl BucketBuilder {
         for (k, v) in doc {
             if self.meta_field.as_deref() == Some(k.as_str()) {
                 shape.push(META_SLOT);
+                let same = self.meta.as_ref().is_some_and(|m| identical(m, v));
+                if !same {
+                    if self.raw_metas.len() < row {
+                        self.raw_metas.resize(row, None);
+                    }
+                    self.raw_metas.push(Some(v.clone()));
+                }
                 continue;
             }
             let i = match self.column_index(k, hint) {
@@ -239,6 +274,10 @@ impl BucketBuilder {
         self.min_seq = self.min_seq.min(seq);
         self.seqs.push(seq);
         self.idxs.push(idx);
+        // The seq range in control lets recovery find buckets that already hold logged rows.
+        let s = Bson::Int64(seq as i64);
+        fold_into(&mut self.min, SEQ_COLUMN, &s, Ordering::Less);
+        fold_into(&mut self.max, SEQ_COLUMN, &s, Ordering::Greater);
     }
 
     /// A copy of the contents (the bucket stays open), hidden columns included.
@@ -272,12 +311,24 @@ impl BucketBuilder {
                 .map(|&i| Some(Bson::Int32(i as i32)))
                 .collect(),
         });
+        if !self.raw_metas.is_empty() {
+            let mut values = self.raw_metas.clone();
+            values.resize(rows, None);
+            columns.push(Column {
+                name: META_COLUMN.to_string(),
+                values,
+            });
+        }
+        let mut max = self.max.clone();
+        if !self.raw_metas.is_empty() {
+            max.insert(META_VARIES, true);
+        }
         BucketData {
             id: self.id,
             meta: self.meta.clone(),
             count: self.count,
             min: self.min.clone(),
-            max: self.max.clone(),
+            max,
             columns,
             shapes: self.shapes.clone(),
             row_shapes: self.row_shapes.clone(),

@@ -12,7 +12,10 @@ pub mod control;
 pub mod meta;
 pub mod stats;
 
-pub use builder::{is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, SEQ_COLUMN};
+pub use builder::{
+    identical, is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, META_COLUMN, META_VARIES,
+    SEQ_COLUMN,
+};
 pub use stats::CatalogStats;
 
 use crate::bucket::BucketData;
@@ -20,7 +23,7 @@ use bson::oid::ObjectId;
 use bson::{Bson, Document};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Bucketing parameters of one collection.
 #[derive(Debug, Clone)]
@@ -98,9 +101,10 @@ pub struct CollCatalog {
     params: BucketParams,
     limits: FitLimits,
     series: HashMap<Vec<u8>, Series>,
-    closed: Vec<BucketData>,
+    closed: Vec<Arc<BucketData>>,
     closed_bytes: usize,
     open_count: usize,
+    open_bytes: usize,
     stats: CatalogStats,
     tick: u64,
     batch: u64,
@@ -116,6 +120,7 @@ impl CollCatalog {
             closed: Vec::new(),
             closed_bytes: 0,
             open_count: 0,
+            open_bytes: 0,
             stats: CatalogStats::default(),
             tick: 0,
             batch: 0,
@@ -142,13 +147,9 @@ impl CollCatalog {
         self.closed_bytes
     }
 
-    /// Approximate memory of open buckets.
+    /// Approximate memory of open buckets (decoded values take about twice their BSON size).
     pub fn memory(&self) -> usize {
-        self.series
-            .values()
-            .flat_map(|s| s.open.iter())
-            .map(BucketBuilder::memory)
-            .sum()
+        self.open_bytes * 2 + self.open_count * 1024
     }
 
     /// Smallest log sequence number still held only in memory (open or closed-unflushed).
@@ -158,7 +159,7 @@ impl CollCatalog {
             .values()
             .flat_map(|s| s.open.iter())
             .map(|b| b.min_seq);
-        let closed = self.closed.iter().filter_map(min_seq_of);
+        let closed = self.closed.iter().filter_map(|b| min_seq_of(b));
         open.chain(closed).min()
     }
 
@@ -205,6 +206,7 @@ impl CollCatalog {
                             let done = series.open.swap_remove(c);
                             series.current = None;
                             self.open_count -= 1;
+                            self.open_bytes -= done.size;
                             push_closed(&mut self.closed, &mut self.closed_bytes, done);
                         }
                     }
@@ -229,6 +231,7 @@ impl CollCatalog {
                             count_refusal(&mut self.stats, r);
                             let done = series.open.swap_remove(i);
                             self.open_count -= 1;
+                            self.open_bytes -= done.size;
                             push_closed(&mut self.closed, &mut self.closed_bytes, done);
                             continue;
                         }
@@ -247,7 +250,13 @@ impl CollCatalog {
                 series.open.push(BucketBuilder::new(
                     bucket_oid(start),
                     start,
-                    m.meta.clone(),
+                    // The bucket keeps the first measurement's meta as written; rows whose
+                    // meta differs only in field order record theirs in a hidden column.
+                    self.params
+                        .meta_field
+                        .as_deref()
+                        .and_then(|f| m.doc.get(f))
+                        .cloned(),
                     &self.params.time_field,
                     self.params.meta_field.as_deref(),
                 ));
@@ -272,6 +281,7 @@ impl CollCatalog {
                 self.stats.num_buckets_kept_open_due_to_large_measurements += 1;
             }
             b.push(&m.doc, m.time_ms, m.size, seq, idx);
+            self.open_bytes += m.size;
             b.last_touch = tick;
         }
         self.stats.num_measurements_committed += 1;
@@ -280,8 +290,7 @@ impl CollCatalog {
     /// Closes idle buckets (least recently touched first) until memory is under `limit`.
     /// Returns how many were closed.
     pub fn close_idle(&mut self, limit: usize) -> usize {
-        let mut mem = self.memory();
-        if mem <= limit {
+        if self.memory() <= limit {
             return 0;
         }
         let mut all: Vec<(u64, Vec<u8>, ObjectId)> = self
@@ -292,11 +301,10 @@ impl CollCatalog {
         all.sort_by_key(|x| x.0);
         let mut closed = 0;
         for (_, key, id) in all {
-            if mem <= limit {
+            if self.memory() <= limit {
                 break;
             }
             if let Some(b) = self.remove_open(&key, id) {
-                mem = mem.saturating_sub(b.memory());
                 self.stats.num_buckets_closed_due_to_memory_threshold += 1;
                 push_closed(&mut self.closed, &mut self.closed_bytes, b);
                 closed += 1;
@@ -337,6 +345,7 @@ impl CollCatalog {
             }
         }
         self.open_count = 0;
+        self.open_bytes = 0;
     }
 
     fn remove_open(&mut self, key: &[u8], id: ObjectId) -> Option<BucketBuilder> {
@@ -353,17 +362,18 @@ impl CollCatalog {
             self.series.remove(key);
         }
         self.open_count -= 1;
+        self.open_bytes -= b.size;
         Some(b)
     }
 
     /// Takes the closed buckets for flushing.
-    pub fn take_closed(&mut self) -> Vec<BucketData> {
+    pub fn take_closed(&mut self) -> Vec<Arc<BucketData>> {
         self.closed_bytes = 0;
         std::mem::take(&mut self.closed)
     }
 
     /// Closed, not yet flushed buckets.
-    pub fn closed(&self) -> &[BucketData] {
+    pub fn closed(&self) -> &[Arc<BucketData>] {
         &self.closed
     }
 
@@ -385,9 +395,9 @@ fn count_refusal(stats: &mut CatalogStats, r: Refusal) {
     }
 }
 
-fn push_closed(closed: &mut Vec<BucketData>, bytes: &mut usize, b: BucketBuilder) {
+fn push_closed(closed: &mut Vec<Arc<BucketData>>, bytes: &mut usize, b: BucketBuilder) {
     *bytes += b.size;
-    closed.push(b.finish());
+    closed.push(Arc::new(b.finish()));
 }
 
 /// Smallest sequence number among a bucket's rows (from its hidden column).

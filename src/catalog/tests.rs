@@ -37,7 +37,7 @@ fn put(c: &mut CollCatalog, d: Document) {
 
 fn buckets(c: &CollCatalog) -> Vec<BucketData> {
     let mut v = c.snapshot_open();
-    v.extend(c.closed().iter().cloned());
+    v.extend(c.closed().iter().map(|b| (**b).clone()));
     v.sort_by_key(|b| b.id.bytes());
     v
 }

@@ -1,0 +1,287 @@
+//! A handle to one time-series collection: inserts and reads.
+
+use crate::catalog::CatalogStats;
+use crate::db::{catalog_stats, Batch, DbInner, SEG_DIR};
+use crate::error::{Error, Result};
+use crate::ingest::{prepare_batch, Fields};
+use crate::manifest::MANIFEST_FILE;
+use crate::options::TimeseriesOptions;
+use crate::query::options::{parse_sort, sort_docs, Projection};
+use crate::query::read::{load, select, Cursor, Explain, Plan};
+use crate::query::unpack::raw_bucket;
+use crate::query::{Filter, FindOptions};
+use bson::{Bson, Document};
+use std::sync::Arc;
+
+/// Result of [`Collection::insert_one`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertOneResult {
+    /// The measurement's `_id` (generated when it had none).
+    pub inserted_id: Bson,
+}
+
+/// Result of [`Collection::insert_many`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertManyResult {
+    /// Measurements inserted.
+    pub inserted_count: u64,
+    /// Their `_id`s, in batch order.
+    pub inserted_ids: Vec<Bson>,
+}
+
+/// Storage figures of a collection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CollStats {
+    /// Measurements stored (segments and memory).
+    pub measurements: u64,
+    /// Buckets (segments and memory).
+    pub buckets: u64,
+    /// Buckets held in segment files.
+    pub flushed_buckets: u64,
+    /// Open buckets in the catalog.
+    pub open_buckets: u64,
+    /// Segment files of the collection.
+    pub segments: u64,
+    /// Bytes of this collection's segment files.
+    pub segment_bytes: u64,
+    /// Bytes of the database's log (shared by all collections).
+    pub wal_bytes: u64,
+    /// Bytes of the manifest (shared by all collections).
+    pub manifest_bytes: u64,
+    /// `segment_bytes + wal_bytes + manifest_bytes`.
+    pub bytes_on_disk: u64,
+    /// Bucket catalog counters.
+    pub catalog: CatalogStats,
+}
+
+/// A time-series collection. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Collection {
+    db: Arc<DbInner>,
+    name: String,
+    id: u32,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Collection {
+    pub(crate) fn new(db: Arc<DbInner>, name: String, id: u32) -> Collection {
+        Collection { db, name, id }
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The collection's options.
+    pub fn options(&self) -> Result<TimeseriesOptions> {
+        self.with_state(|c| c.entry.options.clone())
+    }
+
+    fn with_state<R>(&self, f: impl FnOnce(&crate::db::CollState) -> R) -> Result<R> {
+        self.db.check_open()?;
+        let st = self.db.state.read();
+        st.colls
+            .get(&self.id)
+            .map(f)
+            .ok_or_else(|| Error::NamespaceNotFound(self.name.clone()))
+    }
+
+    /// Inserts one measurement.
+    pub fn insert_one(&self, doc: &Document) -> Result<InsertOneResult> {
+        let r = self.insert_many(std::slice::from_ref(doc))?;
+        Ok(InsertOneResult {
+            inserted_id: r.inserted_ids.into_iter().next().unwrap_or(Bson::Null),
+        })
+    }
+
+    /// Inserts a batch atomically: every document is validated first, and a bad one fails the
+    /// whole batch with `Error::InvalidDocument` naming its index, with nothing written. Returns
+    /// once the batch is durable (per the database's sync mode) and visible to reads.
+    pub fn insert_many(&self, docs: &[Document]) -> Result<InsertManyResult> {
+        self.db.check_writable()?;
+        let opts = self.options()?;
+        let fields = Fields {
+            time: opts.get_time_field(),
+            meta: opts.get_meta_field(),
+        };
+        let (prepared, payload) = prepare_batch(self.id, docs, &fields)?;
+        if payload.len() > self.db.opts.max_batch_bytes {
+            return Err(Error::BadValue(format!(
+                "the batch encodes to {} bytes, over the limit of {}; split it",
+                payload.len(),
+                self.db.opts.max_batch_bytes
+            )));
+        }
+        let inserted_ids = prepared
+            .iter()
+            .map(|p| p.doc.get("_id").cloned().unwrap_or(Bson::Null))
+            .collect();
+        let n = prepared.len() as u64;
+        if n > 0 {
+            self.db.append(
+                payload,
+                Batch {
+                    collection_id: self.id,
+                    docs: prepared,
+                },
+            )?;
+        }
+        Ok(InsertManyResult {
+            inserted_count: n,
+            inserted_ids,
+        })
+    }
+
+    fn plan(&self, filter: &Document) -> Result<(Plan, Vec<crate::query::read::Source>, Explain)> {
+        let f = Filter::parse(filter)?;
+        self.with_state(|c| {
+            let o = &c.entry.options;
+            let plan = Plan::new(f, o.get_time_field(), o.get_meta_field());
+            let (sources, ex) = select(c, &plan);
+            (plan, sources, ex)
+        })
+    }
+
+    /// Measurements matching `filter`, exactly as inserted.
+    pub fn find(&self, filter: Document) -> Result<Cursor> {
+        let (plan, sources, _) = self.plan(&filter)?;
+        Ok(Cursor::new(sources, plan))
+    }
+
+    /// [`Collection::find`] with projection, sort, skip and limit.
+    pub fn find_with(&self, filter: Document, options: FindOptions) -> Result<Cursor> {
+        let projection = options
+            .projection
+            .as_ref()
+            .map(Projection::parse)
+            .transpose()?;
+        let sort = options.sort.as_ref().map(parse_sort).transpose()?;
+        let skip = options.skip.unwrap_or(0) as usize;
+        let limit = match options.limit {
+            None | Some(0) => usize::MAX,
+            Some(l) => l.unsigned_abs() as usize,
+        };
+        let cursor = self.find(filter)?;
+        let mut docs: Vec<Document> = if sort.is_some() {
+            cursor.collect::<Result<_>>()?
+        } else {
+            cursor.skip(skip).take(limit).collect::<Result<_>>()?
+        };
+        if let Some(keys) = &sort {
+            sort_docs(&mut docs, keys);
+            docs = docs.into_iter().skip(skip).take(limit).collect();
+        }
+        if let Some(p) = &projection {
+            docs = docs.into_iter().map(|d| p.apply(d)).collect();
+        }
+        Ok(Cursor::from_docs(docs))
+    }
+
+    /// Number of measurements matching `filter`.
+    pub fn count_documents(&self, filter: Document) -> Result<u64> {
+        if filter.is_empty() {
+            return self.with_state(|c| {
+                let seg: u64 = c
+                    .segments
+                    .values()
+                    .flat_map(|s| s.buckets().iter())
+                    .map(|b| u64::from(b.count))
+                    .sum();
+                let mem: u64 = c
+                    .flushing
+                    .iter()
+                    .chain(c.catalog.closed().iter())
+                    .map(|b| u64::from(b.count))
+                    .sum::<u64>()
+                    + c.catalog
+                        .snapshot_open()
+                        .iter()
+                        .map(|b| u64::from(b.count))
+                        .sum::<u64>();
+                seg + mem
+            });
+        }
+        let mut n = 0;
+        for d in self.find(filter)? {
+            d?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// How a read with `filter` would be carried out.
+    pub fn explain(&self, filter: Document) -> Result<Explain> {
+        Ok(self.plan(&filter)?.2)
+    }
+
+    /// Raw buckets in MongoDB's bucket-collection schema, filtered by `filter` applied to the
+    /// bucket documents themselves (e.g. `{"control.count": {"$gt": 10}}`).
+    pub fn buckets(&self, filter: Document) -> Result<Vec<Document>> {
+        let f = Filter::parse(&filter)?;
+        let (time_field, sources) = self.with_state(|c| {
+            let o = &c.entry.options;
+            let all = Plan::new(Filter::True, o.get_time_field(), o.get_meta_field());
+            (o.get_time_field().to_string(), select(c, &all).0)
+        })?;
+        let mut out = Vec::new();
+        for s in &sources {
+            let b = load(s)?;
+            let raw = raw_bucket(&b, &time_field);
+            if f.matches(&raw) {
+                out.push(raw);
+            }
+        }
+        out.sort_by(|a, b| {
+            let id = |d: &Document| d.get_object_id("_id").map(|o| o.bytes()).unwrap_or([0; 12]);
+            id(a).cmp(&id(b))
+        });
+        Ok(out)
+    }
+
+    /// Storage figures and catalog counters.
+    pub fn stats(&self) -> Result<CollStats> {
+        let wal_bytes = self.db.wal_bytes();
+        let manifest_bytes = self
+            .db
+            .vfs
+            .file_len(&self.db.path.join(MANIFEST_FILE))
+            .unwrap_or(0);
+        let _ = SEG_DIR;
+        let mut s = self.with_state(|c| {
+            let mut s = CollStats::default();
+            for seg in c.segments.values() {
+                s.segments += 1;
+                s.segment_bytes += seg.len_bytes();
+                for b in seg.buckets() {
+                    s.flushed_buckets += 1;
+                    s.measurements += u64::from(b.count);
+                }
+            }
+            let open = c.catalog.snapshot_open();
+            s.open_buckets = open.len() as u64;
+            for b in c.flushing.iter().chain(c.catalog.closed().iter()) {
+                s.buckets += 1;
+                s.measurements += u64::from(b.count);
+            }
+            for b in &open {
+                s.buckets += 1;
+                s.measurements += u64::from(b.count);
+            }
+            s.buckets += s.flushed_buckets;
+            s
+        })?;
+        s.catalog = catalog_stats(&self.db.state.read(), self.id).unwrap_or_default();
+        s.wal_bytes = wal_bytes;
+        s.manifest_bytes = manifest_bytes;
+        s.bytes_on_disk = s.segment_bytes + wal_bytes + manifest_bytes;
+        Ok(s)
+    }
+}

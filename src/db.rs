@@ -1,0 +1,723 @@
+//! The database: a directory holding a lock file, the manifest, the write-ahead log and the
+//! segment files; and the in-memory state every handle shares.
+//!
+//! Data path of an insert: the caller's thread validates and encodes the batch
+//! ([`crate::ingest`]), the log's writer thread makes it durable and then applies it to the
+//! bucket catalog in sequence order (so the catalog never holds an unlogged measurement), and the
+//! flusher writes closed buckets into segments and advances the manifest's log checkpoint.
+
+use crate::bucket::BucketData;
+use crate::catalog::{
+    BucketParams, CatalogStats, CollCatalog, FitLimits, Prepared, IDX_COLUMN, SEQ_COLUMN,
+};
+use crate::collection::Collection;
+use crate::error::{Error, Result};
+use crate::ingest::{decode_insert, prepare_replayed, Fields};
+use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
+use crate::options::{DbOptions, TimeseriesOptions};
+use crate::segment::{write_segment, Segment, SegmentHeaderInfo};
+use crate::vfs::{LockGuard, Vfs};
+use crate::wal::{Wal, WalOptions};
+use bson::Bson;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Name of the lock file inside the database directory.
+pub const LOCK_FILE: &str = "LOCK";
+/// Directory of the write-ahead log.
+pub const WAL_DIR: &str = "wal";
+/// Directory of segment files.
+pub const SEG_DIR: &str = "seg";
+
+/// Where a flushed bucket lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BucketLoc {
+    pub segment: u64,
+    pub index: u32,
+}
+
+/// Key of the `_id` index: the bucket's start (the `_id`'s time prefix, kept as full
+/// milliseconds so starts outside the 32-bit range still sort right), then the `_id` bytes.
+pub(crate) type IdKey = (i64, [u8; 12]);
+
+/// One collection's live state.
+pub(crate) struct CollState {
+    pub entry: CollectionEntry,
+    pub catalog: CollCatalog,
+    pub segments: BTreeMap<u64, Arc<Segment>>,
+    pub index: BTreeMap<IdKey, BucketLoc>,
+    /// Closed buckets being written to a segment right now; readers still see them here.
+    pub flushing: Vec<Arc<BucketData>>,
+}
+
+impl CollState {
+    fn new(entry: CollectionEntry, limits: FitLimits) -> CollState {
+        let catalog = CollCatalog::new(bucket_params(&entry.options), limits);
+        CollState {
+            entry,
+            catalog,
+            segments: BTreeMap::new(),
+            index: BTreeMap::new(),
+            flushing: Vec::new(),
+        }
+    }
+
+    fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
+        let time = self.entry.options.get_time_field().to_string();
+        for (i, b) in seg.buckets().iter().enumerate() {
+            let start = match b.min.get(&time) {
+                Some(Bson::DateTime(t)) => t.timestamp_millis(),
+                _ => i64::from(b.id.timestamp().timestamp_millis() as i32),
+            };
+            self.index.insert(
+                (start, b.id.bytes()),
+                BucketLoc {
+                    segment: id,
+                    index: i as u32,
+                },
+            );
+        }
+        self.segments.insert(id, seg);
+    }
+}
+
+pub(crate) fn bucket_params(o: &TimeseriesOptions) -> BucketParams {
+    BucketParams {
+        time_field: o.get_time_field().to_string(),
+        meta_field: o.get_meta_field().map(str::to_string),
+        span_ms: i64::from(o.bucket_max_span_seconds()) * 1000,
+        rounding_ms: i64::from(o.bucket_rounding_seconds()) * 1000,
+    }
+}
+
+/// Everything readers and writers share, behind one lock held only for short, CPU-only work.
+pub(crate) struct Shared {
+    pub colls: BTreeMap<u32, CollState>,
+    pub names: BTreeMap<String, u32>,
+    /// Sequence number of the last log record applied to the catalog.
+    pub applied_seq: u64,
+}
+
+/// An insert batch on its way through the log to the catalog.
+pub(crate) struct Batch {
+    pub collection_id: u32,
+    pub docs: Vec<Prepared>,
+}
+
+pub(crate) struct DbInner {
+    pub path: PathBuf,
+    pub opts: DbOptions,
+    pub vfs: Arc<dyn Vfs>,
+    pub state: Arc<RwLock<Shared>>,
+    wal: RwLock<Option<Wal<Batch>>>,
+    /// The manifest as last written; its lock also serialises flushes and DDL.
+    manifest: Mutex<Manifest>,
+    poisoned: Mutex<Option<String>>,
+    closed: AtomicBool,
+    /// Dropping it tells the flusher to stop.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    lock: Mutex<Option<Box<dyn LockGuard>>>,
+}
+
+/// An open database. Cheap to clone; all clones share one state. `Send + Sync`.
+#[derive(Clone)]
+pub struct Database {
+    pub(crate) inner: Arc<DbInner>,
+}
+
+/// A collection as `list_collections` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionInfo {
+    /// Collection name.
+    pub name: String,
+    /// Its options.
+    pub options: TimeseriesOptions,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Database {
+    /// Opens the database in directory `path`, creating it if missing, with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Database> {
+        Database::open_with(path, DbOptions::default())
+    }
+
+    /// Opens the database in `path` with `opts`. Takes the directory's exclusive lock first
+    /// (`Error::Locked` if another `Database` holds it), then recovers: segments listed in the
+    /// manifest are opened and checked, files the manifest does not list are removed, and the
+    /// log is replayed so every acknowledged insert is back, open buckets included.
+    pub fn open_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
+        let path = path.as_ref().to_path_buf();
+        let vfs = opts.vfs.clone();
+        vfs.create_dir_all(&path)?;
+        let lock = vfs
+            .try_lock(&path.join(LOCK_FILE))?
+            .ok_or_else(|| Error::Locked(path.clone()))?;
+        vfs.create_dir_all(&path.join(SEG_DIR))?;
+
+        let manifest = match Manifest::load(vfs.as_ref(), &path)? {
+            Some(m) => m,
+            None => {
+                if vfs.exists(&path.join(WAL_DIR)) && !vfs.list_dir(&path.join(WAL_DIR))?.is_empty()
+                {
+                    return Err(Error::corruption(
+                        path.join(crate::manifest::MANIFEST_FILE),
+                        0,
+                        "the manifest is missing but the log has records; refusing to guess",
+                    ));
+                }
+                let m = Manifest {
+                    next_collection_id: 1,
+                    next_segment_id: 1,
+                    ..Manifest::default()
+                };
+                m.store(vfs.as_ref(), &path)?;
+                vfs.sync_dir(&path)?;
+                m
+            }
+        };
+        remove_leftovers(vfs.as_ref(), &path, &manifest)?;
+
+        let limits = fit_limits(&opts);
+        let mut shared = Shared {
+            colls: BTreeMap::new(),
+            names: BTreeMap::new(),
+            applied_seq: manifest.wal_checkpoint,
+        };
+        // (seq, position in batch) of logged rows that are already in segments.
+        let mut in_segments: HashSet<(u64, u32)> = HashSet::new();
+        for entry in &manifest.collections {
+            let mut cs = CollState::new(entry.clone(), limits);
+            for &sid in &entry.segments {
+                let sp = segment_path(&path, sid);
+                let seg = Segment::open(vfs.as_ref(), &sp)?;
+                if seg.info().collection_id != entry.id {
+                    return Err(Error::corruption(
+                        &sp,
+                        0,
+                        format!(
+                            "segment belongs to collection id {}, the manifest lists it under {}",
+                            seg.info().collection_id,
+                            entry.id
+                        ),
+                    ));
+                }
+                collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
+                cs.add_segment(sid, Arc::new(seg));
+            }
+            shared.names.insert(entry.name.clone(), entry.id);
+            shared.colls.insert(entry.id, cs);
+        }
+
+        let state = Arc::new(RwLock::new(shared));
+        let wal_opts = WalOptions {
+            sync: opts.sync,
+            max_record_bytes: opts.max_batch_bytes + 64,
+            ..WalOptions::default()
+        };
+        let wal_dir = path.join(WAL_DIR);
+        let mut replay = |seq: u64, payload: &[u8]| -> Result<()> {
+            replay_record(&state, seq, payload, &in_segments, &wal_dir)
+        };
+        let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let apply = make_apply(state.clone(), &opts, flush_tx);
+        let wal = Wal::open(
+            vfs.clone(),
+            &wal_dir,
+            wal_opts,
+            manifest.wal_checkpoint,
+            &mut replay,
+            apply,
+        )?;
+        {
+            let mut st = state.write();
+            st.applied_seq = st.applied_seq.max(wal.last_seq());
+        }
+
+        let inner = Arc::new(DbInner {
+            path,
+            opts,
+            vfs,
+            state,
+            wal: RwLock::new(Some(wal)),
+            manifest: Mutex::new(manifest),
+            poisoned: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            stop_tx: Mutex::new(Some(stop_tx)),
+            flusher: Mutex::new(None),
+            lock: Mutex::new(Some(lock)),
+        });
+        let handle = spawn_flusher(Arc::downgrade(&inner), flush_rx, stop_rx)?;
+        *inner.flusher.lock() = Some(handle);
+        Ok(Database { inner })
+    }
+
+    /// Directory of this database.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Creates a time-series collection. Creating an existing collection with identical options
+    /// succeeds (as in MongoDB); with other options it is `Error::NamespaceExists`.
+    pub fn create_collection(&self, name: &str, options: TimeseriesOptions) -> Result<Collection> {
+        self.inner.check_writable()?;
+        validate_collection_name(name)?;
+        options.validate()?;
+        let mut man = self.inner.manifest.lock();
+        if let Some(existing) = man.collections.iter().find(|c| c.name == name) {
+            if existing.options == options {
+                return Ok(Collection::new(
+                    self.inner.clone(),
+                    name.to_string(),
+                    existing.id,
+                ));
+            }
+            return Err(Error::NamespaceExists(name.to_string()));
+        }
+        let id = man.next_collection_id;
+        let entry = CollectionEntry {
+            id,
+            name: name.to_string(),
+            options,
+            segments: Vec::new(),
+        };
+        let mut next = man.clone();
+        next.next_collection_id += 1;
+        next.generation += 1;
+        next.collections.push(entry.clone());
+        self.inner.store_manifest(&next)?;
+        *man = next;
+        let mut st = self.inner.state.write();
+        st.names.insert(name.to_string(), id);
+        st.colls
+            .insert(id, CollState::new(entry, fit_limits(&self.inner.opts)));
+        Ok(Collection::new(self.inner.clone(), name.to_string(), id))
+    }
+
+    /// A handle to an existing collection, `Error::NamespaceNotFound` if there is none.
+    pub fn collection(&self, name: &str) -> Result<Collection> {
+        self.inner.check_open()?;
+        let st = self.inner.state.read();
+        match st.names.get(name) {
+            Some(&id) => Ok(Collection::new(self.inner.clone(), name.to_string(), id)),
+            None => Err(Error::NamespaceNotFound(name.to_string())),
+        }
+    }
+
+    /// Every collection with its options, by name.
+    pub fn list_collections(&self) -> Result<Vec<CollectionInfo>> {
+        self.inner.check_open()?;
+        let st = self.inner.state.read();
+        Ok(st
+            .names
+            .values()
+            .filter_map(|id| st.colls.get(id))
+            .map(|c| CollectionInfo {
+                name: c.entry.name.clone(),
+                options: c.entry.options.clone(),
+            })
+            .collect())
+    }
+
+    /// Drops a collection and its files; returns whether it existed. Durable once it returns:
+    /// the manifest no longer lists it, and log records of the old collection are ignored.
+    pub fn drop_collection(&self, name: &str) -> Result<bool> {
+        self.inner.check_writable()?;
+        let mut man = self.inner.manifest.lock();
+        let Some(pos) = man.collections.iter().position(|c| c.name == name) else {
+            return Ok(false);
+        };
+        let mut next = man.clone();
+        let entry = next.collections.remove(pos);
+        next.generation += 1;
+        self.inner.store_manifest(&next)?;
+        *man = next;
+        let removed = {
+            let mut st = self.inner.state.write();
+            st.names.remove(name);
+            st.colls.remove(&entry.id)
+        };
+        // The manifest no longer names these files; leftovers are removed at the next open too.
+        if let Some(cs) = removed {
+            for (sid, _) in cs.segments {
+                let _ = self
+                    .inner
+                    .vfs
+                    .remove_file(&segment_path(&self.inner.path, sid));
+            }
+        }
+        let _ = self.inner.vfs.sync_dir(&self.inner.path.join(SEG_DIR));
+        Ok(true)
+    }
+
+    /// Closes every open bucket, writes all buckets to segments and syncs; afterwards the log
+    /// holds nothing that is not also in a segment.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.flush(true)
+    }
+
+    /// Stops background work, syncs the log and releases the directory lock. Open buckets are
+    /// not closed: the log brings them back at the next open.
+    pub fn close(self) -> Result<()> {
+        self.inner.shutdown()
+    }
+}
+
+impl DbInner {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if let Some(p) = self.poisoned.lock().as_ref() {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(())
+    }
+
+    fn poison(&self, e: &Error) {
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+    }
+
+    fn store_manifest(&self, m: &Manifest) -> Result<()> {
+        m.store(self.vfs.as_ref(), &self.path)
+            .inspect_err(|e| self.poison(e))
+    }
+
+    /// Appends a batch to the log; returns once it is durable and in the catalog.
+    pub(crate) fn append(&self, payload: Vec<u8>, batch: Batch) -> Result<u64> {
+        self.check_writable()?;
+        let guard = self.wal.read();
+        let wal = guard.as_ref().ok_or(Error::Closed)?;
+        wal.append(payload, batch).inspect_err(|e| {
+            if !matches!(e, Error::BadValue(_)) {
+                self.poison(e)
+            }
+        })
+    }
+
+    /// Bytes of the log on disk.
+    pub(crate) fn wal_bytes(&self) -> u64 {
+        self.wal.read().as_ref().map_or(0, |w| w.size_on_disk())
+    }
+
+    /// Writes closed buckets to segments, records them and the new log checkpoint in the
+    /// manifest, then lets the log drop what is no longer needed. With `close_all`, every open
+    /// bucket is closed first.
+    pub(crate) fn flush(&self, close_all: bool) -> Result<()> {
+        let mut man = self.manifest.lock();
+        {
+            let mut st = self.state.write();
+            if close_all {
+                for c in st.colls.values_mut() {
+                    c.catalog.close_all();
+                }
+            } else if self.wal_bytes() > self.opts.wal_limit_bytes {
+                // Buckets holding the oldest half of the unflushed log pin it: close them.
+                let lo = checkpoint_of(&st);
+                let upto = lo + (st.applied_seq.saturating_sub(lo)) / 2;
+                for c in st.colls.values_mut() {
+                    c.catalog.close_older_than(upto.max(lo + 1));
+                }
+            }
+        }
+        let work: Vec<(u32, String, Vec<Arc<BucketData>>)> = {
+            let mut st = self.state.write();
+            st.colls
+                .values_mut()
+                .filter_map(|c| {
+                    let b = c.catalog.take_closed();
+                    if b.is_empty() {
+                        return None;
+                    }
+                    c.flushing.extend(b.iter().cloned());
+                    Some((c.entry.id, c.entry.options.get_time_field().to_string(), b))
+                })
+                .collect()
+        };
+        let mut next = man.clone();
+        let mut written = Vec::new();
+        for (cid, time_field, buckets) in &work {
+            let sid = next.next_segment_id;
+            next.next_segment_id += 1;
+            let sp = segment_path(&self.path, sid);
+            let refs: Vec<&BucketData> = buckets.iter().map(|b| b.as_ref()).collect();
+            let info = SegmentHeaderInfo {
+                collection_id: *cid,
+                time_field: time_field.clone(),
+            };
+            let seg = write_segment(self.vfs.as_ref(), &sp, &info, &refs)
+                .and_then(|_| Segment::open(self.vfs.as_ref(), &sp))
+                .inspect_err(|e| self.poison(e))?;
+            written.push((*cid, sid, Arc::new(seg), buckets.len()));
+        }
+        {
+            let mut st = self.state.write();
+            for (cid, sid, seg, n) in written {
+                if let Some(c) = st.colls.get_mut(&cid) {
+                    c.add_segment(sid, seg);
+                    c.flushing.drain(..n.min(c.flushing.len()));
+                    c.entry.segments.push(sid);
+                    if let Some(e) = next.collections.iter_mut().find(|e| e.id == cid) {
+                        e.segments.push(sid);
+                    }
+                }
+            }
+            next.wal_checkpoint = checkpoint_of(&st);
+        }
+        if next != *man {
+            next.generation += 1;
+            self.store_manifest(&next)?;
+            let upto = next.wal_checkpoint;
+            *man = next;
+            if let Some(w) = self.wal.read().as_ref() {
+                w.reclaim(upto).inspect_err(|e| self.poison(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_tx.lock().take();
+        if let Some(h) = self.flusher.lock().take() {
+            // The flusher itself may drop the last handle; it cannot wait for itself.
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        let wal = self.wal.write().take();
+        let r = match wal {
+            Some(w) => w.close(),
+            None => Ok(()),
+        };
+        self.lock.lock().take();
+        r
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// The highest sequence number such that every record up to it is wholly in segments.
+fn checkpoint_of(st: &Shared) -> u64 {
+    let min_mem = st
+        .colls
+        .values()
+        .flat_map(|c| {
+            c.catalog.min_seq().into_iter().chain(
+                c.flushing
+                    .iter()
+                    .filter_map(|b| crate::catalog::min_seq_of(b)),
+            )
+        })
+        .min();
+    match min_mem {
+        Some(s) => s.saturating_sub(1),
+        None => st.applied_seq,
+    }
+}
+
+fn fit_limits(o: &DbOptions) -> FitLimits {
+    FitLimits {
+        max_count: o.limits.max_count,
+        max_size: o.limits.max_size,
+        min_count: o.limits.min_count,
+        large_max_size: o.limits.large_max_size,
+    }
+}
+
+fn validate_collection_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('\0') || name.starts_with("system.") || name.len() > 255 {
+        return Err(Error::InvalidOptions(format!(
+            "invalid collection name '{name}': it must be 1-255 bytes, without NUL, and not start with 'system.'"
+        )));
+    }
+    Ok(())
+}
+
+/// Removes segment files the manifest does not list (a crash between writing a segment and
+/// recording it) and stray temporary files.
+fn remove_leftovers(vfs: &dyn Vfs, path: &Path, man: &Manifest) -> Result<()> {
+    let live: HashSet<u64> = man
+        .collections
+        .iter()
+        .flat_map(|c| c.segments.iter().copied())
+        .collect();
+    let seg_dir = path.join(SEG_DIR);
+    let mut removed = false;
+    for name in vfs.list_dir(&seg_dir)? {
+        let keep = parse_segment_name(&name).is_some_and(|id| live.contains(&id));
+        if !keep {
+            vfs.remove_file(&seg_dir.join(&name))?;
+            removed = true;
+        }
+    }
+    if removed {
+        vfs.sync_dir(&seg_dir)?;
+    }
+    let tmp = path.join(format!("{}.tmp", crate::manifest::MANIFEST_FILE));
+    if vfs.exists(&tmp) {
+        vfs.remove_file(&tmp)?;
+        vfs.sync_dir(path)?;
+    }
+    Ok(())
+}
+
+/// Adds the (seq, position) of rows logged after `checkpoint` that this segment already holds.
+fn collect_logged_rows(
+    seg: &Segment,
+    checkpoint: u64,
+    out: &mut HashSet<(u64, u32)>,
+) -> Result<()> {
+    for (i, b) in seg.buckets().iter().enumerate() {
+        let max_seq = match b.max.get(SEQ_COLUMN) {
+            Some(Bson::Int64(s)) => *s as u64,
+            _ => 0,
+        };
+        if max_seq <= checkpoint {
+            continue;
+        }
+        let data = seg.read_bucket_columns(i, &[SEQ_COLUMN, IDX_COLUMN])?;
+        let col = |n: &str| data.columns.iter().find(|c| c.name == n);
+        let (Some(seqs), Some(idxs)) = (col(SEQ_COLUMN), col(IDX_COLUMN)) else {
+            return Err(Error::corruption(
+                seg.path(),
+                0,
+                format!("bucket {} lacks its log position columns", b.id),
+            ));
+        };
+        for (s, x) in seqs.values.iter().zip(&idxs.values) {
+            if let (Some(Bson::Int64(s)), Some(Bson::Int32(x))) = (s, x) {
+                out.insert((*s as u64, *x as u32));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn replay_record(
+    state: &RwLock<Shared>,
+    seq: u64,
+    payload: &[u8],
+    in_segments: &HashSet<(u64, u32)>,
+    wal_dir: &Path,
+) -> Result<()> {
+    let bad = |d: String| Error::corruption(wal_dir, 0, format!("log record {seq}: {d}"));
+    let Some(rec) = decode_insert(payload).map_err(bad)? else {
+        return Err(bad("unknown record kind".into()));
+    };
+    let mut st = state.write();
+    st.applied_seq = seq;
+    let Some(c) = st.colls.get_mut(&rec.collection_id) else {
+        // The collection was dropped after this record was logged.
+        return Ok(());
+    };
+    let opts = c.entry.options.clone();
+    let fields = Fields {
+        time: opts.get_time_field(),
+        meta: opts.get_meta_field(),
+    };
+    let docs = prepare_replayed(rec.docs, &fields).map_err(|e| bad(e.to_string()))?;
+    c.catalog.begin_batch();
+    for (i, p) in docs.iter().enumerate() {
+        if !in_segments.contains(&(seq, i as u32)) {
+            c.catalog.insert(p, seq, i as u32);
+        }
+    }
+    Ok(())
+}
+
+fn make_apply(
+    state: Arc<RwLock<Shared>>,
+    opts: &DbOptions,
+    flush_tx: Sender<()>,
+) -> Box<dyn FnMut(u64, Batch) + Send> {
+    let mem_limit = opts.catalog_memory_limit;
+    let flush_bytes = opts.flush_threshold_bytes;
+    Box::new(move |seq, batch: Batch| {
+        let mut st = state.write();
+        st.applied_seq = seq;
+        let mut want_flush = false;
+        if let Some(c) = st.colls.get_mut(&batch.collection_id) {
+            c.catalog.begin_batch();
+            for (i, p) in batch.docs.iter().enumerate() {
+                c.catalog.insert(p, seq, i as u32);
+            }
+            if c.catalog.memory() > mem_limit {
+                c.catalog.close_idle(mem_limit / 10 * 9);
+            }
+            want_flush = c.catalog.closed_bytes() >= flush_bytes;
+        }
+        drop(st);
+        if want_flush {
+            // A full channel means a flush is already requested.
+            let _ = flush_tx.try_send(());
+        }
+    })
+}
+
+fn spawn_flusher(
+    inner: std::sync::Weak<DbInner>,
+    rx: Receiver<()>,
+    stop: Receiver<()>,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("tsbucket-flush".into())
+        .spawn(move || {
+            let tick = std::time::Duration::from_secs(1);
+            loop {
+                crossbeam_channel::select! {
+                    recv(stop) -> _ => return,
+                    recv(rx) -> msg => if msg.is_err() { return },
+                    default(tick) => {}
+                }
+                let Some(db) = inner.upgrade() else { return };
+                if db.closed.load(Ordering::Acquire) || db.poisoned.lock().is_some() {
+                    continue;
+                }
+                let need = {
+                    let st = db.state.read();
+                    st.colls
+                        .values()
+                        .any(|c| c.catalog.closed_bytes() >= db.opts.flush_threshold_bytes)
+                } || db.wal_bytes() > db.opts.wal_limit_bytes;
+                if need {
+                    // Failures poison the database; the next write reports them.
+                    let _ = db.flush(false);
+                }
+            }
+        })
+        .map_err(Error::Io)
+}
+
+/// Counters of a collection's catalog (a copy).
+pub(crate) fn catalog_stats(st: &Shared, id: u32) -> Option<CatalogStats> {
+    st.colls.get(&id).map(|c| c.catalog.stats().clone())
+}

@@ -1,0 +1,10 @@
+//! Reading: filters, planning and pruning, unpacking buckets into measurements.
+
+pub mod filter;
+pub mod options;
+pub mod read;
+pub mod unpack;
+
+pub use filter::Filter;
+pub use options::FindOptions;
+pub use read::{Cursor, Explain};

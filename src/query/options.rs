@@ -1,0 +1,254 @@
+//! Find options: projection, sort, skip and limit, applied to unpacked measurements.
+
+use super::filter::collect_doc;
+use crate::error::{Error, Result};
+use crate::order::cmp_bson;
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+
+/// Options of [`crate::Collection::find_with`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FindOptions {
+    /// Inclusion (`{a: 1}`) or exclusion (`{a: 0}`) projection; `_id` is included unless
+    /// excluded, as in MongoDB.
+    pub projection: Option<Document>,
+    /// Sort keys, `1` ascending and `-1` descending, applied in order.
+    pub sort: Option<Document>,
+    /// Matches to skip.
+    pub skip: Option<u64>,
+    /// Most matches to return (`0` means no limit, as in MongoDB).
+    pub limit: Option<i64>,
+}
+
+/// A validated projection.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    include: bool,
+    paths: Vec<String>,
+    id: bool,
+}
+
+impl Projection {
+    /// Parses a MongoDB projection document.
+    pub fn parse(p: &Document) -> Result<Projection> {
+        let mut include = None;
+        let mut id = true;
+        let mut paths = Vec::new();
+        for (k, v) in p {
+            let on = match v {
+                Bson::Boolean(b) => *b,
+                Bson::Int32(i) => *i != 0,
+                Bson::Int64(i) => *i != 0,
+                Bson::Double(d) => *d != 0.0,
+                _ => return Err(Error::BadValue(format!(
+                    "projection of '{k}' must be 0/1 or true/false; expressions are not supported"
+                ))),
+            };
+            if k.starts_with('$') || k.is_empty() || k.split('.').any(str::is_empty) {
+                return Err(Error::BadValue(format!("invalid projection path '{k}'")));
+            }
+            if k == "_id" {
+                id = on;
+                continue;
+            }
+            match include {
+                None => include = Some(on),
+                Some(i) if i != on => {
+                    return Err(Error::BadValue(format!(
+                        "cannot mix inclusion and exclusion in a projection (at '{k}')"
+                    )))
+                }
+                _ => {}
+            }
+            paths.push(k.clone());
+        }
+        Ok(Projection {
+            // `{_id: 0}` alone is an exclusion projection; `{_id: 1}` alone an inclusion one.
+            include: include.unwrap_or(paths.is_empty() && id && !p.is_empty()),
+            paths,
+            id,
+        })
+    }
+
+    /// Applies the projection to one document.
+    pub fn apply(&self, d: Document) -> Document {
+        if self.include {
+            let mut out = Document::new();
+            for (k, v) in &d {
+                let keep_id = k == "_id" && self.id;
+                let sub: Vec<&str> = self
+                    .paths
+                    .iter()
+                    .filter_map(|p| {
+                        if p == k {
+                            Some("")
+                        } else {
+                            p.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('.'))
+                        }
+                    })
+                    .collect();
+                if keep_id || sub.contains(&"") {
+                    out.insert(k.clone(), v.clone());
+                } else if !sub.is_empty() {
+                    if let Some(x) = include_sub(v, &sub) {
+                        out.insert(k.clone(), x);
+                    }
+                }
+            }
+            out
+        } else {
+            let mut d = d;
+            if !self.id {
+                d.remove("_id");
+            }
+            for p in &self.paths {
+                remove_path(&mut d, p);
+            }
+            d
+        }
+    }
+}
+
+fn include_sub(v: &Bson, paths: &[&str]) -> Option<Bson> {
+    match v {
+        Bson::Document(d) => {
+            let mut out = Document::new();
+            for (k, x) in d {
+                let sub: Vec<&str> = paths
+                    .iter()
+                    .filter_map(|p| {
+                        if p == k {
+                            Some("")
+                        } else {
+                            p.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('.'))
+                        }
+                    })
+                    .collect();
+                if sub.contains(&"") {
+                    out.insert(k.clone(), x.clone());
+                } else if !sub.is_empty() {
+                    if let Some(y) = include_sub(x, &sub) {
+                        out.insert(k.clone(), y);
+                    }
+                }
+            }
+            Some(Bson::Document(out))
+        }
+        Bson::Array(a) => Some(Bson::Array(
+            a.iter().filter_map(|e| include_sub(e, paths)).collect(),
+        )),
+        _ => None,
+    }
+}
+
+fn remove_path(d: &mut Document, path: &str) {
+    match path.split_once('.') {
+        None => {
+            d.remove(path);
+        }
+        Some((h, rest)) => match d.get_mut(h) {
+            Some(Bson::Document(sub)) => remove_path(sub, rest),
+            Some(Bson::Array(a)) => {
+                for e in a {
+                    if let Bson::Document(sub) = e {
+                        remove_path(sub, rest);
+                    }
+                }
+            }
+            _ => {}
+        },
+    }
+}
+
+/// Parses sort keys.
+pub fn parse_sort(s: &Document) -> Result<Vec<(String, bool)>> {
+    s.iter()
+        .map(|(k, v)| {
+            let dir = match v {
+                Bson::Int32(1) | Bson::Int64(1) => true,
+                Bson::Int32(-1) | Bson::Int64(-1) => false,
+                Bson::Double(d) if *d == 1.0 => true,
+                Bson::Double(d) if *d == -1.0 => false,
+                _ => {
+                    return Err(Error::BadValue(format!(
+                        "sort direction of '{k}' must be 1 or -1"
+                    )))
+                }
+            };
+            Ok((k.clone(), dir))
+        })
+        .collect()
+}
+
+/// The value a document sorts by at `path`: missing sorts as null; for arrays, the smallest
+/// element ascending and the largest descending (MongoDB's rule).
+fn sort_key(d: &Document, path: &str, asc: bool) -> Bson {
+    let mut vals = Vec::new();
+    collect_doc(d, path, &mut vals);
+    let mut flat: Vec<&Bson> = Vec::new();
+    for v in vals {
+        match v {
+            Bson::Array(a) if !a.is_empty() => flat.extend(a.iter()),
+            other => flat.push(other),
+        }
+    }
+    let pick = if asc {
+        flat.into_iter().min_by(|a, b| cmp_bson(a, b))
+    } else {
+        flat.into_iter().max_by(|a, b| cmp_bson(a, b))
+    };
+    pick.cloned().unwrap_or(Bson::Null)
+}
+
+/// Sorts documents by the keys (stable).
+pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
+    docs.sort_by(|a, b| {
+        for (k, asc) in keys {
+            let o = cmp_bson(&sort_key(a, k, *asc), &sort_key(b, k, *asc));
+            let o = if *asc { o } else { o.reverse() };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn inclusion_keeps_id_and_paths() {
+        let p = Projection::parse(&doc! {"a": 1, "m.x": 1}).unwrap();
+        let d = doc! {"_id": 1, "a": 2, "b": 3, "m": {"x": 1, "y": 2}};
+        assert_eq!(p.apply(d), doc! {"_id": 1, "a": 2, "m": {"x": 1}});
+    }
+
+    #[test]
+    fn exclusion_removes_paths() {
+        let p = Projection::parse(&doc! {"_id": 0, "m.y": 0}).unwrap();
+        let d = doc! {"_id": 1, "a": 2, "m": {"x": 1, "y": 2}};
+        assert_eq!(p.apply(d), doc! {"a": 2, "m": {"x": 1}});
+    }
+
+    #[test]
+    fn mixed_projection_is_bad_value() {
+        assert_eq!(
+            Projection::parse(&doc! {"a": 1, "b": 0})
+                .unwrap_err()
+                .code(),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn sort_orders_missing_first_ascending() {
+        let mut v = vec![doc! {"a": 2}, doc! {}, doc! {"a": 1}];
+        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
+        assert_eq!(v, vec![doc! {}, doc! {"a": 1}, doc! {"a": 2}]);
+        sort_docs(&mut v, &parse_sort(&doc! {"a": -1}).unwrap());
+        assert_eq!(v, vec![doc! {"a": 2}, doc! {"a": 1}, doc! {}]);
+    }
+}

@@ -1,0 +1,414 @@
+//! The public API end to end: collections, inserts, reads, raw buckets and bucketing rules,
+//! checked against MongoDB's documented behaviour.
+
+use tsbucket::bson::{doc, oid::ObjectId, Bson, DateTime, Document};
+use tsbucket::{Database, Error, FindOptions, Granularity, TimeseriesOptions};
+
+fn at(s: &str) -> DateTime {
+    DateTime::parse_rfc3339_str(s).unwrap()
+}
+
+fn all(c: &tsbucket::Collection, f: Document) -> Vec<Document> {
+    c.find(f).unwrap().map(|d| d.unwrap()).collect()
+}
+
+fn sorted_by_time(mut v: Vec<Document>, t: &str) -> Vec<Document> {
+    v.sort_by_key(|d| d.get_datetime(t).unwrap().timestamp_millis());
+    v
+}
+
+#[test]
+fn collections_are_created_listed_and_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let o = TimeseriesOptions::new("t").meta_field("m");
+    db.create_collection("a", o.clone()).unwrap();
+    // Identical options: idempotent. Different: NamespaceExists.
+    db.create_collection("a", o.clone()).unwrap();
+    let e = db
+        .create_collection("a", TimeseriesOptions::new("t"))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(48));
+    let e = db.collection("nope").unwrap_err();
+    assert!(matches!(e, Error::NamespaceNotFound(_)));
+    assert_eq!(e.code(), Some(26));
+    let list = db.list_collections().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].name, "a");
+    assert_eq!(list[0].options, o);
+    assert!(db.drop_collection("a").unwrap());
+    assert!(!db.drop_collection("a").unwrap());
+    assert!(db.list_collections().unwrap().is_empty());
+}
+
+#[test]
+fn invalid_options_are_refused_with_mongodb_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let cases = [
+        (TimeseriesOptions::new(""), 72),
+        (TimeseriesOptions::new("time").meta_field("time"), 72),
+        (TimeseriesOptions::new("_id"), 72),
+        (TimeseriesOptions::new("t").bucket_span(100, 50), 72),
+        (
+            TimeseriesOptions::new("t")
+                .granularity(Granularity::Minutes)
+                .bucket_span(3600, 3600),
+            72,
+        ),
+        (
+            TimeseriesOptions::new("t").bucket_span(31_536_001, 31_536_001),
+            2,
+        ),
+    ];
+    for (o, code) in cases {
+        let e = db.create_collection("c", o.clone()).unwrap_err();
+        assert_eq!(e.code(), Some(code), "{o:?}: {e}");
+    }
+    assert!(db.list_collections().unwrap().is_empty());
+}
+
+#[test]
+fn seed003_two_days_in_blocks_make_four_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("ts").meta_field("meta"))
+        .unwrap();
+    for day in ["2021-06-01T10:00:00Z", "2021-06-02T10:00:00Z"] {
+        let base = at(day).timestamp_millis();
+        let docs: Vec<Document> = (0..2000)
+            .map(|i| doc! {"ts": DateTime::from_millis(base + i), "meta": "sensor", "v": i})
+            .collect();
+        c.insert_many(&docs).unwrap();
+    }
+    assert_eq!(c.buckets(doc! {}).unwrap().len(), 4);
+    db.flush().unwrap();
+    assert_eq!(c.buckets(doc! {}).unwrap().len(), 4);
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 4000);
+}
+
+#[test]
+fn seed003_alternating_days_still_make_four_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open_with(
+        dir.path(),
+        tsbucket::DbOptions::default().sync(tsbucket::SyncMode::Never),
+    )
+    .unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("ts").meta_field("meta"))
+        .unwrap();
+    let d1 = at("2021-06-01T10:00:00Z").timestamp_millis();
+    let d2 = at("2021-06-02T10:00:00Z").timestamp_millis();
+    for i in 0..4000i64 {
+        let t = if i % 2 == 0 { d1 } else { d2 } + i;
+        c.insert_one(&doc! {"ts": DateTime::from_millis(t), "meta": "sensor", "v": i})
+            .unwrap();
+    }
+    let b = c.buckets(doc! {}).unwrap();
+    assert_eq!(b.len(), 4);
+    for bucket in &b {
+        assert_eq!(
+            bucket
+                .get_document("control")
+                .unwrap()
+                .get_i64("count")
+                .unwrap(),
+            1000
+        );
+    }
+}
+
+#[test]
+fn raw_bucket_has_mongodb_shape_with_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("ts").meta_field("meta"))
+        .unwrap();
+    let base = at("2021-06-01T10:00:30Z").timestamp_millis();
+    c.insert_many(&[
+        doc! {"ts": DateTime::from_millis(base), "meta": {"b": 1, "a": 2}, "temp": 10},
+        doc! {"ts": DateTime::from_millis(base + 1000), "meta": {"b": 1, "a": 2}, "temp": 12},
+        doc! {"ts": DateTime::from_millis(base + 2000), "meta": {"b": 1, "a": 2}, "temp": 11, "humidity": 40},
+    ])
+    .unwrap();
+    for flushed in [false, true] {
+        if flushed {
+            db.flush().unwrap();
+        }
+        let b = c.buckets(doc! {}).unwrap();
+        assert_eq!(b.len(), 1);
+        let b = &b[0];
+        let control = b.get_document("control").unwrap();
+        assert_eq!(control.get_i64("count").unwrap(), 3);
+        let min = control.get_document("min").unwrap();
+        let max = control.get_document("max").unwrap();
+        assert_eq!(min.get_datetime("ts").unwrap(), &at("2021-06-01T10:00:00Z"));
+        assert_eq!(
+            max.get_datetime("ts").unwrap().timestamp_millis(),
+            base + 2000
+        );
+        assert_eq!(min.get_i32("temp").unwrap(), 10);
+        assert_eq!(max.get_i32("temp").unwrap(), 12);
+        assert!(!min.contains_key("meta"), "meta never appears in control");
+        // Buckets hold the normalised meta value.
+        assert_eq!(b.get_document("meta").unwrap(), &doc! {"a": 2, "b": 1});
+        let data = b.get_document("data").unwrap();
+        assert_eq!(data.get_document("humidity").unwrap(), &doc! {"2": 40});
+        assert_eq!(
+            data.get_document("temp").unwrap(),
+            &doc! {"0": 10, "1": 12, "2": 11}
+        );
+        assert_eq!(
+            b.get_object_id("_id")
+                .unwrap()
+                .timestamp()
+                .timestamp_millis(),
+            at("2021-06-01T10:00:00Z").timestamp_millis()
+        );
+    }
+}
+
+#[test]
+fn bucket_start_is_rounded_for_each_granularity() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = "2021-04-22T20:10:14.134Z";
+    for (g, start) in [
+        (Granularity::Seconds, "2021-04-22T20:10:00Z"),
+        (Granularity::Minutes, "2021-04-22T20:00:00Z"),
+        (Granularity::Hours, "2021-04-22T00:00:00Z"),
+    ] {
+        let c = db
+            .create_collection(g.as_str(), TimeseriesOptions::new("t").granularity(g))
+            .unwrap();
+        c.insert_one(&doc! {"t": at(t)}).unwrap();
+        let b = &c.buckets(doc! {}).unwrap()[0];
+        let min = b
+            .get_document("control")
+            .unwrap()
+            .get_document("min")
+            .unwrap();
+        assert_eq!(min.get_datetime("t").unwrap(), &at(start), "{g:?}");
+        let id = b.get_object_id("_id").unwrap();
+        assert_eq!(id.timestamp(), at(start), "{g:?}");
+    }
+    // Custom span: plain modular arithmetic on seconds.
+    let c = db
+        .create_collection("custom", TimeseriesOptions::new("t").bucket_span(200, 200))
+        .unwrap();
+    c.insert_one(&doc! {"t": DateTime::from_millis(1_000_123_456)})
+        .unwrap();
+    let b = &c.buckets(doc! {}).unwrap()[0];
+    let min = b
+        .get_document("control")
+        .unwrap()
+        .get_document("min")
+        .unwrap();
+    assert_eq!(
+        min.get_datetime("t").unwrap().timestamp_millis(),
+        1_000_000_000
+    );
+}
+
+#[test]
+fn find_returns_measurements_exactly_as_inserted() {
+    let dir = tempfile::tempdir().unwrap();
+    let inserted = vec![
+        doc! {"_id": 1, "time": at("2024-01-01T00:00:00Z"), "tags": {"host": "h1", "dc": "x"}, "f": 1.5, "i": 7i64, "s": "a"},
+        doc! {"time": at("2024-01-01T00:00:10Z"), "_id": ObjectId::new(), "tags": {"dc": "x", "host": "h1"}, "i": 8i64, "arr": [1, "two"], "n": Bson::Null},
+        doc! {"tags": {"host": "h2", "dc": "y"}, "time": at("2024-01-01T00:00:05Z"), "_id": "str-id", "f": -0.0, "nested": {"z": 1, "a": {"b": true}}},
+    ];
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db
+            .create_collection("c", TimeseriesOptions::new("time").meta_field("tags"))
+            .unwrap();
+        c.insert_many(&inserted).unwrap();
+        let got = sorted_by_time(all(&c, doc! {}), "time");
+        assert_eq!(got, sorted_by_time(inserted.clone(), "time"));
+        db.close().unwrap();
+    }
+    for flush in [false, true] {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.collection("c").unwrap();
+        if flush {
+            db.flush().unwrap();
+        }
+        let got = sorted_by_time(all(&c, doc! {}), "time");
+        assert_eq!(got.len(), 3);
+        for (g, want) in got.iter().zip(sorted_by_time(inserted.clone(), "time")) {
+            // Field order, types and the meta's own field order are preserved.
+            assert_eq!(
+                g.keys().collect::<Vec<_>>(),
+                want.keys().collect::<Vec<_>>()
+            );
+            assert_eq!(format!("{g:?}"), format!("{want:?}"));
+        }
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn generated_ids_are_returned_and_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t"))
+        .unwrap();
+    let r = c
+        .insert_many(&[
+            doc! {"t": at("2024-01-01T00:00:00Z"), "v": 1},
+            doc! {"t": at("2024-01-01T00:00:01Z"), "v": 2},
+        ])
+        .unwrap();
+    assert_eq!(r.inserted_count, 2);
+    let got = sorted_by_time(all(&c, doc! {}), "t");
+    for (d, id) in got.iter().zip(&r.inserted_ids) {
+        assert_eq!(d.get("_id"), Some(id));
+        assert_eq!(d.keys().next().map(String::as_str), Some("_id"));
+    }
+}
+
+#[test]
+fn a_bad_document_rejects_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("time").meta_field("m"))
+        .unwrap();
+    c.insert_one(&doc! {"time": at("2020-11-26T00:00:00Z"), "m": "A"})
+        .unwrap();
+    let before = c.stats().unwrap();
+    for (bad, msg) in [
+        (doc! {"m": "B"}, "must be present"),
+        (
+            doc! {"time": "invalid", "m": "B"},
+            "valid BSON UTC datetime",
+        ),
+        (doc! {"time": 12345, "m": "B"}, "valid BSON UTC datetime"),
+    ] {
+        let batch = vec![doc! {"time": at("2020-11-26T00:00:01Z"), "m": "B"}, bad];
+        let e = c.insert_many(&batch).unwrap_err();
+        match &e {
+            Error::InvalidDocument { index, message } => {
+                assert_eq!(*index, 1);
+                assert!(message.contains(msg), "{message}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+        assert_eq!(e.code(), Some(2));
+    }
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 1);
+    let after = c.stats().unwrap();
+    assert_eq!(after.wal_bytes, before.wal_bytes, "nothing was logged");
+    assert_eq!(after.catalog, before.catalog);
+}
+
+#[test]
+fn filters_on_time_and_meta_prune_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let base = at("2024-01-01T00:00:00Z").timestamp_millis();
+    let mut docs = Vec::new();
+    for h in 0..24i64 {
+        for host in ["a", "b"] {
+            docs.push(doc! {"t": DateTime::from_millis(base + h * 3_600_000), "m": {"host": host}, "v": h});
+        }
+    }
+    c.insert_many(&docs).unwrap();
+    db.flush().unwrap();
+    let t = DateTime::from_millis(base + 10 * 3_600_000);
+    let f = doc! {"t": {"$gte": t}, "m.host": "a"};
+    let got = all(&c, f.clone());
+    assert_eq!(got.len(), 14);
+    assert!(got.iter().all(|d| d.get_i64("v").unwrap() >= 10));
+    let ex = c.explain(f).unwrap();
+    assert_eq!(ex.buckets_total, 48);
+    assert!(ex.buckets_pruned_by_id >= 16, "{ex:?}");
+    assert_eq!(ex.buckets_examined, 14, "{ex:?}");
+    assert_eq!(
+        c.count_documents(doc! {"v": {"$in": [1, 2]}, "m.host": "b"})
+            .unwrap(),
+        2
+    );
+    assert_eq!(c.count_documents(doc! {"t": {"$lt": t}}).unwrap(), 20);
+}
+
+#[test]
+fn find_options_sort_skip_limit_and_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t"))
+        .unwrap();
+    let base = at("2024-01-01T00:00:00Z").timestamp_millis();
+    let docs: Vec<Document> = (0..10i64)
+        .map(|i| doc! {"t": DateTime::from_millis(base + i * 1000), "v": (i * 7) % 10, "w": i})
+        .collect();
+    c.insert_many(&docs).unwrap();
+    let got: Vec<Document> = c
+        .find_with(
+            doc! {},
+            FindOptions {
+                sort: Some(doc! {"v": -1}),
+                skip: Some(1),
+                limit: Some(3),
+                projection: Some(doc! {"_id": 0, "v": 1}),
+            },
+        )
+        .unwrap()
+        .map(|d| d.unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        vec![doc! {"v": 8i64}, doc! {"v": 7i64}, doc! {"v": 6i64}]
+    );
+}
+
+#[test]
+fn second_opener_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let e = Database::open(dir.path()).unwrap_err();
+    assert!(matches!(e, Error::Locked(_)), "{e}");
+    db.close().unwrap();
+    Database::open(dir.path()).unwrap();
+}
+
+#[test]
+fn stats_count_buckets_and_closures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("time"))
+        .unwrap();
+    let base = at("2024-01-01T01:00:00Z").timestamp_millis();
+    let docs: Vec<Document> = (0..1100i64)
+        .map(|i| doc! {"_id": i, "time": DateTime::from_millis(base + i * 1000), "x": i})
+        .collect();
+    c.insert_many(&docs).unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!(s.measurements, 1100);
+    assert_eq!(s.buckets, 2);
+    assert_eq!(s.catalog.num_buckets_closed_due_to_count, 1);
+    assert_eq!(s.catalog.num_measurements_committed, 1100);
+    db.flush().unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!(s.measurements, 1100);
+    assert_eq!(s.flushed_buckets, 2);
+    assert!(s.segment_bytes > 0 && s.bytes_on_disk >= s.segment_bytes);
+    let b = c.buckets(doc! {"control.count": 1000}).unwrap();
+    assert_eq!(b.len(), 1);
+    let min = b[0]
+        .get_document("control")
+        .unwrap()
+        .get_document("min")
+        .unwrap();
+    assert_eq!(min.get_i64("_id").unwrap(), 0);
+}
