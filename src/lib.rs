@@ -6,5 +6,6 @@ pub mod bucket;
 pub mod codec;
 pub mod error;
 pub mod vfs;
+pub mod wal;
 
 pub use error::{Error, Result};
