@@ -1109,3 +1109,29 @@ fn real_fs_round_trip_with_torn_tail() {
     assert_eq!(wal.append(payload(6), ()).unwrap(), 6);
     assert!(seen.is_empty());
 }
+
+#[test]
+fn worked_example_of_the_format_spec_is_byte_exact() {
+    // format-spec/wal.md, "Worked example": records "hi" (seq 1) and "" (seq 2).
+    let fs = MemFs::new();
+    let wal: Wal<()> = Wal::open(
+        Arc::new(fs.clone()),
+        &dir(),
+        WalOptions::default(),
+        0,
+        &mut |_, _| Ok(()),
+        Box::new(|_, _| {}),
+    )
+    .unwrap();
+    wal.append(b"hi".to_vec(), ()).unwrap();
+    wal.append(Vec::new(), ()).unwrap();
+    wal.close().unwrap();
+    let bytes = fs.read(&dir().join("00000000000000000001.log")).unwrap();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex,
+        "54534257414c0d0a010000002000000001000000000000000000000075e5e93b\
+         ba9ada4702000000010000000000000001000000ac2a93d86869\
+         70bedf440000000002000000000000000100000000000000"
+    );
+}
