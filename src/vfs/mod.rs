@@ -9,8 +9,12 @@
 //! rename, remove, directory sync and an advisory lock. That is all the engine's formats need
 //! (the WAL appends, segments and the manifest are written once then renamed into place).
 
+mod fault;
+mod mem;
 mod real;
 
+pub use fault::{FaultFs, Injected, OpKind};
+pub use mem::{CrashMode, MemFs, SECTOR};
 pub use real::RealFs;
 
 use std::fmt;

@@ -1,31 +1,60 @@
-//! STUB of the write-ahead log API (replaced by the real implementation on merge).
-use crate::error::Result;
-use crate::vfs::Vfs;
-use std::path::Path;
-use std::sync::Arc;
+//! The write-ahead log: every insert batch is appended here, made durable, and only then
+//! acknowledged and applied to the in-memory state.
+//!
+//! One WAL per database: a directory of files `<first seq, 20 digits>.log`, each a 32-byte
+//! header followed by framed, checksummed records with consecutive sequence numbers. The byte
+//! format and the recovery rules are specified in `format-spec/wal.md`; the crash guarantees in
+//! `format-spec/crash-model.md`.
+//!
+//! - [`record`]: framing (encode/decode of the file header and of records).
+//! - [`reader`]: recovery (which damage is a torn tail, which is corruption).
+//! - [`writer`]: the writer thread (group commit, rotation, reclaim, poisoning).
 
-/// When appends are acknowledged.
+pub mod reader;
+pub mod record;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use crate::vfs::Vfs;
+use crate::{Error, Result};
+use crossbeam_channel::Sender;
+use reader::{list_files, TailFix};
+use record::encode_file_header;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use writer::{create_file, Msg, Shared, Writer};
+
+/// When an appended record is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncMode {
-    /// fsync before acknowledging.
+    /// `append` returns after the record's group was fsynced (`sync_data`). Survives power loss.
     #[default]
     Always,
-    /// fsync periodically.
-    Periodic(std::time::Duration),
-    /// never fsync.
+    /// `append` returns after the write; the file is synced at most this long after the first
+    /// unsynced write. **Weaker**: a power loss (not a process crash) may lose records that were
+    /// acknowledged within the last interval.
+    Periodic(Duration),
+    /// Never synced except at rotation, reclaim and close. **Weaker**: a power loss may lose any
+    /// record since the last rotation; a process crash loses nothing the OS already holds.
     Never,
 }
 
-/// Options.
-#[derive(Debug, Clone)]
+/// Options of a [`Wal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalOptions {
-    /// sync
+    /// When records are made durable (default [`SyncMode::Always`]).
     pub sync: SyncMode,
-    /// max record
+    /// Largest payload accepted by `append` and by recovery (default 64 MiB, at most `u32::MAX`).
     pub max_record_bytes: usize,
-    /// rotate
+    /// A file that reached this size is closed and a new one started (default 64 MiB).
     pub rotate_bytes: u64,
 }
+
 impl Default for WalOptions {
     fn default() -> Self {
         WalOptions {
@@ -36,47 +65,225 @@ impl Default for WalOptions {
     }
 }
 
-/// The log.
+/// The write-ahead log. `Send + Sync`: share it between inserting threads; their records are
+/// committed in groups (one write and one fsync per group).
+///
+/// `T` is whatever the engine wants handed to `apply` with each record (for instance the
+/// decoded batch), so the writer thread can apply records in seq order without decoding again.
 pub struct Wal<T: Send + 'static> {
-    apply: parking_lot::Mutex<(u64, Box<dyn FnMut(u64, T) + Send>)>,
+    tx: Option<Sender<Msg<T>>>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    max_record_bytes: usize,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Wal<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.dir)
+            .field("last_seq", &self.last_seq())
+            .finish()
+    }
+}
+
+fn writer_gone() -> Error {
+    Error::Poisoned("the WAL writer thread has stopped".into())
 }
 
 impl<T: Send + 'static> Wal<T> {
-    /// open
+    /// Opens (creating the directory if missing), recovers, and starts the writer thread.
+    ///
+    /// `replay(seq, payload)` is called in seq order for every valid record with
+    /// seq > `checkpoint`, before `open` returns and only after the whole log was validated; an
+    /// `Err` from `replay` aborts open (and nothing on disk was changed). `apply(seq, item)` is
+    /// later called on the writer thread for every appended record, in seq order, after the
+    /// record is durable (per [`SyncMode`]) and before its `append` returns.
+    ///
+    /// A torn tail of the last file is cut off (and the cut synced); damage anywhere else is
+    /// `Error::Corruption` naming the file and the offset of the bad record.
     pub fn open(
-        _vfs: Arc<dyn Vfs>,
-        _dir: &Path,
-        _opts: WalOptions,
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: WalOptions,
         checkpoint: u64,
-        _replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+        replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
         apply: Box<dyn FnMut(u64, T) + Send>,
     ) -> Result<Wal<T>> {
+        if opts.max_record_bytes > u32::MAX as usize {
+            return Err(Error::InvalidOptions(format!(
+                "max_record_bytes {} exceeds the format's limit {}",
+                opts.max_record_bytes,
+                u32::MAX
+            )));
+        }
+        if opts.rotate_bytes == 0 {
+            return Err(Error::InvalidOptions("rotate_bytes must be > 0".into()));
+        }
+        if !vfs.exists(dir) {
+            vfs.create_dir_all(dir)?;
+            // The new directory's own entry must be durable before files in it matter.
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            vfs.sync_dir(parent)?;
+        }
+        let rec = reader::recover(&*vfs, dir, opts.max_record_bytes, checkpoint, replay)?;
+        let mut files = rec.files;
+        let mut cur = match files.last() {
+            None => None,
+            Some(last) => {
+                let mut f = vfs.open_append(&last.path, false)?;
+                match rec.tail {
+                    TailFix::None => {}
+                    TailFix::Truncate(len) => {
+                        f.truncate(len)?;
+                        f.sync_data()?;
+                    }
+                    TailFix::RewriteHeader => {
+                        f.truncate(0)?;
+                        f.append(&encode_file_header(last.first_seq))?;
+                        f.sync_data()?;
+                    }
+                }
+                Some(f)
+            }
+        };
+        // Entries found by listing may not be durable yet (the crash left them in the
+        // directory without a dir sync); make them so before appending to them.
+        vfs.sync_dir(dir)?;
+        // Records may end below the checkpoint (unsynced records lost under a weaker sync mode,
+        // or every file reclaimed): continue at checkpoint + 1 in a new file, so seqs in each
+        // file stay contiguous.
+        let last_seq = rec.last_seq.max(checkpoint);
+        if cur.is_none() || rec.last_seq < checkpoint {
+            let (file, handle) = create_file(&*vfs, dir, last_seq + 1)?;
+            files.push(file);
+            cur = Some(handle);
+        }
+        let Some(cur) = cur else {
+            return Err(writer_gone());
+        };
+        let shared = Arc::new(Shared::default());
+        shared.last_seq.store(last_seq, Ordering::SeqCst);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let writer = Writer {
+            vfs: vfs.clone(),
+            dir: dir.to_path_buf(),
+            sync: opts.sync,
+            rotate_bytes: opts.rotate_bytes,
+            files,
+            cur,
+            next_seq: last_seq + 1,
+            dirty: false,
+            last_sync: Instant::now(),
+            apply,
+            shared: shared.clone(),
+            rx,
+        };
+        let thread = std::thread::Builder::new()
+            .name("tsbucket-wal".into())
+            .spawn(move || writer.run())?;
         Ok(Wal {
-            apply: parking_lot::Mutex::new((checkpoint, apply)),
+            tx: Some(tx),
+            shared,
+            thread: Some(thread),
+            vfs,
+            dir: dir.to_path_buf(),
+            max_record_bytes: opts.max_record_bytes,
         })
     }
-    /// append
-    pub fn append(&self, _payload: Vec<u8>, item: T) -> Result<u64> {
-        let mut g = self.apply.lock();
-        g.0 += 1;
-        let s = g.0;
-        (g.1)(s, item);
-        Ok(s)
+
+    /// Appends one record (one insert batch). Concurrent callers' records share one write and
+    /// one fsync (group commit). Returns the record's seq once it is durable and applied.
+    ///
+    /// A payload over `max_record_bytes` is refused with `Error::BadValue` before anything is
+    /// written. After any write or sync failure every caller of the failing group gets `Err`
+    /// (the record may or may not be on disk) and the log is poisoned: all later appends return
+    /// `Error::Poisoned` without touching the disk, until the database is reopened.
+    pub fn append(&self, payload: Vec<u8>, item: T) -> Result<u64> {
+        self.shared.check()?;
+        if payload.len() > self.max_record_bytes {
+            return Err(Error::BadValue(format!(
+                "WAL record of {} bytes exceeds max_record_bytes {}",
+                payload.len(),
+                self.max_record_bytes
+            )));
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let tx = self.tx.as_ref().ok_or(Error::Closed)?;
+        tx.send(Msg::Append {
+            payload,
+            item,
+            reply,
+        })
+        .map_err(|_| writer_gone())?;
+        answer.recv().unwrap_or_else(|_| Err(self.stopped()))
     }
-    /// last
+
+    /// Seq of the last record appended and applied (or recovered; the checkpoint if higher).
     pub fn last_seq(&self) -> u64 {
-        self.apply.lock().0
+        self.shared.last_seq.load(Ordering::SeqCst)
     }
-    /// reclaim
-    pub fn reclaim(&self, _upto: u64) -> Result<()> {
-        Ok(())
+
+    /// Starts a new file at the next record (if the current one holds any record `<= upto`) and
+    /// deletes every file whose records all have seq `<= upto`, then syncs the directory. Call
+    /// it once segments and a manifest covering seq `<= upto` are durable.
+    pub fn reclaim(&self, upto: u64) -> Result<()> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let tx = self.tx.as_ref().ok_or(Error::Closed)?;
+        tx.send(Msg::Reclaim { upto, reply })
+            .map_err(|_| writer_gone())?;
+        answer.recv().unwrap_or_else(|_| Err(self.stopped()))
     }
-    /// size
+
+    /// Bytes of all WAL files (0 for a file that cannot be measured).
     pub fn size_on_disk(&self) -> u64 {
-        0
+        list_files(&*self.vfs, &self.dir)
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|f| self.vfs.file_len(&f.path).unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0)
     }
-    /// close
-    pub fn close(self) -> Result<()> {
-        Ok(())
+
+    /// Stops the writer thread after the appends already queued, and syncs. Returns the error
+    /// that poisoned the log, if it is poisoned.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn stopped(&self) -> Error {
+        match self.shared.check() {
+            Err(e) => e,
+            Ok(()) => writer_gone(),
+        }
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(tx) = self.tx.take() else {
+            return Ok(());
+        };
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let result = match tx.send(Msg::Close { reply }) {
+            Ok(()) => answer.recv().unwrap_or_else(|_| Err(self.stopped())),
+            Err(_) => Err(self.stopped()),
+        };
+        drop(tx);
+        if let Some(t) = self.thread.take() {
+            // A panic in `apply` already poisoned the log; the join result adds nothing.
+            let _ = t.join();
+        }
+        result
+    }
+}
+
+impl<T: Send + 'static> Drop for Wal<T> {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
     }
 }

@@ -1,0 +1,251 @@
+//! Recovery: reads every WAL file in order, validates it, and decides what is a torn tail
+//! (discarded) and what is corruption (refused).
+//!
+//! The rule (format-spec/wal.md, "Reader rules"): only the end of the *last* file can hold bytes
+//! of a write that was never acknowledged, so only there may a bad record be discarded, and only
+//! if nothing valid that continues the sequence follows it. Anything else damaged means that
+//! acknowledged data is lost, and open refuses with `Error::Corruption` naming file and offset.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use super::record::{
+    decode_file_header, decode_record, may_start_record, BadRecord, FILE_HEADER_LEN,
+    RECORD_HEADER_LEN,
+};
+use crate::vfs::{FileBytes, Vfs};
+use crate::{Error, Result};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// One WAL file, known by the sequence number of its first record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalFile {
+    /// Seq of the first record the file holds (or would hold, if empty).
+    pub first_seq: u64,
+    /// Full path.
+    pub path: PathBuf,
+}
+
+/// File name of the WAL file whose first record is `seq`.
+pub fn file_name(seq: u64) -> String {
+    format!("{seq:020}.log")
+}
+
+/// Parses a WAL file name; `None` for names that are not ours.
+fn parse_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The WAL files in `dir`, oldest first. Other names are ignored.
+pub fn list_files(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<WalFile>> {
+    let mut files: Vec<WalFile> = vfs
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|n| {
+            parse_name(n).map(|first_seq| WalFile {
+                first_seq,
+                path: dir.join(n),
+            })
+        })
+        .collect();
+    files.sort_by_key(|f| f.first_seq);
+    if let Some(f) = files.first().filter(|f| f.first_seq == 0) {
+        return Err(Error::corruption(
+            &f.path,
+            0,
+            "WAL file named for seq 0; seqs start at 1",
+        ));
+    }
+    Ok(files)
+}
+
+/// What the writer must do to the last file before appending to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailFix {
+    /// The file ends exactly after its last valid record.
+    None,
+    /// Cut the file to this length (a torn or garbage tail).
+    Truncate(u64),
+    /// The header itself is torn and no record follows: rewrite the file as a fresh header.
+    RewriteHeader,
+}
+
+/// The outcome of a successful recovery.
+#[derive(Debug)]
+pub struct Recovery {
+    /// Every WAL file, oldest first (including files whose records are all checkpointed).
+    pub files: Vec<WalFile>,
+    /// Seq of the last valid record read, or `first_seq - 1` of the first file read, or 0.
+    pub last_seq: u64,
+    /// What to do to the last file.
+    pub tail: TailFix,
+}
+
+/// A record found by the scan: which mapped file, which bytes.
+struct Found {
+    file: usize,
+    seq: u64,
+    payload: Range<usize>,
+}
+
+/// Scans `buf` from `from` for any intact record with `seq >= min_seq`; returns its offset.
+///
+/// Used after a bad record in the last file: such a record proves that data written *after*
+/// the damage exists, so the damage is not a torn tail. Bounded by the buffer; the kind-word
+/// pre-check keeps it about one comparison per byte.
+fn valid_record_after(buf: &[u8], from: usize, min_seq: u64, max: usize) -> Option<usize> {
+    let last_start = buf.len().checked_sub(RECORD_HEADER_LEN)?;
+    (from..=last_start).find(|&q| {
+        may_start_record(buf, q)
+            && match decode_record(buf, q, max) {
+                Ok(r) => r.seq >= min_seq,
+                // A complete, checksummed record over the size limit is still a real record.
+                Err(BadRecord::Oversize { .. }) => true,
+                Err(_) => false,
+            }
+    })
+}
+
+/// Recovers the WAL in `dir`: validates every file that may hold a record after `checkpoint`,
+/// then, only if all is well, calls `replay` for each record with seq > `checkpoint` in order.
+///
+/// Files whose records are all at or below the checkpoint (their successor starts at or before
+/// `checkpoint + 1`) are not read: they are obsolete and only wait for `reclaim`.
+pub fn recover(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    max_record_bytes: usize,
+    checkpoint: u64,
+    replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<Recovery> {
+    let files = list_files(vfs, dir)?;
+    let Some(first) = files.first() else {
+        return Ok(Recovery {
+            files,
+            last_seq: checkpoint,
+            tail: TailFix::None,
+        });
+    };
+    let start_seq = checkpoint.saturating_add(1);
+    if first.first_seq > start_seq {
+        return Err(Error::corruption(
+            &first.path,
+            0,
+            format!(
+                "records {start_seq}..{} are missing (the checkpoint is {checkpoint})",
+                first.first_seq - 1
+            ),
+        ));
+    }
+    // The newest file that starts at or before the first record we need.
+    let start = files
+        .iter()
+        .rposition(|f| f.first_seq <= start_seq)
+        .unwrap_or(0);
+
+    let mut maps: Vec<FileBytes> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
+    let mut expected = files.get(start).map_or(start_seq, |f| f.first_seq);
+    let mut tail = TailFix::None;
+    let n = files.len();
+    for (i, f) in files.iter().enumerate().skip(start) {
+        let is_last = i + 1 == n;
+        if f.first_seq != expected {
+            return Err(Error::corruption(
+                &f.path,
+                0,
+                format!(
+                    "file starts at seq {} but the previous file ends at seq {}; records are missing",
+                    f.first_seq,
+                    expected - 1
+                ),
+            ));
+        }
+        let buf = vfs.map(&f.path)?;
+        let idx = maps.len();
+        match decode_file_header(&buf) {
+            Ok(s) if s == f.first_seq => {}
+            Ok(s) => {
+                return Err(Error::corruption(
+                    &f.path,
+                    0,
+                    format!(
+                        "file header says first seq {s}, the file name says {}",
+                        f.first_seq
+                    ),
+                ))
+            }
+            Err(e) => {
+                // A rotation that crashed before its header was synced leaves a last file with a
+                // torn header and no records: recreate it. With a record after it, the header
+                // was damaged later and acknowledged data is at stake.
+                if is_last && valid_record_after(&buf, 0, expected, max_record_bytes).is_none() {
+                    tail = TailFix::RewriteHeader;
+                    break;
+                }
+                return Err(Error::corruption(&f.path, 0, e));
+            }
+        }
+        let mut pos = FILE_HEADER_LEN;
+        while pos < buf.len() {
+            let bad = match decode_record(&buf, pos, max_record_bytes) {
+                Ok(r) if r.seq == expected => {
+                    found.push(Found {
+                        file: idx,
+                        seq: r.seq,
+                        payload: r.end - r.payload.len()..r.end,
+                    });
+                    expected += 1;
+                    pos = r.end;
+                    continue;
+                }
+                Ok(r) => format!("record has seq {}, expected {expected}", r.seq),
+                Err(e @ BadRecord::Oversize { .. }) => {
+                    return Err(Error::corruption(&f.path, pos as u64, e));
+                }
+                Err(e) => e.to_string(),
+            };
+            if !is_last {
+                return Err(Error::corruption(
+                    &f.path,
+                    pos as u64,
+                    format!("{bad} (in a file that is not the last one)"),
+                ));
+            }
+            // From `pos` itself: an intact record there with a seq beyond `expected` also
+            // proves records are missing.
+            if let Some(q) = valid_record_after(&buf, pos, expected, max_record_bytes) {
+                return Err(Error::corruption(
+                    &f.path,
+                    pos as u64,
+                    format!("{bad}; an intact record at offset {q} continues the log, so this is not a torn tail"),
+                ));
+            }
+            // A torn or garbage tail: it can only hold writes that were never acknowledged.
+            tail = TailFix::Truncate(pos as u64);
+            break;
+        }
+        maps.push(buf);
+    }
+
+    // Everything validated: only now hand records to the caller, so a failed open never
+    // leaves the caller with a partial replay of a log it must refuse.
+    for r in &found {
+        if r.seq <= checkpoint {
+            continue;
+        }
+        let payload = maps
+            .get(r.file)
+            .and_then(|m| m.get(r.payload.clone()))
+            .ok_or_else(|| Error::Poisoned("WAL recovery lost track of a record".into()))?;
+        replay(r.seq, payload)?;
+    }
+    Ok(Recovery {
+        files,
+        last_seq: expected - 1,
+        tail,
+    })
+}

@@ -1,0 +1,338 @@
+//! The writer thread: group commit, rotation, reclaim.
+//!
+//! One thread owns the open WAL file. Callers hand it records through a channel and wait for a
+//! reply. The thread takes everything queued (up to [`MAX_GROUP_BYTES`]), assigns consecutive
+//! seqs, writes the group with one `append`, makes it durable with one `sync_data`, applies the
+//! records in seq order, and only then answers each caller: a reply of `Ok(seq)` means the
+//! record is durable (under `SyncMode::Always`) and applied.
+//!
+//! After a failed write or sync the on-disk state is unknown: after a failed fsync the kernel
+//! may already have dropped the dirty pages, so a retry could "succeed" without the data
+//! (PostgreSQL's fsyncgate). The thread therefore never retries; it poisons the log, and every
+//! later request is refused without touching the disk. Reopening recovers from what is on disk.
+
+use super::reader::{file_name, WalFile};
+use super::record::{encode_file_header, encode_record, RECORD_HEADER_LEN};
+use super::SyncMode;
+use crate::vfs::{Vfs, WritableFile};
+use crate::{Error, Result};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Upper bound of the payload bytes of one commit group (at least one record is always taken).
+pub const MAX_GROUP_BYTES: usize = 4 << 20;
+
+/// A request to the writer thread.
+pub enum Msg<T> {
+    /// Append one record; the reply carries its seq.
+    Append {
+        payload: Vec<u8>,
+        item: T,
+        reply: Sender<Result<u64>>,
+    },
+    /// Rotate and delete files whose records are all `<= upto`.
+    Reclaim {
+        upto: u64,
+        reply: Sender<Result<()>>,
+    },
+    /// Finish pending work, sync, stop.
+    Close { reply: Sender<Result<()>> },
+}
+
+/// State shared between the `Wal` handle and its thread.
+#[derive(Default)]
+pub struct Shared {
+    /// Seq of the last record appended and applied (or recovered).
+    pub last_seq: AtomicU64,
+    /// Why the log refuses writes, once it does.
+    pub poisoned: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// The refusal every request gets once the log is poisoned.
+    pub fn check(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+    fn poison(&self, why: String) {
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            *p = Some(why);
+        }
+    }
+}
+
+/// Marks the log poisoned if the writer thread unwinds (an `apply` callback panicked), so
+/// callers get `Poisoned` instead of waiting on a thread that is gone.
+struct PoisonOnPanic(Arc<Shared>);
+impl Drop for PoisonOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poison("the WAL writer thread panicked".into());
+        }
+    }
+}
+
+/// An I/O error rebuilt for each caller of a failed group (io::Error is not Clone).
+fn io_copy(e: &io::Error, what: &str) -> Error {
+    match e.raw_os_error() {
+        Some(code) => Error::Io(io::Error::from_raw_os_error(code)),
+        None => Error::Io(io::Error::new(e.kind(), format!("WAL {what} failed: {e}"))),
+    }
+}
+
+/// Creates WAL file `first_seq` in `dir`: header written and synced, then the directory synced,
+/// so the file exists durably before any record is written into it.
+pub fn create_file(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    first_seq: u64,
+) -> io::Result<(WalFile, Box<dyn WritableFile>)> {
+    let path = dir.join(file_name(first_seq));
+    let mut f = vfs.open_append(&path, true)?;
+    f.append(&encode_file_header(first_seq))?;
+    f.sync_data()?;
+    vfs.sync_dir(dir)?;
+    Ok((WalFile { first_seq, path }, f))
+}
+
+type Item<T> = (Vec<u8>, T, Sender<Result<u64>>);
+
+/// The writer thread's state.
+pub struct Writer<T> {
+    pub vfs: Arc<dyn Vfs>,
+    pub dir: PathBuf,
+    pub sync: SyncMode,
+    pub rotate_bytes: u64,
+    /// All WAL files, oldest first; the last one is `cur`.
+    pub files: Vec<WalFile>,
+    pub cur: Box<dyn WritableFile>,
+    /// Seq the next record gets.
+    pub next_seq: u64,
+    /// Bytes were written since the last sync.
+    pub dirty: bool,
+    pub last_sync: Instant,
+    pub apply: Box<dyn FnMut(u64, T) + Send>,
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<Msg<T>>,
+}
+
+impl<T: Send + 'static> Writer<T> {
+    /// The thread's main loop.
+    pub fn run(mut self) {
+        let _guard = PoisonOnPanic(self.shared.clone());
+        let mut held: Option<Msg<T>> = None;
+        loop {
+            let msg = match held.take() {
+                Some(m) => m,
+                None => match self.next_msg() {
+                    Some(m) => m,
+                    None => {
+                        // Every handle is gone without a Close: still leave the log synced.
+                        let _ = self.finish();
+                        return;
+                    }
+                },
+            };
+            match msg {
+                Msg::Append {
+                    payload,
+                    item,
+                    reply,
+                } => {
+                    let mut bytes = payload.len();
+                    let mut group = vec![(payload, item, reply)];
+                    while bytes < MAX_GROUP_BYTES {
+                        match self.rx.try_recv() {
+                            Ok(Msg::Append {
+                                payload,
+                                item,
+                                reply,
+                            }) if bytes + payload.len() <= MAX_GROUP_BYTES => {
+                                bytes += payload.len();
+                                group.push((payload, item, reply));
+                            }
+                            Ok(other) => {
+                                held = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit(group);
+                }
+                Msg::Reclaim { upto, reply } => {
+                    let _ = reply.send(self.reclaim(upto));
+                }
+                Msg::Close { reply } => {
+                    let _ = reply.send(self.finish());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits for the next request; under `Periodic`, syncs when the interval elapses meanwhile.
+    fn next_msg(&mut self) -> Option<Msg<T>> {
+        loop {
+            let deadline = match self.sync {
+                SyncMode::Periodic(every) if self.dirty => self.last_sync + every,
+                _ => return self.rx.recv().ok(),
+            };
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(m) => return Some(m),
+                Err(RecvTimeoutError::Timeout) => self.periodic_sync(),
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    fn periodic_sync(&mut self) {
+        if self.shared.check().is_err() || !self.dirty {
+            return;
+        }
+        match self.cur.sync_data() {
+            Ok(()) => {
+                self.dirty = false;
+                self.last_sync = Instant::now();
+            }
+            Err(e) => self.shared.poison(format!("WAL sync failed: {e}")),
+        }
+    }
+
+    /// Writes, syncs, applies and answers one group.
+    fn commit(&mut self, group: Vec<Item<T>>) {
+        if let Err(e) = self.shared.check() {
+            for (_, _, reply) in group {
+                let _ = reply.send(Err(Error::Poisoned(e.to_string())));
+            }
+            return;
+        }
+        match self.write_group(&group) {
+            Ok(()) => {}
+            Err((e, what)) => {
+                self.shared.poison(format!("WAL {what} failed: {e}"));
+                for (_, _, reply) in group {
+                    let _ = reply.send(Err(io_copy(&e, what)));
+                }
+                return;
+            }
+        }
+        for (_, item, reply) in group {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            (self.apply)(seq, item);
+            self.shared.last_seq.store(seq, Ordering::SeqCst);
+            let _ = reply.send(Ok(seq));
+        }
+    }
+
+    /// Encodes and writes the group (rotating where the file is full) and syncs per the mode.
+    /// Does not advance `next_seq`: that happens as records are applied.
+    fn write_group(
+        &mut self,
+        group: &[Item<T>],
+    ) -> std::result::Result<(), (io::Error, &'static str)> {
+        let total: usize = group
+            .iter()
+            .map(|(p, _, _)| p.len() + RECORD_HEADER_LEN)
+            .sum();
+        let mut buf = Vec::with_capacity(total);
+        for (seq, (payload, _, _)) in (self.next_seq..).zip(group) {
+            // Rotate once the file has reached its size, but never leave a file without records.
+            let has_records = seq > self.cur_first_seq();
+            if has_records && self.cur.len() + buf.len() as u64 >= self.rotate_bytes {
+                if !buf.is_empty() {
+                    self.cur.append(&buf).map_err(|e| (e, "write"))?;
+                    self.dirty = true;
+                    buf.clear();
+                }
+                self.rotate(seq).map_err(|e| (e, "rotation"))?;
+            }
+            encode_record(&mut buf, seq, payload);
+        }
+        self.cur.append(&buf).map_err(|e| (e, "write"))?;
+        self.dirty = true;
+        match self.sync {
+            SyncMode::Always => self.sync_now().map_err(|e| (e, "sync"))?,
+            SyncMode::Periodic(every) if self.last_sync.elapsed() >= every => {
+                self.sync_now().map_err(|e| (e, "sync"))?
+            }
+            SyncMode::Periodic(_) | SyncMode::Never => {}
+        }
+        Ok(())
+    }
+
+    fn sync_now(&mut self) -> io::Result<()> {
+        self.cur.sync_data()?;
+        self.dirty = false;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    fn cur_first_seq(&self) -> u64 {
+        self.files.last().map_or(self.next_seq, |f| f.first_seq)
+    }
+
+    /// Starts file `first_seq`. The old file is synced first (whatever the sync mode) so that a
+    /// file with a successor is always complete: the reader treats damage there as corruption.
+    fn rotate(&mut self, first_seq: u64) -> io::Result<()> {
+        if self.dirty {
+            self.sync_now()?;
+        }
+        let (file, handle) = create_file(&*self.vfs, &self.dir, first_seq)?;
+        self.files.push(file);
+        self.cur = handle;
+        Ok(())
+    }
+
+    fn reclaim(&mut self, upto: u64) -> Result<()> {
+        self.shared.check()?;
+        // If the current file holds any record <= upto, start a new one so it can go too.
+        if upto >= self.cur_first_seq() && self.next_seq > self.cur_first_seq() {
+            if let Err(e) = self.rotate(self.next_seq) {
+                self.shared.poison(format!("WAL rotation failed: {e}"));
+                return Err(io_copy(&e, "rotation"));
+            }
+        }
+        // Oldest first, so an interrupted reclaim leaves a contiguous suffix of files.
+        let mut removed = false;
+        while let Some(next) = self.files.get(1) {
+            if next.first_seq.saturating_sub(1) > upto {
+                break;
+            }
+            let victim = self.files.remove(0);
+            if let Err(e) = self.vfs.remove_file(&victim.path) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    self.files.insert(0, victim);
+                    return Err(e.into());
+                }
+            }
+            removed = true;
+        }
+        if removed {
+            self.vfs.sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Final sync at close. A poisoned log is not touched.
+    fn finish(&mut self) -> Result<()> {
+        self.shared.check()?;
+        if self.dirty {
+            if let Err(e) = self.sync_now() {
+                self.shared.poison(format!("WAL sync at close failed: {e}"));
+                return Err(io_copy(&e, "sync"));
+            }
+        }
+        Ok(())
+    }
+}
