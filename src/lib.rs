@@ -5,6 +5,7 @@ pub use bson;
 pub mod bucket;
 pub mod codec;
 pub mod error;
+pub mod segment;
 pub mod vfs;
 
 pub use error::{Error, Result};
