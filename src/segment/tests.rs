@@ -796,3 +796,82 @@ fn seed004_sized_segment_has_small_per_bucket_overhead() {
         st.directory_bytes_stored as f64 / nb
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The worked example of format-spec/segment.md, byte for byte
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn worked_example_of_the_spec_is_byte_exact() {
+    let (_d, path) = tmp();
+    let start = DateTime::from_millis(1_710_855_960_000);
+    let t = DateTime::from_millis(1_710_855_960_500);
+    let b = BucketData {
+        id: bucket_id(1_710_855_960, 1),
+        meta: Some(Bson::String("sensor-1".into())),
+        count: 1,
+        min: doc! {"t": start, "v": 1.5},
+        max: doc! {"t": t, "v": 1.5},
+        columns: vec![
+            Column {
+                name: "t".into(),
+                values: vec![Some(Bson::DateTime(t))],
+            },
+            Column {
+                name: "v".into(),
+                values: vec![Some(Bson::Double(1.5))],
+            },
+        ],
+        shapes: vec![vec![0, META_SLOT, 1]],
+        row_shapes: vec![],
+    };
+    let info = SegmentHeaderInfo {
+        collection_id: 7,
+        time_field: "t".into(),
+    };
+    write_segment(&RealFs, &path, &info, &[&b]).unwrap();
+    let file = std::fs::read(&path).unwrap();
+    let mut col_len = Vec::new();
+    for c in &b.columns {
+        let mut v = Vec::new();
+        crate::codec::encode_column(&c.values, &mut v);
+        col_len.push(v.len() as u8);
+    }
+    let page_len = col_len[0] + col_len[1];
+
+    let mut header = hex("54 53 42 53 45 47 48 01 01 00 00 00 07 00 00 00 01 00 00 00 74");
+    header.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
+    assert_eq!(&file[..25], &header[..]);
+
+    let footer = format::Footer::decode(&file[file.len() - format::FOOTER_LEN..]).unwrap();
+    assert_eq!(footer.dir_offset, 25 + u64::from(page_len));
+    assert_eq!(
+        (footer.bucket_count, footer.page_count, footer.header_len),
+        (1, 1, 25)
+    );
+    let stored = &file[footer.dir_offset as usize..file.len() - format::FOOTER_LEN];
+    let dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    let page_crc = crc32fast::hash(&file[25..25 + page_len as usize]);
+
+    let mut want = hex("01  02 01 74 01 76  01 00");
+    want.extend([page_len, page_len]);
+    want.extend(page_crc.to_le_bytes());
+    want.extend(hex("01 02 08 73 65 6e 73 6f 72 2d 31  01 03 01 00 02  01"));
+    want.extend(hex("b0 dc cc df 0c 02  01 01 00  02 00 09 00 01 01"));
+    want.extend(1.5f64.to_le_bytes());
+    want.extend(hex("02 00 09 e8 07 01 20  02 00"));
+    want.extend([col_len[0], 0x01, col_len[1]]);
+    want.extend(hex("01 00  00"));
+    assert_eq!(dir, want, "spec section 6 must match the writer");
+    assert_eq!(
+        col_len,
+        [17, 17],
+        "spec quotes the placeholder codec's sizes"
+    );
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    s.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
+}
