@@ -543,7 +543,12 @@ pub fn get_value(c: &mut Cursor<'_>, refs: &ValueRefs) -> Result<Bson, String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        reason = "test code: a panic is a test failure"
+    )]
     use super::*;
 
     /// The `Offset | Size` tables of `format-spec/segment.md`, restated; the constants must
