@@ -1,0 +1,886 @@
+//! Reads segment files through a memory map.
+//!
+//! Trust is earned in order: footer (magic, version, crc), header (magic, version, crc,
+//! agreement with the footer), directory (bounds, crc, bounded decompression, structure, exact
+//! tiling of the pages by the buckets). Only then are the bucket summaries handed out. Bucket
+//! data is trusted only after its page's crc matched, on every read. Every error is a
+//! `Corruption` naming the file and the absolute offset of the unit that failed.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use super::format::{self as f, Cursor, Footer, ValueRefs};
+use super::order::{compare_bson, is_composite};
+use super::writer::{id_base_millis, max_refs};
+use super::SegmentHeaderInfo;
+use crate::bucket::{BucketData, Column, META_SLOT};
+use crate::codec::decode_column;
+use crate::error::{Error, Result};
+use crate::vfs::{FileBytes, Vfs};
+use bson::oid::ObjectId;
+use bson::{Bson, Document};
+use parking_lot::Mutex;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the directory says about one bucket, decoded at open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BucketSummary {
+    /// Bucket `_id` (its 4-byte time prefix is the bucket start).
+    pub id: ObjectId,
+    /// The bucket's meta value; `None` when its measurements had no meta field.
+    pub meta: Option<Bson>,
+    /// Number of measurements.
+    pub count: u32,
+    /// `control.min`.
+    pub min: Document,
+    /// `control.max`.
+    pub max: Document,
+    loc: BucketLoc,
+}
+
+/// Where a bucket's data lives and how it is cut into columns.
+#[derive(Debug, Clone, PartialEq)]
+struct BucketLoc {
+    page: u32,
+    /// Offset of the bucket's first column within the decompressed page.
+    offset: u32,
+    /// Total length of its columns.
+    len: u32,
+    /// (name index, encoded length) per column, in order.
+    columns: Vec<(u32, u32)>,
+    /// Indexes into the segment's shape table.
+    shapes: Vec<u32>,
+    row_shapes: Vec<u32>,
+}
+
+/// Byte accounting of a segment file; the `*_bytes*` fields of a file add up to its length
+/// (`header_bytes + page_bytes_stored + directory_bytes_stored + footer_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// Header length.
+    pub header_bytes: u64,
+    /// Number of pages.
+    pub page_count: u64,
+    /// Pages stored zstd-compressed.
+    pub zstd_page_count: u64,
+    /// Bytes of all pages as stored.
+    pub page_bytes_stored: u64,
+    /// Bytes of all pages after decompression: the encoded columns.
+    pub page_bytes_raw: u64,
+    /// Bytes of the directory as stored (compressed).
+    pub directory_bytes_stored: u64,
+    /// Bytes of the directory after decompression.
+    pub directory_bytes_raw: u64,
+    /// Footer length.
+    pub footer_bytes: u64,
+}
+
+/// One page as described by the directory.
+#[derive(Debug, Clone)]
+struct PageInfo {
+    /// Absolute offset of the stored bytes.
+    offset: u64,
+    stored_len: u32,
+    raw_len: u32,
+    compression: u8,
+    crc: u32,
+    /// Buckets `first_bucket..end_bucket` live in this page.
+    first_bucket: u32,
+    end_bucket: u32,
+}
+
+/// A page whose crc has been checked: either the mapped bytes themselves (raw pages) or the
+/// decompressed copy.
+#[derive(Clone)]
+enum PageData {
+    Mapped,
+    Owned(Arc<Vec<u8>>),
+}
+
+/// An open, validated segment file.
+pub struct Segment {
+    path: PathBuf,
+    bytes: FileBytes,
+    info: SegmentHeaderInfo,
+    dir_offset: u64,
+    dir_raw_len: u64,
+    names: Vec<String>,
+    pages: Vec<PageInfo>,
+    shapes: Vec<Vec<u32>>,
+    buckets: Vec<BucketSummary>,
+    /// The last page read: a scan that reads buckets in order decompresses each page once.
+    last_page: Mutex<Option<(u32, PageData)>>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, fm: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fm.debug_struct("Segment")
+            .field("path", &self.path)
+            .field("bytes", &self.bytes.len())
+            .field("buckets", &self.buckets.len())
+            .field("pages", &self.pages.len())
+            .finish()
+    }
+}
+
+impl Segment {
+    /// Opens `path` and validates its footer, header and directory (checksums, versions,
+    /// bounds and structure). Bucket data is checked later, page by page, when read.
+    pub fn open(vfs: &dyn Vfs, path: &Path) -> Result<Segment> {
+        let bytes = vfs.map(path)?;
+        let path = path.to_path_buf();
+        let bad = |off: u64, d: String| Error::corruption(&path, off, d);
+        let len = bytes.len();
+        if len < f::MIN_FILE_LEN {
+            return Err(bad(
+                0,
+                format!(
+                    "file is {len} bytes, shorter than the smallest segment ({} bytes); \
+                     it was truncated or is not a segment",
+                    f::MIN_FILE_LEN
+                ),
+            ));
+        }
+        let footer_off = len - f::FOOTER_LEN;
+        let footer = Footer::decode(bytes.get(footer_off..).unwrap_or_default())
+            .map_err(|d| bad(footer_off as u64, d))?;
+        let before_footer = bytes.get(..footer_off).unwrap_or_default();
+        let (info, header_len) = parse_header(before_footer).map_err(|d| bad(0, d))?;
+        if footer.header_len as usize != header_len {
+            return Err(bad(
+                footer_off as u64,
+                format!(
+                    "footer says the header is {} bytes but it is {header_len}",
+                    footer.header_len
+                ),
+            ));
+        }
+
+        // The directory sits between the last page and the footer.
+        let dir_end = footer
+            .dir_offset
+            .checked_add(u64::from(footer.dir_stored_len));
+        if footer.dir_offset < header_len as u64 || dir_end != Some(footer_off as u64) {
+            return Err(bad(
+                footer_off as u64,
+                format!(
+                    "directory range {}+{} does not end at the footer ({footer_off})",
+                    footer.dir_offset, footer.dir_stored_len
+                ),
+            ));
+        }
+        let dir_off = footer.dir_offset;
+        let bad_dir = |d: String| Error::corruption(&path, dir_off, format!("directory: {d}"));
+        let stored = bytes
+            .get(dir_off as usize..footer_off)
+            .ok_or_else(|| bad_dir("out of bounds".into()))?;
+        if crc32fast::hash(stored) != footer.dir_crc {
+            return Err(bad_dir("checksum mismatch".into()));
+        }
+        if footer.dir_raw_len > f::MAX_DIRECTORY_RAW_LEN {
+            return Err(bad_dir(format!(
+                "decompressed length {} exceeds the limit {}",
+                footer.dir_raw_len,
+                f::MAX_DIRECTORY_RAW_LEN
+            )));
+        }
+        let raw = zstd::bulk::decompress(stored, footer.dir_raw_len as usize)
+            .map_err(|e| bad_dir(format!("zstd: {e}")))?;
+        if raw.len() != footer.dir_raw_len as usize {
+            return Err(bad_dir(format!(
+                "decompressed to {} bytes, footer says {}",
+                raw.len(),
+                footer.dir_raw_len
+            )));
+        }
+        let dir = parse_directory(&raw, &footer, header_len as u64, &info).map_err(bad_dir)?;
+        Ok(Segment {
+            path,
+            bytes,
+            info,
+            dir_offset: dir_off,
+            dir_raw_len: u64::from(footer.dir_raw_len),
+            names: dir.names,
+            pages: dir.pages,
+            shapes: dir.shapes,
+            buckets: dir.buckets,
+            last_page: Mutex::new(None),
+        })
+    }
+
+    /// Collection id and time field stored in the header.
+    pub fn info(&self) -> &SegmentHeaderInfo {
+        &self.info
+    }
+
+    /// The file this segment was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size of the file in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Where the file's bytes go (for size reports and the inspection tool).
+    pub fn stats(&self) -> SegmentStats {
+        let header_bytes = self.pages.first().map_or(self.dir_offset, |p| p.offset);
+        SegmentStats {
+            header_bytes,
+            page_count: self.pages.len() as u64,
+            zstd_page_count: self
+                .pages
+                .iter()
+                .filter(|p| p.compression == f::PAGE_ZSTD)
+                .count() as u64,
+            page_bytes_stored: self.dir_offset - header_bytes,
+            page_bytes_raw: self.pages.iter().map(|p| u64::from(p.raw_len)).sum(),
+            directory_bytes_stored: self.len_bytes() - self.dir_offset - f::FOOTER_LEN as u64,
+            directory_bytes_raw: self.dir_raw_len,
+            footer_bytes: f::FOOTER_LEN as u64,
+        }
+    }
+
+    /// One summary per bucket, in file order.
+    pub fn buckets(&self) -> &[BucketSummary] {
+        &self.buckets
+    }
+
+    /// Decodes bucket `i` fully, after checking its page's checksum.
+    pub fn read_bucket(&self, i: usize) -> Result<BucketData> {
+        self.read(i, None)
+    }
+
+    /// Decodes only the named columns of bucket `i` (others are left out of `columns`; names
+    /// that the bucket lacks are ignored). Shapes and row shapes are always returned; their
+    /// column indexes refer to the bucket's full column list, not to the returned subset.
+    pub fn read_bucket_columns(&self, i: usize, names: &[&str]) -> Result<BucketData> {
+        self.read(i, Some(names))
+    }
+
+    /// Checks everything: every page checksum, every column decodes to `count` rows, shapes
+    /// and row shapes are consistent with which columns have values at each row, and
+    /// `control.min/max` agree with the data (see `format-spec/segment.md`, "verify").
+    pub fn verify(&self) -> Result<()> {
+        for (p, pg) in self.pages.iter().enumerate() {
+            let data = self.load_page(p)?;
+            let page = self.page_slice(p, &data)?;
+            for i in pg.first_bucket..pg.end_bucket {
+                let i = i as usize;
+                let s = self.summary(i)?;
+                let b = self.decode(i, s, pg, page, None)?;
+                self.check_bucket(i, &b)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn summary(&self, i: usize) -> Result<&BucketSummary> {
+        self.buckets.get(i).ok_or_else(|| {
+            Error::BadValue(format!(
+                "bucket index {i} out of range: {} has {} buckets",
+                self.path.display(),
+                self.buckets.len()
+            ))
+        })
+    }
+
+    fn page_info(&self, p: usize) -> Result<&PageInfo> {
+        // Bucket locations were checked against the page table at open.
+        self.pages
+            .get(p)
+            .ok_or_else(|| Error::corruption(&self.path, self.dir_offset, format!("no page {p}")))
+    }
+
+    fn read(&self, i: usize, filter: Option<&[&str]>) -> Result<BucketData> {
+        let s = self.summary(i)?;
+        let p = s.loc.page as usize;
+        let data = self.cached_page(p)?;
+        let page = self.page_slice(p, &data)?;
+        self.decode(i, s, self.page_info(p)?, page, filter)
+    }
+
+    /// Page `p` from the one-entry cache, or loaded (and checked) and put there.
+    fn cached_page(&self, p: usize) -> Result<PageData> {
+        if let Some((cp, data)) = &*self.last_page.lock() {
+            if *cp as usize == p {
+                return Ok(data.clone());
+            }
+        }
+        let data = self.load_page(p)?;
+        *self.last_page.lock() = Some((p as u32, data.clone()));
+        Ok(data)
+    }
+
+    /// Checks page `p`'s crc and decompresses it if needed.
+    fn load_page(&self, p: usize) -> Result<PageData> {
+        let pg = self.page_info(p)?;
+        let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("page {p}: {d}"));
+        let stored = self.stored(pg).ok_or_else(|| bad("out of bounds".into()))?;
+        if crc32fast::hash(stored) != pg.crc {
+            return Err(bad("checksum mismatch".into()));
+        }
+        match pg.compression {
+            f::PAGE_RAW => Ok(PageData::Mapped),
+            _ => {
+                // raw_len was bounded by MAX_PAGE_RAW_LEN at open.
+                let raw = zstd::bulk::decompress(stored, pg.raw_len as usize)
+                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                if raw.len() != pg.raw_len as usize {
+                    return Err(bad(format!(
+                        "decompressed to {} bytes, directory says {}",
+                        raw.len(),
+                        pg.raw_len
+                    )));
+                }
+                Ok(PageData::Owned(Arc::new(raw)))
+            }
+        }
+    }
+
+    fn stored(&self, pg: &PageInfo) -> Option<&[u8]> {
+        let start = usize::try_from(pg.offset).ok()?;
+        self.bytes
+            .get(start..start.checked_add(pg.stored_len as usize)?)
+    }
+
+    fn page_slice<'a>(&'a self, p: usize, data: &'a PageData) -> Result<&'a [u8]> {
+        match data {
+            PageData::Owned(v) => Ok(v.as_slice()),
+            PageData::Mapped => {
+                let pg = self.page_info(p)?;
+                self.stored(pg).ok_or_else(|| {
+                    Error::corruption(&self.path, pg.offset, format!("page {p}: out of bounds"))
+                })
+            }
+        }
+    }
+
+    /// Decodes bucket `i` from its (checked) page bytes.
+    fn decode(
+        &self,
+        i: usize,
+        s: &BucketSummary,
+        pg: &PageInfo,
+        page: &[u8],
+        filter: Option<&[&str]>,
+    ) -> Result<BucketData> {
+        let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
+        let start = s.loc.offset as usize;
+        let data = page
+            .get(start..start + s.loc.len as usize)
+            .ok_or_else(|| bad("data range outside its page".into()))?;
+        let mut columns = Vec::with_capacity(filter.map_or(s.loc.columns.len(), <[_]>::len));
+        let mut off = 0usize;
+        for &(name_idx, len) in &s.loc.columns {
+            let name = self
+                .names
+                .get(name_idx as usize)
+                .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
+            let end = off + len as usize;
+            if filter.is_none_or(|names| names.contains(&name.as_str())) {
+                let bytes = data
+                    .get(off..end)
+                    .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
+                let values = decode_column(bytes, s.count as usize).map_err(|e| {
+                    bad(format!(
+                        "column {name:?}: {} at byte {} of the column (page byte {})",
+                        e.detail,
+                        e.offset,
+                        start + off + e.offset
+                    ))
+                })?;
+                if values.len() != s.count as usize {
+                    return Err(bad(format!(
+                        "column {name:?} decoded to {} rows, expected {}",
+                        values.len(),
+                        s.count
+                    )));
+                }
+                columns.push(Column {
+                    name: name.clone(),
+                    values,
+                });
+            }
+            off = end;
+        }
+        let mut shapes = Vec::with_capacity(s.loc.shapes.len());
+        for &sh in &s.loc.shapes {
+            let shape = self
+                .shapes
+                .get(sh as usize)
+                .ok_or_else(|| bad(format!("shape index {sh} out of range")))?;
+            shapes.push(shape.clone());
+        }
+        Ok(BucketData {
+            id: s.id,
+            meta: s.meta.clone(),
+            count: s.count,
+            min: s.min.clone(),
+            max: s.max.clone(),
+            columns,
+            shapes,
+            row_shapes: s.loc.row_shapes.clone(),
+        })
+    }
+
+    /// The semantic checks of `verify` for one fully decoded bucket.
+    fn check_bucket(&self, i: usize, b: &BucketData) -> Result<()> {
+        let bad = |d: String| {
+            Error::corruption(
+                &self.path,
+                self.dir_offset,
+                format!("bucket {i} ({}): {d}", b.id),
+            )
+        };
+        let rows = b.count as usize;
+        // Shapes: column indexes in range (or the meta slot, only if there is a meta value),
+        // each at most once.
+        for (si, shape) in b.shapes.iter().enumerate() {
+            let mut seen = vec![false; b.columns.len()];
+            let mut meta_seen = false;
+            for &slot in shape {
+                if slot == META_SLOT {
+                    if b.meta.is_none() || meta_seen {
+                        return Err(bad(format!("shape {si} has a misplaced meta slot")));
+                    }
+                    meta_seen = true;
+                    continue;
+                }
+                match seen.get_mut(slot as usize) {
+                    Some(s) if !*s => *s = true,
+                    _ => return Err(bad(format!("shape {si} has a bad column index {slot}"))),
+                }
+            }
+        }
+        // Row shapes: empty (all rows shape 0) or one valid shape index per row, and the
+        // row's shape lists exactly the columns that have a value at that row.
+        if !b.row_shapes.is_empty() && b.row_shapes.len() != rows {
+            return Err(bad(format!(
+                "{} row shapes for {rows} rows",
+                b.row_shapes.len()
+            )));
+        }
+        if !b.shapes.is_empty() {
+            for r in 0..rows {
+                let si = b.row_shapes.get(r).copied().unwrap_or(0);
+                let shape = b
+                    .shapes
+                    .get(si as usize)
+                    .ok_or_else(|| bad(format!("row {r} has shape {si}, out of range")))?;
+                let in_shape = shape.iter().filter(|&&c| c != META_SLOT).count();
+                let present = b
+                    .columns
+                    .iter()
+                    .filter(|c| matches!(c.values.get(r), Some(Some(_))))
+                    .count();
+                let all_present = shape.iter().filter(|&&c| c != META_SLOT).all(|&c| {
+                    b.columns
+                        .get(c as usize)
+                        .is_some_and(|col| matches!(col.values.get(r), Some(Some(_))))
+                });
+                if in_shape != present || !all_present {
+                    return Err(bad(format!(
+                        "row {r}: shape {si} does not match the columns present"
+                    )));
+                }
+            }
+        } else if !b.row_shapes.is_empty() {
+            return Err(bad("row shapes without shapes".into()));
+        }
+        // Columns: names unique.
+        let mut names = HashMap::with_capacity(b.columns.len());
+        for c in &b.columns {
+            if names.insert(c.name.as_str(), c).is_some() {
+                return Err(bad(format!("column {:?} appears twice", c.name)));
+            }
+        }
+        // control.min/max: every key is a column with values; every column with values is in both.
+        for (which, control) in [("min", &b.min), ("max", &b.max)] {
+            for k in control.keys() {
+                let has_values = names
+                    .get(k.as_str())
+                    .is_some_and(|c| c.values.iter().any(Option::is_some));
+                if !has_values {
+                    return Err(bad(format!("control.{which}.{k} has no column values")));
+                }
+            }
+        }
+        for c in &b.columns {
+            let mut vals = c.values.iter().flatten();
+            let Some(first) = vals.next() else { continue };
+            let (mut lo, mut hi) = (first, first);
+            let mut composite = is_composite(first);
+            for v in vals {
+                composite |= is_composite(v);
+                if compare_bson(v, lo) == Ordering::Less {
+                    lo = v;
+                }
+                if compare_bson(v, hi) == Ordering::Greater {
+                    hi = v;
+                }
+            }
+            let (Some(cmin), Some(cmax)) = (b.min.get(&c.name), b.max.get(&c.name)) else {
+                return Err(bad(format!(
+                    "column {:?} has values but no control.min/max",
+                    c.name
+                )));
+            };
+            if c.name == self.info.time_field {
+                if c.values
+                    .iter()
+                    .any(|v| !matches!(v, Some(Bson::DateTime(_))))
+                {
+                    return Err(bad("time column has a missing or non-date value".into()));
+                }
+                if compare_bson(cmin, lo) == Ordering::Greater
+                    || compare_bson(cmax, hi) != Ordering::Equal
+                    || !matches!(cmin, Bson::DateTime(_))
+                {
+                    return Err(bad(format!(
+                        "time control min/max {cmin}/{cmax} disagree with data {lo}..{hi}"
+                    )));
+                }
+            } else if !composite
+                && (compare_bson(cmin, lo) != Ordering::Equal
+                    || compare_bson(cmax, hi) != Ordering::Equal)
+            {
+                return Err(bad(format!(
+                    "control.min/max of {:?} are {cmin}/{cmax} but the data spans {lo}..{hi}",
+                    c.name
+                )));
+            }
+        }
+        if b.columns.iter().all(|c| c.name != self.info.time_field) {
+            return Err(bad(format!("no time column {:?}", self.info.time_field)));
+        }
+        Ok(())
+    }
+}
+
+/// Parses and checks the header; returns it and its length. Errors are relative to offset 0.
+fn parse_header(b: &[u8]) -> std::result::Result<(SegmentHeaderInfo, usize), String> {
+    if b.get(f::HDR_MAGIC..f::HDR_MAGIC + f::HEADER_MAGIC.len()) != Some(&f::HEADER_MAGIC[..]) {
+        return Err("bad header magic: not a tsbucket segment".into());
+    }
+    let version = f::le_u16(b, f::HDR_VERSION)?;
+    if version != f::FORMAT_VERSION {
+        return Err(format!(
+            "unsupported segment format version {version} in header (this build reads {}); \
+             the file is newer than this build or damaged",
+            f::FORMAT_VERSION
+        ));
+    }
+    let name_len = usize::from(f::le_u16(b, f::HDR_TIME_FIELD_LEN)?);
+    let len = f::header_len(name_len);
+    let crc_off = len - f::HDR_CRC_LEN;
+    let body = b
+        .get(..crc_off)
+        .ok_or_else(|| format!("header of {len} bytes runs past the footer"))?;
+    if crc32fast::hash(body) != f::le_u32(b, crc_off)? {
+        return Err("header checksum mismatch".into());
+    }
+    let flags = f::le_u16(b, f::HDR_FLAGS)?;
+    if flags != 0 {
+        return Err(format!("unknown header flags {flags:#06x}"));
+    }
+    if f::le_u16(b, f::HDR_RESERVED)? != 0 {
+        return Err("reserved header bytes are not zero".into());
+    }
+    let name = body.get(f::HDR_TIME_FIELD..).unwrap_or_default();
+    let time_field =
+        String::from_utf8(name.to_vec()).map_err(|_| "time field name is not UTF-8")?;
+    let collection_id = f::le_u32(b, f::HDR_COLLECTION_ID)?;
+    Ok((
+        SegmentHeaderInfo {
+            collection_id,
+            time_field,
+        },
+        len,
+    ))
+}
+
+/// The decoded directory.
+struct Directory {
+    names: Vec<String>,
+    pages: Vec<PageInfo>,
+    shapes: Vec<Vec<u32>>,
+    buckets: Vec<BucketSummary>,
+}
+
+/// Parses the decompressed directory and checks it against the footer and the file layout.
+fn parse_directory(
+    raw: &[u8],
+    footer: &Footer,
+    header_len: u64,
+    _info: &SegmentHeaderInfo,
+) -> std::result::Result<Directory, String> {
+    let mut c = Cursor::new(raw);
+    let v = c.u8()?;
+    if v != f::DIRECTORY_VERSION {
+        return Err(format!(
+            "unsupported directory version {v} (this build reads {})",
+            f::DIRECTORY_VERSION
+        ));
+    }
+    let n = c.count()?;
+    let mut names = Vec::with_capacity(n);
+    for _ in 0..n {
+        names.push(c.string()?);
+    }
+
+    // Pages are stored back to back from the end of the header to the directory.
+    let n = c.count()?;
+    if n != footer.page_count as usize {
+        return Err(c.err(format!(
+            "{n} pages listed, footer says {}",
+            footer.page_count
+        )));
+    }
+    let mut pages = Vec::with_capacity(n);
+    let mut offset = header_len;
+    for p in 0..n {
+        let compression = c.u8()?;
+        let stored_len = c.varint_u32()?;
+        let raw_len = c.varint_u32()?;
+        let crc = c.u32_le()?;
+        let ok = match compression {
+            f::PAGE_RAW => stored_len == raw_len,
+            f::PAGE_ZSTD => true,
+            _ => false,
+        };
+        if !ok || raw_len == 0 || raw_len > f::MAX_PAGE_RAW_LEN {
+            return Err(c.err(format!(
+                "page {p}: bad entry (compression {compression}, stored {stored_len}, raw {raw_len})"
+            )));
+        }
+        pages.push(PageInfo {
+            offset,
+            stored_len,
+            raw_len,
+            compression,
+            crc,
+            first_bucket: 0,
+            end_bucket: 0,
+        });
+        offset += u64::from(stored_len);
+    }
+    if offset != footer.dir_offset {
+        return Err(c.err(format!(
+            "pages end at {offset} but the directory starts at {}",
+            footer.dir_offset
+        )));
+    }
+
+    let n = c.count()?;
+    let mut metas = Vec::with_capacity(n);
+    for _ in 0..n {
+        metas.push(f::get_value(&mut c, &ValueRefs::default())?);
+    }
+
+    let n = c.count()?;
+    let mut shapes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = c.count()?;
+        let mut s = Vec::with_capacity(len);
+        for _ in 0..len {
+            s.push(match c.varint_u32()? {
+                0 => META_SLOT,
+                k => k - 1,
+            });
+        }
+        shapes.push(s);
+    }
+
+    let n = c.count()?;
+    if n != footer.bucket_count as usize {
+        return Err(c.err(format!(
+            "{n} buckets listed, footer says {}",
+            footer.bucket_count
+        )));
+    }
+    let mut buckets = Vec::with_capacity(n);
+    let mut prev_id = [0u8; 12];
+    let mut oid_ctx: HashMap<u32, [u8; 12]> = HashMap::new();
+    // Placement cursor: buckets fill pages in order, each page exactly.
+    let (mut page, mut page_off) = (0usize, 0u64);
+    for i in 0..n {
+        let (mut s, delta) =
+            parse_entry(&mut c, &names, &metas, shapes.len(), &prev_id, &mut oid_ctx)
+                .map_err(|e| format!("bucket {i}: {e}"))?;
+        match delta {
+            0 => {}
+            1 => {
+                let full = pages
+                    .get(page)
+                    .is_some_and(|p| u64::from(p.raw_len) == page_off);
+                if !full {
+                    return Err(c.err(format!(
+                        "bucket {i} starts a new page before page {page} is full"
+                    )));
+                }
+                page += 1;
+                page_off = 0;
+            }
+            d => return Err(c.err(format!("bucket {i} skips {d} pages"))),
+        }
+        let pg = pages
+            .get_mut(page)
+            .ok_or_else(|| format!("bucket {i} is in page {page}, which does not exist"))?;
+        if page_off + u64::from(s.loc.len) > u64::from(pg.raw_len) {
+            return Err(format!("bucket {i} overruns page {page}"));
+        }
+        if pg.end_bucket == 0 {
+            pg.first_bucket = i as u32;
+        }
+        pg.end_bucket = i as u32 + 1;
+        s.loc.page = page as u32;
+        s.loc.offset = page_off as u32;
+        page_off += u64::from(s.loc.len);
+        prev_id = s.id.bytes();
+        buckets.push(s);
+    }
+    if !c.at_end() {
+        return Err(c.err(format!("{} trailing bytes", c.remaining())));
+    }
+    let tiled = match pages.last() {
+        None => true,
+        Some(last) => page + 1 == pages.len() && u64::from(last.raw_len) == page_off,
+    };
+    if !tiled {
+        return Err(format!(
+            "buckets end at page {page} byte {page_off}, not at the end of the last page"
+        ));
+    }
+    Ok(Directory {
+        names,
+        pages,
+        shapes,
+        buckets,
+    })
+}
+
+/// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
+type Entry = (BucketSummary, u64);
+
+/// Parses one bucket entry (see the writer's `encode_entry`).
+fn parse_entry(
+    c: &mut Cursor<'_>,
+    names: &[String],
+    metas: &[Bson],
+    shape_count: usize,
+    prev_id: &[u8; 12],
+    oid_ctx: &mut HashMap<u32, [u8; 12]>,
+) -> std::result::Result<Entry, String> {
+    let id = f::get_oid_delta(c, prev_id)?;
+    let meta = match c.varint()? {
+        0 => None,
+        k => Some(
+            metas
+                .get(k as usize - 1)
+                .cloned()
+                .ok_or_else(|| c.err(format!("meta reference {k} out of range")))?,
+        ),
+    };
+    let count = c.varint_u32()?;
+    if count == 0 || count > f::MAX_BUCKET_ROWS {
+        return Err(c.err(format!("bad row count {count}")));
+    }
+    let page_delta = c.varint()?;
+    let base = id_base_millis(&id);
+    let name = |c: &mut Cursor<'_>| -> std::result::Result<(u32, String), String> {
+        let n = c.varint_u32()?;
+        let s = names
+            .get(n as usize)
+            .ok_or_else(|| c.err(format!("name index {n} out of range")))?;
+        Ok((n, s.clone()))
+    };
+
+    let mut min = Document::new();
+    for _ in 0..c.count()? {
+        let (n, k) = name(c)?;
+        let refs = ValueRefs {
+            oid: oid_ctx.get(&n).copied().unwrap_or_default(),
+            millis: base,
+        };
+        let v = f::get_value(c, &refs)?;
+        if let Bson::ObjectId(o) = &v {
+            oid_ctx.insert(n, o.bytes());
+        }
+        if min.insert(k, v).is_some() {
+            return Err(c.err("duplicate control.min field"));
+        }
+    }
+    let mut max = Document::new();
+    for _ in 0..c.count()? {
+        let (_, k) = name(c)?;
+        let tag = c.u8()?;
+        let v = if tag == f::TAG_SAME_AS_MIN {
+            min.get(&k)
+                .cloned()
+                .ok_or_else(|| c.err("control.max refers to a missing control.min"))?
+        } else {
+            f::get_value_with_tag(c, tag, &max_refs(min.get(&k), base))?
+        };
+        if max.insert(k, v).is_some() {
+            return Err(c.err("duplicate control.max field"));
+        }
+    }
+
+    let n = c.count()?;
+    let mut columns = Vec::with_capacity(n);
+    let mut len: u64 = 0;
+    for _ in 0..n {
+        let (idx, _) = name(c)?;
+        let l = c.varint_u32()?;
+        len += u64::from(l);
+        columns.push((idx, l));
+    }
+    let len = u32::try_from(len)
+        .ok()
+        .filter(|&l| l > 0 && l <= f::MAX_PAGE_RAW_LEN)
+        .ok_or_else(|| c.err(format!("bad bucket data length {len}")))?;
+    let n = c.count()?;
+    let mut shapes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = c.varint_u32()?;
+        if s as usize >= shape_count {
+            return Err(c.err(format!("shape index {s} out of range")));
+        }
+        shapes.push(s);
+    }
+    let n = c.count()?;
+    if n != 0 && n != count as usize {
+        return Err(c.err(format!("{n} row shapes for {count} rows")));
+    }
+    let mut row_shapes = Vec::with_capacity(n);
+    for _ in 0..n {
+        row_shapes.push(c.varint_u32()?);
+    }
+    let loc = BucketLoc {
+        page: 0,
+        offset: 0,
+        len,
+        columns,
+        shapes,
+        row_shapes,
+    };
+    Ok((
+        BucketSummary {
+            id: ObjectId::from_bytes(id),
+            meta,
+            count,
+            min,
+            max,
+            loc,
+        },
+        page_delta,
+    ))
+}
