@@ -44,6 +44,7 @@ pub mod query;
 pub mod segment;
 pub mod vfs;
 pub mod wal;
+pub mod workload;
 
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};

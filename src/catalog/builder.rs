@@ -164,10 +164,10 @@ impl BucketBuilder {
         if self.count >= limits.max_count {
             return Some(Refusal::Count);
         }
-        if self.count > 0 && self.size + size > limits.max_size {
-            if self.count >= limits.min_count || self.size + size > limits.large_max_size {
-                return Some(Refusal::Size);
-            }
+        // Below the minimum count a bucket may grow past max_size (large measurements).
+        let over = self.count > 0 && self.size + size > limits.max_size;
+        if over && (self.count >= limits.min_count || self.size + size > limits.large_max_size) {
+            return Some(Refusal::Size);
         }
         if !self.schema_accepts(doc) {
             return Some(Refusal::Schema);

@@ -1,0 +1,178 @@
+//! The `tsbucket` command-line tool.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tsbucket::bson::{doc, DateTime, Document};
+use tsbucket::workload::{devops::FIELDS, Devops};
+use tsbucket::{Database, Granularity, TimeseriesOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "tsbucket",
+    version,
+    about = "Time-series collections with MongoDB semantics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate the devops-cpu workload, ingest it, flush, run queries and report storage and
+    /// speed figures.
+    Demo {
+        /// Database directory (default: a temporary directory, removed afterwards).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Number of hosts (series).
+        #[arg(long, default_value_t = 1000)]
+        hosts: usize,
+        /// Hours of data at one measurement per host every 10 s.
+        #[arg(long, default_value_t = 6.0)]
+        hours: f64,
+        /// Float fields (2 decimals) instead of TSBS's int64.
+        #[arg(long)]
+        float: bool,
+        /// Measurements per insert batch.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Demo {
+            dir,
+            hosts,
+            hours,
+            float,
+            batch,
+        } => demo(dir, hosts, hours, float, batch),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn demo(
+    dir: Option<PathBuf>,
+    hosts: usize,
+    hours: f64,
+    float: bool,
+    batch: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let tmp;
+    let dir = match dir {
+        Some(d) => d,
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().join("db")
+        }
+    };
+    let cfg = Devops {
+        hosts,
+        hours,
+        float,
+        ..Devops::default()
+    };
+    let total = cfg.measurements();
+    println!(
+        "devops-cpu: {hosts} hosts x {hours} h at 10 s = {total} measurements ({} values), {} fields",
+        total * 10,
+        if float { "float64" } else { "int64" }
+    );
+    let db = Database::open(&dir)?;
+    let _ = db.drop_collection("cpu")?;
+    let cpu = db.create_collection(
+        "cpu",
+        TimeseriesOptions::new("time")
+            .meta_field("tags")
+            .granularity(Granularity::Seconds),
+    )?;
+
+    // Generate first so that the ingest rate measures the engine, not the generator.
+    let docs: Vec<Document> = cfg.generate().collect();
+    let bson_bytes: usize = docs
+        .iter()
+        .map(|d| d.to_vec().map(|v| v.len()).unwrap_or(0))
+        .sum();
+    let pb = ProgressBar::new(total);
+    pb.set_style(ProgressStyle::with_template(
+        "ingest {bar:40} {pos}/{len} {per_sec} eta {eta}",
+    )?);
+    let t0 = Instant::now();
+    for chunk in docs.chunks(batch.max(1)) {
+        cpu.insert_many(chunk)?;
+        pb.inc(chunk.len() as u64);
+    }
+    let ingest = t0.elapsed();
+    pb.finish_and_clear();
+    let t1 = Instant::now();
+    db.flush()?;
+    let flush = t1.elapsed();
+    let stats = cpu.stats()?;
+    drop(docs);
+
+    println!(
+        "ingest: {:.0} measurements/s ({} in {:.2} s, batches of {batch}, fsync per batch); flush {:.2} s",
+        total as f64 / ingest.as_secs_f64(),
+        total,
+        ingest.as_secs_f64(),
+        flush.as_secs_f64()
+    );
+    println!(
+        "storage: {} bytes on disk = {:.2} bytes/measurement, {:.3} bytes/value; {} buckets in {} segments; {:.1}x smaller than the {} bytes of BSON inserted",
+        stats.bytes_on_disk,
+        stats.bytes_on_disk as f64 / total as f64,
+        stats.bytes_on_disk as f64 / (total * 10) as f64,
+        stats.buckets,
+        stats.segments,
+        bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
+        bson_bytes
+    );
+
+    let start = cfg.start_ms;
+    let host = "host_0";
+    type Query<'a> = Box<dyn Fn() -> tsbucket::Result<usize> + 'a>;
+    let queries: Vec<(&str, Query)> = vec![
+        (
+            "one host, 1 h window",
+            Box::new(|| {
+                let f = doc! {"tags.hostname": host, "time": {"$gte": DateTime::from_millis(start), "$lt": DateTime::from_millis(start + 3_600_000)}};
+                Ok(cpu.find(f)?.collect::<tsbucket::Result<Vec<_>>>()?.len())
+            }),
+        ),
+        (
+            "usage_user > 90, all hosts",
+            Box::new(|| {
+                let f = doc! {"usage_user": {"$gt": 90}};
+                Ok(cpu.count_documents(f)? as usize)
+            }),
+        ),
+        (
+            "count all",
+            Box::new(|| Ok(cpu.count_documents(doc! {})? as usize)),
+        ),
+    ];
+    for (name, q) in &queries {
+        let t = Instant::now();
+        let n = q()?;
+        println!("query {name}: {n} results in {}", ms(t.elapsed()));
+    }
+    let _ = FIELDS;
+    db.close()?;
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! Seeded, deterministic generators of the benchmark workloads (`workloads.md`): the TSBS
+//! devops cpu-only shape and the seed 004 shape.
+
+pub mod devops;
+pub mod rng;
+pub mod seed004;
+
+pub use devops::Devops;
+pub use seed004::Seed004;
