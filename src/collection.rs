@@ -112,7 +112,7 @@ impl Collection {
             time: opts.get_time_field(),
             meta: opts.get_meta_field(),
         };
-        let (prepared, payload) = prepare_batch(self.id, docs, &fields)?;
+        let (prepared, payload, inserted_ids) = prepare_batch(self.id, docs, &fields)?;
         if payload.len() > self.db.opts.max_batch_bytes {
             return Err(Error::BadValue(format!(
                 "the batch encodes to {} bytes, over the limit of {}; split it",
@@ -120,19 +120,14 @@ impl Collection {
                 self.db.opts.max_batch_bytes
             )));
         }
-        let inserted_ids = prepared
-            .iter()
-            .map(|p| p.doc.get("_id").cloned().unwrap_or(Bson::Null))
-            .collect();
         let n = prepared.len() as u64;
         if n > 0 {
-            self.db.append(
-                payload,
-                Batch {
-                    collection_id: self.id,
-                    docs: prepared,
-                },
-            )?;
+            let batch = Batch {
+                collection_id: self.id,
+                payload: payload.clone(),
+                docs: prepared,
+            };
+            self.db.append(payload, batch)?;
         }
         Ok(InsertManyResult {
             inserted_count: n,

@@ -103,9 +103,11 @@ pub(crate) struct Shared {
     pub applied_seq: u64,
 }
 
-/// An insert batch on its way through the log to the catalog.
+/// An insert batch on its way through the log to the catalog: the record's bytes (a copy of
+/// what the log writes) and where each document lies in them.
 pub(crate) struct Batch {
     pub collection_id: u32,
+    pub payload: Vec<u8>,
     pub docs: Vec<Prepared>,
 }
 
@@ -644,12 +646,16 @@ fn replay_record(
         time: opts.get_time_field(),
         meta: opts.get_meta_field(),
     };
-    let docs = prepare_replayed(rec.docs, &fields).map_err(|e| bad(e.to_string()))?;
+    let docs = prepare_replayed(payload, &rec, &fields).map_err(|e| bad(e.to_string()))?;
     c.catalog.begin_batch();
     for (i, p) in docs.iter().enumerate() {
-        if !in_segments.contains(&(seq, i as u32)) {
-            c.catalog.insert(p, seq, i as u32);
+        if in_segments.contains(&(seq, i as u32)) {
+            continue;
         }
+        let raw = p
+            .raw(payload)
+            .ok_or_else(|| bad(format!("document {i} is malformed")))?;
+        c.catalog.insert(p, raw, seq, i as u32);
     }
     Ok(())
 }
@@ -668,7 +674,10 @@ fn make_apply(
         if let Some(c) = st.colls.get_mut(&batch.collection_id) {
             c.catalog.begin_batch();
             for (i, p) in batch.docs.iter().enumerate() {
-                c.catalog.insert(p, seq, i as u32);
+                // The bytes were produced by prepare_batch from valid documents.
+                if let Some(raw) = p.raw(&batch.payload) {
+                    c.catalog.insert(p, raw, seq, i as u32);
+                }
             }
             if c.catalog.memory() > mem_limit {
                 c.catalog.close_idle(mem_limit / 10 * 9);

@@ -1,19 +1,24 @@
-//! The insert path before the log: validate a batch, assign `_id`s, normalise meta, and encode
-//! the batch as one log record. Nothing here touches the disk, so a bad batch writes nothing.
+//! The insert path before the log: validate a batch, assign `_id`s, and encode the batch as one
+//! log record; then, from the record's raw bytes, derive what the catalog needs (time, series
+//! key, size). The second step is shared with recovery, which replays the same bytes. Nothing
+//! here touches the disk, so a bad batch writes nothing.
 
-use crate::catalog::meta::{is_normalized, normalize, series_key};
-use crate::catalog::Prepared;
+use crate::catalog::column::to_bson;
+use crate::catalog::is_hidden;
+use crate::catalog::meta::normalize;
 use crate::error::{Error, Result};
 use bson::oid::ObjectId;
+use bson::raw::{RawBsonRef, RawDocument};
 use bson::{Bson, Document};
 
 /// Largest measurement accepted (MongoDB's limit for time-series measurements).
 pub const MAX_MEASUREMENT_BYTES: usize = 4 * 1024 * 1024;
 /// Largest meta value accepted, encoded.
 pub const MAX_META_BYTES: usize = 64 * 1024;
-
-/// Log record kinds.
+/// Log record kind of an insert batch.
 pub const RECORD_INSERT: u8 = 1;
+/// Bytes before the first document of an insert record.
+pub const INSERT_HEADER: usize = 9;
 
 /// Field layout of a collection, as the insert path needs it.
 #[derive(Debug, Clone)]
@@ -24,18 +29,35 @@ pub struct Fields<'a> {
     pub meta: Option<&'a str>,
 }
 
-/// Validates one measurement and fills what the catalog needs. `index` is its position in the
-/// batch, for the error message.
-/// The returned `size` is filled in by [`prepare_batch`], which encodes the document anyway.
-pub fn prepare(
-    doc: &Document,
-    index: usize,
-    fields: &Fields<'_>,
-    add_id: bool,
-) -> Result<Prepared> {
+/// A measurement ready for the catalog; its bytes live in the batch payload.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Value of the time field.
+    pub time_ms: i64,
+    /// BSON size without the meta field (what counts toward the bucket size limit).
+    pub size: usize,
+    /// Series key: equal exactly when the normalised meta values are equal; empty when the
+    /// document has no meta field.
+    pub key: Vec<u8>,
+    /// Offset of the document in the payload.
+    pub start: usize,
+    /// Length of the document.
+    pub len: usize,
+}
+
+impl Prepared {
+    /// The document's raw bytes within `payload`.
+    pub fn raw<'a>(&self, payload: &'a [u8]) -> Option<&'a RawDocument> {
+        let bytes = payload.get(self.start..self.start + self.len)?;
+        RawDocument::from_bytes(bytes).ok()
+    }
+}
+
+/// Checks what the log record cannot express: the time field, reserved names.
+fn validate(doc: &Document, index: usize, fields: &Fields<'_>) -> Result<()> {
     let bad = |message: String| Error::InvalidDocument { index, message };
-    let time_ms = match doc.get(fields.time) {
-        Some(Bson::DateTime(t)) => t.timestamp_millis(),
+    match doc.get(fields.time) {
+        Some(Bson::DateTime(_)) => {}
         Some(other) => {
             return Err(bad(format!(
                 "'{}' must be present and contain a valid BSON UTC datetime value, found {:?}",
@@ -49,35 +71,109 @@ pub fn prepare(
                 fields.time
             )))
         }
-    };
-    if let Some(k) = doc.keys().find(|k| crate::catalog::is_hidden(k)) {
+    }
+    if let Some(k) = doc.keys().find(|k| is_hidden(k)) {
         return Err(bad(format!(
             "field name {k:?} starts with \\u0001, which is reserved for the engine"
         )));
     }
-    let out = if add_id && !doc.contains_key("_id") {
-        // A generated `_id` goes first, where MongoDB puts it.
-        let mut d = Document::new();
-        d.insert("_id", ObjectId::new());
-        for (k, v) in doc {
-            d.insert(k.clone(), v.clone());
+    Ok(())
+}
+
+/// Appends `doc` to `out` as BSON, with a generated `_id` first when it has none (where
+/// MongoDB puts it). Returns the generated id.
+fn write_doc(doc: &Document, out: &mut Vec<u8>) -> std::result::Result<Option<ObjectId>, String> {
+    let start = out.len();
+    doc.to_writer(&mut *out).map_err(|e| e.to_string())?;
+    if doc.contains_key("_id") {
+        return Ok(None);
+    }
+    let id = ObjectId::new();
+    // Element: type 0x07, cstring "_id", 12 bytes.
+    let mut el = [0u8; 17];
+    el[0] = 0x07;
+    el[1..4].copy_from_slice(b"_id");
+    el[5..].copy_from_slice(&id.bytes());
+    let at = start + 4;
+    out.splice(at..at, el);
+    let len = (out.len() - start) as i32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    Ok(Some(id))
+}
+
+/// Validates and encodes a whole batch as one log record payload, and prepares each
+/// document for the catalog. Any bad document fails the whole batch before anything is
+/// written. Returns the prepared documents, the payload and the `_id` of each document.
+///
+/// Payload format: `{ kind: u8 = 1 | collection_id: u32 | count: u32 | count × BSON document }`.
+pub fn prepare_batch(
+    collection_id: u32,
+    docs: &[Document],
+    fields: &Fields<'_>,
+) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
+    for (index, doc) in docs.iter().enumerate() {
+        validate(doc, index, fields)?;
+    }
+    let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * 320);
+    out.push(RECORD_INSERT);
+    out.extend_from_slice(&collection_id.to_le_bytes());
+    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    let mut prepared = Vec::with_capacity(docs.len());
+    let mut ids = Vec::with_capacity(docs.len());
+    for (index, doc) in docs.iter().enumerate() {
+        let start = out.len();
+        let generated = write_doc(doc, &mut out).map_err(|e| Error::InvalidDocument {
+            index,
+            message: format!("cannot be encoded as BSON: {e}"),
+        })?;
+        ids.push(match generated {
+            Some(id) => Bson::ObjectId(id),
+            None => doc.get("_id").cloned().unwrap_or(Bson::Null),
+        });
+        let len = out.len() - start;
+        let raw = out
+            .get(start..)
+            .and_then(|b| RawDocument::from_bytes(b).ok())
+            .ok_or_else(|| Error::InvalidDocument {
+                index,
+                message: "encodes to malformed BSON".into(),
+            })?;
+        prepared.push(prepare_raw(raw, start, len, index, fields)?);
+    }
+    Ok((prepared, out, ids))
+}
+
+/// Derives time, series key and size from a document's raw bytes.
+pub fn prepare_raw(
+    raw: &RawDocument,
+    start: usize,
+    len: usize,
+    index: usize,
+    fields: &Fields<'_>,
+) -> Result<Prepared> {
+    let bad = |message: String| Error::InvalidDocument { index, message };
+    if len > MAX_MEASUREMENT_BYTES {
+        return Err(bad(format!(
+            "the measurement is {len} bytes; the limit is {MAX_MEASUREMENT_BYTES}"
+        )));
+    }
+    let time_ms = match raw.get(fields.time) {
+        Ok(Some(RawBsonRef::DateTime(t))) => t.timestamp_millis(),
+        _ => {
+            return Err(bad(format!(
+                "'{}' must be present and contain a valid BSON UTC datetime value",
+                fields.time
+            )))
         }
-        d
-    } else {
-        doc.clone()
     };
-    let meta = match fields.meta.and_then(|m| out.get(m)) {
-        Some(v) => {
-            let n = if is_normalized(v) {
-                v.clone()
-            } else {
-                normalize(v)
-            };
-            Some(n)
-        }
-        None => None,
+    let key = match fields.meta {
+        Some(m) => match raw.get(m) {
+            Ok(Some(v)) => series_key(v),
+            Ok(None) => Vec::new(),
+            Err(e) => return Err(bad(format!("malformed BSON: {e}"))),
+        },
+        None => Vec::new(),
     };
-    let key = series_key(meta.as_ref());
     if key.len() > MAX_META_BYTES {
         return Err(bad(format!(
             "the meta field '{}' is {} bytes; the limit is {MAX_META_BYTES}",
@@ -85,82 +181,91 @@ pub fn prepare(
             key.len()
         )));
     }
-    let size = 0;
     Ok(Prepared {
-        doc: out,
         time_ms,
-        size,
-        meta,
+        size: len.saturating_sub(key.len()),
         key,
+        start,
+        len,
     })
 }
 
-/// Validates and prepares a whole batch and encodes it as one log record payload, in one pass
-/// over the documents. Any bad document fails the whole batch before anything is written.
-///
-/// Payload format: `{ kind: u8 = 1 | collection_id: u32 | count: u32 | count × BSON document }`.
-pub fn prepare_batch(
-    collection_id: u32,
-    docs: &[Document],
-    fields: &Fields<'_>,
-) -> Result<(Vec<Prepared>, Vec<u8>)> {
-    let mut out = Vec::with_capacity(9 + docs.len() * 256);
-    out.push(RECORD_INSERT);
-    out.extend_from_slice(&collection_id.to_le_bytes());
-    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
-    let mut prepared = Vec::with_capacity(docs.len());
-    for (index, doc) in docs.iter().enumerate() {
-        let mut p = prepare(doc, index, fields, true)?;
-        let start = out.len();
-        p.doc
-            .to_writer(&mut out)
-            .map_err(|e| Error::InvalidDocument {
-                index,
-                message: format!("cannot be encoded as BSON: {e}"),
-            })?;
-        let total = out.len() - start;
-        if total > MAX_MEASUREMENT_BYTES {
-            return Err(Error::InvalidDocument {
-                index,
-                message: format!(
-                    "the measurement is {total} bytes; the limit is {MAX_MEASUREMENT_BYTES}"
-                ),
-            });
+fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Document(d) => {
+            let mut prev: Option<&str> = None;
+            for e in d.iter() {
+                let Ok((k, v)) = e else { return false };
+                let k = k.as_str();
+                if prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) || !raw_is_normalized(v) {
+                    return false;
+                }
+                prev = Some(k);
+            }
+            true
         }
-        p.size = total.saturating_sub(p.key.len());
-        prepared.push(p);
+        RawBsonRef::Array(a) => a.into_iter().all(|e| e.is_ok_and(raw_is_normalized)),
+        _ => true,
     }
-    Ok((prepared, out))
 }
 
-/// Re-prepares the documents of a replayed insert record. They were validated before they were
-/// logged, so a failure here means the log is damaged.
-pub fn prepare_replayed(docs: Vec<Document>, fields: &Fields<'_>) -> Result<Vec<Prepared>> {
-    let mut out = Vec::with_capacity(docs.len());
-    for (index, doc) in docs.into_iter().enumerate() {
-        let mut p = prepare(&doc, index, fields, false)?;
-        let mut buf = Vec::new();
-        p.doc
-            .to_writer(&mut buf)
-            .map_err(|e| Error::InvalidDocument {
-                index,
-                message: format!("cannot be encoded as BSON: {e}"),
-            })?;
-        p.size = buf.len().saturating_sub(p.key.len());
-        out.push(p);
-    }
-    Ok(out)
+fn doc_bytes(v: &Bson) -> Vec<u8> {
+    let d = match v {
+        Bson::Document(d) => d.clone(),
+        Bson::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (i.to_string(), x.clone()))
+            .collect(),
+        _ => Document::new(),
+    };
+    d.to_vec().unwrap_or_default()
 }
 
-/// A decoded insert record.
+/// The series key of a meta value: a type byte and bytes that are equal exactly when two meta
+/// values are equal after normalisation (fields of embedded documents sorted by name). A
+/// present meta always yields a non-empty key, so it never collides with a missing one.
+pub fn series_key(v: RawBsonRef<'_>) -> Vec<u8> {
+    let mut k = vec![1u8, v.element_type() as u8];
+    match v {
+        RawBsonRef::Document(_) | RawBsonRef::Array(_) => {
+            if raw_is_normalized(v) {
+                let bytes = match v {
+                    RawBsonRef::Document(d) => d.as_bytes(),
+                    RawBsonRef::Array(a) => a.as_bytes(),
+                    _ => &[],
+                };
+                k.extend_from_slice(bytes);
+            } else {
+                k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
+            }
+        }
+        RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
+        RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Double(f) => k.extend_from_slice(&f.to_le_bytes()),
+        RawBsonRef::ObjectId(o) => k.extend_from_slice(&o.bytes()),
+        RawBsonRef::Boolean(b) => k.push(u8::from(b)),
+        RawBsonRef::DateTime(t) => k.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
+        RawBsonRef::Null | RawBsonRef::Undefined | RawBsonRef::MinKey | RawBsonRef::MaxKey => {}
+        other => {
+            let mut d = Document::new();
+            d.insert("", to_bson(other));
+            k.extend_from_slice(&d.to_vec().unwrap_or_default());
+        }
+    }
+    k
+}
+
+/// A decoded insert record: the collection and each document's place in the payload.
 pub struct InsertRecord {
     /// Target collection.
     pub collection_id: u32,
-    /// The measurements, `_id`s included.
-    pub docs: Vec<Document>,
+    /// `(start, len)` of each document in the payload.
+    pub docs: Vec<(usize, usize)>,
 }
 
-/// Decodes an insert record payload; `None` if the payload is not an insert record.
+/// Decodes an insert record payload; `Ok(None)` if the payload is not an insert record.
 pub fn decode_insert(payload: &[u8]) -> std::result::Result<Option<InsertRecord>, String> {
     let Some((&kind, rest)) = payload.split_first() else {
         return Err("empty record".into());
@@ -169,26 +274,53 @@ pub fn decode_insert(payload: &[u8]) -> std::result::Result<Option<InsertRecord>
         return Ok(None);
     }
     let (coll, rest) = take_u32(rest).ok_or("truncated insert header")?;
-    let (count, mut rest) = take_u32(rest).ok_or("truncated insert header")?;
-    let mut docs = Vec::with_capacity((count as usize).min(rest.len() / 5));
+    let (count, _) = take_u32(rest).ok_or("truncated insert header")?;
+    let mut pos = INSERT_HEADER;
+    let mut docs = Vec::with_capacity((count as usize).min(payload.len() / 5));
     for i in 0..count {
-        let (len, _) = take_u32(rest).ok_or_else(|| format!("document {i} truncated"))?;
-        let len = len as usize;
-        if len < 5 || len > rest.len() {
-            return Err(format!("document {i} has bad length {len}"));
-        }
-        let (body, tail) = rest.split_at(len);
-        let d = Document::from_reader(body).map_err(|e| format!("document {i}: {e}"))?;
-        docs.push(d);
-        rest = tail;
+        let len = payload
+            .get(pos..)
+            .and_then(take_u32)
+            .ok_or_else(|| format!("document {i} truncated"))?
+            .0 as usize;
+        let body = payload
+            .get(pos..pos.saturating_add(len))
+            .filter(|_| len >= 5)
+            .ok_or_else(|| format!("document {i} has bad length {len}"))?;
+        RawDocument::from_bytes(body).map_err(|e| format!("document {i}: {e}"))?;
+        docs.push((pos, len));
+        pos += len;
     }
-    if !rest.is_empty() {
-        return Err(format!("{} trailing bytes after the documents", rest.len()));
+    if pos != payload.len() {
+        return Err(format!("{} trailing bytes after the documents", payload.len() - pos));
     }
     Ok(Some(InsertRecord {
         collection_id: coll,
         docs,
     }))
+}
+
+/// Prepares the documents of a replayed insert record. They were validated before they were
+/// logged, so a failure here means the log is damaged.
+pub fn prepare_replayed(
+    payload: &[u8],
+    rec: &InsertRecord,
+    fields: &Fields<'_>,
+) -> Result<Vec<Prepared>> {
+    rec.docs
+        .iter()
+        .enumerate()
+        .map(|(index, &(start, len))| {
+            let raw = payload
+                .get(start..start + len)
+                .and_then(|b| RawDocument::from_bytes(b).ok())
+                .ok_or_else(|| Error::InvalidDocument {
+                    index,
+                    message: "malformed BSON".into(),
+                })?;
+            prepare_raw(raw, start, len, index, fields)
+        })
+        .collect()
 }
 
 fn take_u32(b: &[u8]) -> Option<(u32, &[u8])> {
@@ -206,40 +338,56 @@ mod tests {
         meta: Some("m"),
     };
 
-    #[test]
-    fn missing_or_wrong_time_is_rejected_with_index() {
-        let e = prepare(&doc! {"m": 1}, 3, &F, true).unwrap_err();
-        assert!(matches!(e, Error::InvalidDocument { index: 3, .. }), "{e}");
-        assert!(e.to_string().contains("'t' must be present"));
-        let e = prepare(&doc! {"t": "2020"}, 0, &F, true).unwrap_err();
-        assert_eq!(e.code(), Some(2));
+    fn one(d: Document) -> Result<(Prepared, Vec<u8>)> {
+        let (mut p, payload, _) = prepare_batch(1, &[d], &F)?;
+        Ok((p.remove(0), payload))
     }
 
     #[test]
-    fn generated_id_comes_first_and_meta_is_normalised() {
-        let p = prepare(
-            &doc! {"t": DateTime::from_millis(5), "m": {"b": 1, "a": 2}, "x": 1},
-            0,
-            &F,
-            true,
-        )
-        .unwrap();
-        assert_eq!(p.doc.keys().next().map(String::as_str), Some("_id"));
-        assert_eq!(p.meta, Some(Bson::Document(doc! {"a": 2, "b": 1})));
-        assert_eq!(p.doc.get_document("m").unwrap(), &doc! {"b": 1, "a": 2});
+    fn missing_or_wrong_time_is_rejected_with_index() {
+        let good = doc! {"t": DateTime::from_millis(1)};
+        let e = prepare_batch(1, &[good.clone(), good, doc! {"m": 1}], &F).unwrap_err();
+        assert!(matches!(e, Error::InvalidDocument { index: 2, .. }), "{e}");
+        assert!(e.to_string().contains("'t' must be present"));
+        let e = one(doc! {"t": "2020"}).unwrap_err();
+        assert_eq!(e.code(), Some(2));
+        let e = one(doc! {"t": DateTime::from_millis(1), "\u{1}x": 1}).unwrap_err();
+        assert!(e.to_string().contains("reserved"));
+    }
+
+    #[test]
+    fn generated_id_comes_first() {
+        let (p, payload) = one(doc! {"t": DateTime::from_millis(5), "m": {"b": 1, "a": 2}, "x": 1}).unwrap();
+        let raw = p.raw(&payload).unwrap();
+        let d = Document::try_from(raw).unwrap();
+        assert_eq!(d.keys().next().map(String::as_str), Some("_id"));
+        assert_eq!(d.get_document("m").unwrap(), &doc! {"b": 1, "a": 2});
         assert_eq!(p.time_ms, 5);
+        let (p2, _) = one(doc! {"_id": 7, "t": DateTime::from_millis(5), "x": 1}).unwrap();
+        assert_eq!(p2.len, doc! {"_id": 7, "t": DateTime::from_millis(5), "x": 1}.to_vec().unwrap().len());
+    }
+
+    #[test]
+    fn series_key_ignores_field_order_only() {
+        let key = |d: Document| one(d).unwrap().0.key;
+        let t = DateTime::from_millis(0);
+        assert_eq!(key(doc! {"t": t, "m": {"a": 1, "b": {"c": 1, "d": 2}}}), key(doc! {"t": t, "m": {"b": {"d": 2, "c": 1}, "a": 1}}));
+        assert_ne!(key(doc! {"t": t, "m": [1, 2]}), key(doc! {"t": t, "m": [2, 1]}));
+        assert_eq!(key(doc! {"t": t, "m": [{"b": 1, "c": 0}]}), key(doc! {"t": t, "m": [{"c": 0, "b": 1}]}));
+        assert_ne!(key(doc! {"t": t, "m": Bson::Null}), key(doc! {"t": t}));
+        assert_ne!(key(doc! {"t": t, "m": 1}), key(doc! {"t": t, "m": 1i64}));
+        assert!(key(doc! {"t": t}).is_empty());
     }
 
     #[test]
     fn insert_record_round_trips() {
         let d = doc! {"t": DateTime::from_millis(5), "x": 1};
-        let (p, rec) = prepare_batch(7, &[d.clone(), d], &F).unwrap();
+        let (p, rec, _) = prepare_batch(7, &[d.clone(), d], &F).unwrap();
         let back = decode_insert(&rec).unwrap().unwrap();
         assert_eq!(back.collection_id, 7);
-        assert_eq!(back.docs, vec![p[0].doc.clone(), p[1].doc.clone()]);
-        assert!(p[0].size > 0);
-        for cut in 0..rec.len() {
-            assert!(decode_insert(&rec[..cut]).is_err() || cut == 0);
+        assert_eq!(back.docs, vec![(p[0].start, p[0].len), (p[1].start, p[1].len)]);
+        for cut in 1..rec.len() {
+            assert!(decode_insert(&rec[..cut]).is_err());
         }
     }
 }

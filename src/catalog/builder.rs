@@ -1,10 +1,12 @@
-//! An open bucket: measurements appended column by column.
+//! An open bucket: measurements appended column by column from their raw BSON bytes.
 
-use super::control::{fold_into, Schema};
+use super::column::{rank_of, to_bson, Data};
+use super::control::Schema;
 use crate::bucket::{BucketData, Column, Shape, META_SLOT};
 use bson::oid::ObjectId;
+use bson::raw::{RawBsonRef, RawDocument};
+use bson::spec::ElementType;
 use bson::{Bson, DateTime, Document};
-use std::cmp::Ordering;
 
 /// Prefix of the engine's hidden bookkeeping columns. Inserts refuse top-level fields that start
 /// with it, so hidden columns cannot collide with user fields.
@@ -16,9 +18,11 @@ pub const IDX_COLUMN: &str = "\u{1}idx";
 /// Name of the hidden column holding a row's meta value where it differs from the bucket's
 /// (same series, other field order): reads return the meta exactly as it was inserted.
 pub const META_COLUMN: &str = "\u{1}meta";
-/// Marker in `control.max` of a bucket whose rows do not all share the bucket's meta value
-/// byte for byte; whole-document meta comparisons must then look at rows.
-pub const META_VARIES: &str = "\u{1}metavar";
+
+/// True for the engine's hidden bookkeeping columns.
+pub fn is_hidden(name: &str) -> bool {
+    name.starts_with(HIDDEN_PREFIX)
+}
 
 /// Exact identity of two values: same types, same field order (unlike `==` on documents,
 /// which ignores order).
@@ -26,7 +30,8 @@ pub fn identical(a: &Bson, b: &Bson) -> bool {
     match (a, b) {
         (Bson::Document(x), Bson::Document(y)) => {
             x.len() == y.len()
-                && x.iter()
+                && x
+                    .iter()
                     .zip(y.iter())
                     .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
         }
@@ -36,11 +41,6 @@ pub fn identical(a: &Bson, b: &Bson) -> bool {
         (Bson::Double(x), Bson::Double(y)) => x.to_bits() == y.to_bits(),
         _ => a == b,
     }
-}
-
-/// True for the engine's hidden bookkeeping columns.
-pub fn is_hidden(name: &str) -> bool {
-    name.starts_with(HIDDEN_PREFIX)
 }
 
 /// Why a measurement cannot join a bucket.
@@ -54,21 +54,6 @@ pub enum Refusal {
     Schema,
 }
 
-struct ColumnBuilder {
-    name: String,
-    values: Vec<Option<Bson>>,
-    schema: Option<Schema>,
-}
-
-impl ColumnBuilder {
-    fn push(&mut self, row: usize, v: Bson) {
-        if self.values.len() < row {
-            self.values.resize(row, None);
-        }
-        self.values.push(Some(v));
-    }
-}
-
 /// The limits that decide whether a measurement fits.
 #[derive(Debug, Clone, Copy)]
 pub struct FitLimits {
@@ -80,6 +65,65 @@ pub struct FitLimits {
     pub min_count: u32,
     /// Hard cap for large measurements.
     pub large_max_size: usize,
+}
+
+struct ColumnBuilder {
+    name: String,
+    data: Data,
+    /// Row of each value; `None` while value `i` is at row `i` (no gaps so far).
+    rows: Option<Vec<u32>>,
+    /// Type class of the column's values (numbers share one).
+    class: u8,
+    /// Structure of document and array values, for schema-change detection below top level.
+    schema: Option<Schema>,
+}
+
+impl ColumnBuilder {
+    fn push(&mut self, row: u32, v: RawBsonRef<'_>) {
+        if self.rows.is_none() && self.data.len() != row as usize {
+            self.rows = Some((0..self.data.len() as u32).collect());
+        }
+        if let Some(r) = &mut self.rows {
+            r.push(row);
+        }
+        if matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)) {
+            let b = to_bson(v);
+            match &mut self.schema {
+                Some(s) => s.absorb(&b),
+                None => self.schema = Some(Schema::of(&b)),
+            }
+        }
+        self.data.push(v);
+    }
+
+    fn accepts(&self, v: RawBsonRef<'_>, t: ElementType) -> bool {
+        if rank_of(t) != self.class {
+            return false;
+        }
+        match (&self.schema, v) {
+            (Some(s), RawBsonRef::Document(_) | RawBsonRef::Array(_)) => s.accepts(&to_bson(v)),
+            _ => true,
+        }
+    }
+
+    fn values(&self, rows: usize) -> Vec<Option<Bson>> {
+        let mut out = vec![None; rows];
+        match &self.rows {
+            None => {
+                for (i, slot) in out.iter_mut().enumerate().take(self.data.len()) {
+                    *slot = Some(self.data.get(i));
+                }
+            }
+            Some(r) => {
+                for (i, &row) in r.iter().enumerate() {
+                    if let Some(slot) = out.get_mut(row as usize) {
+                        *slot = Some(self.data.get(i));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// One open bucket.
@@ -99,8 +143,6 @@ pub struct BucketBuilder {
     time_field: String,
     meta_field: Option<String>,
     columns: Vec<ColumnBuilder>,
-    min: Document,
-    max: Document,
     shapes: Vec<Shape>,
     row_shapes: Vec<u32>,
     seqs: Vec<u64>,
@@ -118,8 +160,6 @@ impl BucketBuilder {
         time_field: &str,
         meta_field: Option<&str>,
     ) -> BucketBuilder {
-        let mut min = Document::new();
-        min.insert(time_field, Bson::DateTime(DateTime::from_millis(start_ms)));
         BucketBuilder {
             id,
             start_ms,
@@ -134,8 +174,6 @@ impl BucketBuilder {
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
             columns: Vec::new(),
-            min,
-            max: Document::new(),
             shapes: Vec::new(),
             row_shapes: Vec::new(),
             seqs: Vec::new(),
@@ -155,24 +193,7 @@ impl BucketBuilder {
 
     /// Approximate memory held, for the catalog's memory limit.
     pub fn memory(&self) -> usize {
-        // Decoded values take roughly twice their BSON size plus per-value slots.
-        self.size * 2 + self.count as usize * (self.columns.len() * 8 + 16) + 512
-    }
-
-    /// Whether `doc` (of BSON size `size`) may join; `None` means it fits.
-    pub fn refusal(&self, doc: &Document, size: usize, limits: &FitLimits) -> Option<Refusal> {
-        if self.count >= limits.max_count {
-            return Some(Refusal::Count);
-        }
-        // Below the minimum count a bucket may grow past max_size (large measurements).
-        let over = self.count > 0 && self.size + size > limits.max_size;
-        if over && (self.count >= limits.min_count || self.size + size > limits.large_max_size) {
-            return Some(Refusal::Size);
-        }
-        if !self.schema_accepts(doc) {
-            return Some(Refusal::Schema);
-        }
-        None
+        self.size * 2 + 1024
     }
 
     fn column_index(&self, name: &str, hint: usize) -> Option<usize> {
@@ -184,26 +205,38 @@ impl BucketBuilder {
         self.columns.iter().position(|c| c.name == name)
     }
 
-    fn schema_accepts(&self, doc: &Document) -> bool {
+    fn is_meta(&self, k: &str) -> bool {
+        self.meta_field.as_deref() == Some(k)
+    }
+
+    /// Whether `doc` (of measurement size `size`) may join; `None` means it fits.
+    pub fn refusal(&self, doc: &RawDocument, size: usize, limits: &FitLimits) -> Option<Refusal> {
+        if self.count >= limits.max_count {
+            return Some(Refusal::Count);
+        }
+        // Below the minimum count a bucket may grow past max_size (large measurements).
+        let over = self.count > 0 && self.size + size > limits.max_size;
+        if over && (self.count >= limits.min_count || self.size + size > limits.large_max_size) {
+            return Some(Refusal::Size);
+        }
         let mut hint = 0;
-        for (k, v) in doc {
-            if self.meta_field.as_deref() == Some(k.as_str()) {
+        for el in doc.iter_elements().flatten() {
+            let k = el.key().as_str();
+            if self.is_meta(k) {
                 continue;
             }
             if let Some(i) = self.column_index(k, hint) {
                 hint = i + 1;
-                if let Some(s) = self.columns.get(i).and_then(|c| c.schema.as_ref()) {
-                    let ok = match s.is_scalar_class(v) {
-                        Some(ok) => ok,
-                        None => s.accepts(v),
-                    };
-                    if !ok {
-                        return false;
-                    }
+                let ok = match (self.columns.get(i), el.value()) {
+                    (Some(c), Ok(v)) => c.accepts(v, el.element_type()),
+                    _ => true,
+                };
+                if !ok {
+                    return Some(Refusal::Schema);
                 }
             }
         }
-        true
+        None
     }
 
     /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
@@ -212,20 +245,23 @@ impl BucketBuilder {
     }
 
     /// Appends a measurement the caller checked with [`BucketBuilder::refusal`].
-    pub fn push(&mut self, doc: &Document, time_ms: i64, size: usize, seq: u64, idx: u32) {
-        let row = self.count as usize;
+    pub fn push(&mut self, doc: &RawDocument, time_ms: i64, size: usize, seq: u64, idx: u32) {
+        let row = self.count;
         let mut shape = std::mem::take(&mut self.scratch);
         shape.clear();
         let mut hint = 0;
-        for (k, v) in doc {
-            if self.meta_field.as_deref() == Some(k.as_str()) {
+        for el in doc.iter_elements().flatten() {
+            let Ok(v) = el.value() else { continue };
+            let k = el.key().as_str();
+            if self.is_meta(k) {
                 shape.push(META_SLOT);
-                let same = self.meta.as_ref().is_some_and(|m| identical(m, v));
+                let b = to_bson(v);
+                let same = self.meta.as_ref().is_some_and(|m| identical(m, &b));
                 if !same {
-                    if self.raw_metas.len() < row {
-                        self.raw_metas.resize(row, None);
+                    if self.raw_metas.len() < row as usize {
+                        self.raw_metas.resize(row as usize, None);
                     }
-                    self.raw_metas.push(Some(v.clone()));
+                    self.raw_metas.push(Some(b));
                 }
                 continue;
             }
@@ -233,8 +269,10 @@ impl BucketBuilder {
                 Some(i) => i,
                 None => {
                     self.columns.push(ColumnBuilder {
-                        name: k.clone(),
-                        values: Vec::new(),
+                        name: k.to_string(),
+                        data: Data::for_value(v),
+                        rows: None,
+                        class: rank_of(el.element_type()),
                         schema: None,
                     });
                     self.columns.len() - 1
@@ -243,16 +281,8 @@ impl BucketBuilder {
             hint = i + 1;
             shape.push(i as u32);
             if let Some(c) = self.columns.get_mut(i) {
-                match &mut c.schema {
-                    Some(s) => s.absorb(v),
-                    None => c.schema = Some(Schema::of(v)),
-                }
-                c.push(row, v.clone());
+                c.push(row, v);
             }
-            if k != &self.time_field {
-                fold_into(&mut self.min, k, v, Ordering::Less);
-            }
-            fold_into(&mut self.max, k, v, Ordering::Greater);
         }
         let shape_id = match self.shapes.iter().position(|s| *s == shape) {
             Some(p) => p,
@@ -262,7 +292,7 @@ impl BucketBuilder {
             }
         };
         if shape_id != 0 && self.row_shapes.is_empty() {
-            self.row_shapes.resize(row, 0);
+            self.row_shapes.resize(row as usize, 0);
         }
         if !self.row_shapes.is_empty() {
             self.row_shapes.push(shape_id as u32);
@@ -274,60 +304,62 @@ impl BucketBuilder {
         self.min_seq = self.min_seq.min(seq);
         self.seqs.push(seq);
         self.idxs.push(idx);
-        // The seq range in control lets recovery find buckets that already hold logged rows.
-        let s = Bson::Int64(seq as i64);
-        fold_into(&mut self.min, SEQ_COLUMN, &s, Ordering::Less);
-        fold_into(&mut self.max, SEQ_COLUMN, &s, Ordering::Greater);
     }
 
     /// A copy of the contents (the bucket stays open), hidden columns included.
     pub fn snapshot(&self) -> BucketData {
         let rows = self.count as usize;
-        let mut columns: Vec<Column> = self
-            .columns
-            .iter()
-            .map(|c| {
-                let mut values = c.values.clone();
-                values.resize(rows, None);
-                Column {
-                    name: c.name.clone(),
-                    values,
+        let mut min = Document::new();
+        let mut max = Document::new();
+        let mut columns = Vec::with_capacity(self.columns.len() + 3);
+        for c in &self.columns {
+            if let Some((lo, hi)) = c.data.min_max() {
+                if c.name == self.time_field {
+                    // control.min.<time> is the rounded bucket start, as in MongoDB.
+                    min.insert(c.name.clone(), Bson::DateTime(DateTime::from_millis(self.start_ms)));
+                } else {
+                    min.insert(c.name.clone(), lo);
                 }
-            })
-            .collect();
+                max.insert(c.name.clone(), hi);
+            }
+            columns.push(Column {
+                name: c.name.clone(),
+                values: c.values(rows),
+            });
+        }
+        // The seq range in control lets recovery find buckets that already hold logged rows.
+        if let (Some(lo), Some(hi)) = (self.seqs.iter().min(), self.seqs.iter().max()) {
+            min.insert(SEQ_COLUMN, Bson::Int64(*lo as i64));
+            max.insert(SEQ_COLUMN, Bson::Int64(*hi as i64));
+        }
         columns.push(Column {
             name: SEQ_COLUMN.to_string(),
-            values: self
-                .seqs
-                .iter()
-                .map(|&s| Some(Bson::Int64(s as i64)))
-                .collect(),
+            values: self.seqs.iter().map(|&s| Some(Bson::Int64(s as i64))).collect(),
         });
         columns.push(Column {
             name: IDX_COLUMN.to_string(),
-            values: self
-                .idxs
-                .iter()
-                .map(|&i| Some(Bson::Int32(i as i32)))
-                .collect(),
+            values: self.idxs.iter().map(|&i| Some(Bson::Int32(i as i32))).collect(),
         });
         if !self.raw_metas.is_empty() {
             let mut values = self.raw_metas.clone();
             values.resize(rows, None);
+            // Its presence in control tells readers that whole-document comparisons on the
+            // meta must look at rows, not at the bucket's meta value.
+            let present: Vec<Bson> = values.iter().flatten().cloned().collect();
+            if let Some((lo, hi)) = Data::Any(present).min_max() {
+                min.insert(META_COLUMN, lo);
+                max.insert(META_COLUMN, hi);
+            }
             columns.push(Column {
                 name: META_COLUMN.to_string(),
                 values,
             });
         }
-        let mut max = self.max.clone();
-        if !self.raw_metas.is_empty() {
-            max.insert(META_VARIES, true);
-        }
         BucketData {
             id: self.id,
             meta: self.meta.clone(),
             count: self.count,
-            min: self.min.clone(),
+            min,
             max,
             columns,
             shapes: self.shapes.clone(),

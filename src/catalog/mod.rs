@@ -8,19 +8,20 @@
 //! query). Closed buckets wait in `closed` until the flusher writes them to a segment.
 
 pub mod builder;
+pub mod column;
 pub mod control;
 pub mod meta;
 pub mod stats;
 
 pub use builder::{
-    identical, is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, META_COLUMN, META_VARIES,
-    SEQ_COLUMN,
+    identical, is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, META_COLUMN, SEQ_COLUMN,
 };
 pub use stats::CatalogStats;
 
 use crate::bucket::BucketData;
 use bson::oid::ObjectId;
-use bson::{Bson, Document};
+use bson::raw::RawDocument;
+use bson::Bson;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -76,20 +77,7 @@ pub fn bucket_oid(start_ms: i64) -> ObjectId {
     ObjectId::from_bytes(b)
 }
 
-/// A measurement ready for the catalog: validated, `_id` assigned, meta normalised.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    /// The full document as it will be returned by reads.
-    pub doc: Document,
-    /// Value of the time field.
-    pub time_ms: i64,
-    /// BSON size without the meta field (what counts toward the bucket size limit).
-    pub size: usize,
-    /// Normalised meta value (`None`: the document had no meta field).
-    pub meta: Option<Bson>,
-    /// Series key derived from `meta`.
-    pub key: Vec<u8>,
-}
+pub use crate::ingest::Prepared;
 
 struct Series {
     open: Vec<BucketBuilder>,
@@ -169,7 +157,7 @@ impl CollCatalog {
     }
 
     /// Routes one measurement to its bucket, applying MongoDB's rollover rules in order.
-    pub fn insert(&mut self, m: &Prepared, seq: u64, idx: u32) {
+    pub fn insert(&mut self, m: &Prepared, doc: &RawDocument, seq: u64, idx: u32) {
         self.tick += 1;
         let tick = self.tick;
         let batch = self.batch;
@@ -199,7 +187,7 @@ impl CollCatalog {
                     self.stats.num_buckets_closed_due_to_time_backward += 1;
                     series.current = None;
                 } else {
-                    match b.refusal(&m.doc, m.size, &limits) {
+                    match b.refusal(doc, m.size, &limits) {
                         None => target = Some(c),
                         Some(r) => {
                             count_refusal(&mut self.stats, r);
@@ -219,7 +207,7 @@ impl CollCatalog {
             while i < series.open.len() {
                 let Some(b) = series.open.get(i) else { break };
                 if b.window_contains(m.time_ms, span) {
-                    match b.refusal(&m.doc, m.size, &limits) {
+                    match b.refusal(doc, m.size, &limits) {
                         None => {
                             target = Some(i);
                             self.stats.num_buckets_reopened += 1;
@@ -255,8 +243,8 @@ impl CollCatalog {
                     self.params
                         .meta_field
                         .as_deref()
-                        .and_then(|f| m.doc.get(f))
-                        .cloned(),
+                        .and_then(|f| doc.get(f).ok().flatten())
+                        .map(column::to_bson),
                     &self.params.time_field,
                     self.params.meta_field.as_deref(),
                 ));
@@ -280,7 +268,7 @@ impl CollCatalog {
                 b.kept_open_for_large = true;
                 self.stats.num_buckets_kept_open_due_to_large_measurements += 1;
             }
-            b.push(&m.doc, m.time_ms, m.size, seq, idx);
+            b.push(doc, m.time_ms, m.size, seq, idx);
             self.open_bytes += m.size;
             b.last_touch = tick;
         }

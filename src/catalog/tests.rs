@@ -1,5 +1,6 @@
 use super::*;
-use crate::ingest::{prepare, Fields};
+use crate::ingest::{prepare_batch, Fields};
+use bson::Document;
 use bson::{doc, DateTime};
 
 const FIELDS: Fields<'static> = Fields {
@@ -30,9 +31,11 @@ fn ms(s: &str) -> i64 {
 
 fn put(c: &mut CollCatalog, d: Document) {
     c.begin_batch();
-    let mut p = prepare(&d, 0, &FIELDS, true).unwrap();
+    let (mut p, payload, _) = prepare_batch(1, &[d], &FIELDS).unwrap();
+    let mut p = p.remove(0);
+    let raw = p.raw(&payload).unwrap();
     p.size = 100;
-    c.insert(&p, 1, 0);
+    c.insert(&p, raw, 1, 0);
 }
 
 fn buckets(c: &CollCatalog) -> Vec<BucketData> {

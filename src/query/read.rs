@@ -4,7 +4,7 @@
 use super::filter::{Filter, Pred};
 use super::unpack::row_document;
 use crate::bucket::BucketData;
-use crate::catalog::META_VARIES;
+use crate::catalog::META_COLUMN;
 use crate::db::{CollState, IdKey};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
@@ -124,7 +124,7 @@ impl Plan {
         if self.time_lo > self.time_hi {
             return false;
         }
-        if self.meta_conjuncts.is_empty() || max.contains_key(META_VARIES) {
+        if self.meta_conjuncts.is_empty() || max.contains_key(META_COLUMN) {
             return true;
         }
         let mut d = Document::new();

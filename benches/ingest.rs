@@ -1,0 +1,97 @@
+//! Ingest and recovery on the devops-cpu workload (TSBS shape): validation and encoding alone,
+//! whole inserts with and without fsync, and reopening a database whose log holds the data.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::time::Duration;
+use tsbucket::bson::Document;
+use tsbucket::ingest::{prepare_batch, Fields};
+use tsbucket::workload::Devops;
+use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+
+fn workload(hosts: usize, hours: f64) -> Vec<Document> {
+    Devops {
+        hosts,
+        hours,
+        ..Devops::default()
+    }
+    .generate()
+    .collect()
+}
+
+fn options() -> TimeseriesOptions {
+    TimeseriesOptions::new("time").meta_field("tags")
+}
+
+fn prepare(c: &mut Criterion) {
+    let docs = workload(1000, 0.1);
+    let mut g = c.benchmark_group("ingest::prepare_batch");
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    let fields = Fields {
+        time: "time",
+        meta: Some("tags"),
+    };
+    g.bench_function("devops_1000", |b| {
+        b.iter(|| {
+            for chunk in docs.chunks(1000) {
+                criterion::black_box(prepare_batch(1, chunk, &fields).unwrap());
+            }
+        })
+    });
+    g.finish();
+}
+
+fn insert(c: &mut Criterion) {
+    let docs = workload(1000, 0.25);
+    let mut g = c.benchmark_group("Collection::insert_many");
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    for (name, sync) in [("never", SyncMode::Never), ("always", SyncMode::Always)] {
+        g.bench_function(format!("devops_1000_hosts/{name}"), |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().unwrap();
+                    let db = Database::open_with(dir.path(), DbOptions::default().sync(sync)).unwrap();
+                    let coll = db.create_collection("cpu", options()).unwrap();
+                    (dir, db, coll)
+                },
+                |(dir, db, coll)| {
+                    for chunk in docs.chunks(1000) {
+                        coll.insert_many(chunk).unwrap();
+                    }
+                    (dir, db)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn recovery(c: &mut Criterion) {
+    // 1,000,000 measurements in the log: 1000 hosts x 10,000 s.
+    let docs = workload(1000, 1000.0 * 10.0 / 3600.0);
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open_with(dir.path(), DbOptions::default().sync(SyncMode::Never)).unwrap();
+        let coll = db.create_collection("cpu", options()).unwrap();
+        for chunk in docs.chunks(1000) {
+            coll.insert_many(chunk).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let mut g = c.benchmark_group("Database::open");
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(30));
+    g.bench_function("replay_1m_measurements", |b| {
+        b.iter(|| {
+            let db = Database::open(dir.path()).unwrap();
+            db.close().unwrap();
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, prepare, insert, recovery);
+criterion_main!(benches);

@@ -1,0 +1,231 @@
+//! Typed column vectors of an open bucket: values are appended straight from raw BSON without
+//! building `Bson` values for the common scalar types, and turned into `Bson` only when the
+//! bucket is read or flushed.
+
+use super::control::fold_extreme;
+use crate::order::{cmp_bson, type_rank};
+use bson::oid::ObjectId;
+use bson::raw::RawBsonRef;
+use bson::spec::ElementType;
+use bson::{Bson, DateTime};
+use std::cmp::Ordering;
+
+/// Values of one column, typed while all share one BSON type.
+#[derive(Debug, Clone)]
+pub enum Data {
+    /// All Int32.
+    I32(Vec<i32>),
+    /// All Int64.
+    I64(Vec<i64>),
+    /// All Double.
+    F64(Vec<f64>),
+    /// All DateTime (milliseconds).
+    Date(Vec<i64>),
+    /// All String.
+    Str(Vec<String>),
+    /// All ObjectId.
+    Oid(Vec<ObjectId>),
+    /// All Boolean.
+    Bool(Vec<bool>),
+    /// Anything else, or a mix of types.
+    Any(Vec<Bson>),
+}
+
+/// Canonical type rank of a raw element type (see [`crate::order::type_rank`]).
+pub fn rank_of(t: ElementType) -> u8 {
+    match t {
+        ElementType::MinKey => 0,
+        ElementType::Undefined => 1,
+        ElementType::Null => 5,
+        ElementType::Int32 | ElementType::Int64 | ElementType::Double | ElementType::Decimal128 => {
+            10
+        }
+        ElementType::String | ElementType::Symbol => 15,
+        ElementType::EmbeddedDocument => 20,
+        ElementType::Array => 25,
+        ElementType::Binary => 30,
+        ElementType::ObjectId => 35,
+        ElementType::Boolean => 40,
+        ElementType::DateTime => 45,
+        ElementType::Timestamp => 47,
+        ElementType::RegularExpression => 50,
+        ElementType::DbPointer => 55,
+        ElementType::JavaScriptCode => 60,
+        ElementType::JavaScriptCodeWithScope => 65,
+        ElementType::MaxKey => 127,
+    }
+}
+
+/// Converts a raw value to an owned `Bson`; `Null` for bytes that do not convert (cannot happen
+/// for documents this crate encoded itself).
+pub fn to_bson(v: RawBsonRef<'_>) -> Bson {
+    Bson::try_from(v).unwrap_or(Bson::Null)
+}
+
+impl Data {
+    /// An empty column typed for its first value.
+    pub fn for_value(v: RawBsonRef<'_>) -> Data {
+        match v {
+            RawBsonRef::Int32(_) => Data::I32(Vec::new()),
+            RawBsonRef::Int64(_) => Data::I64(Vec::new()),
+            RawBsonRef::Double(_) => Data::F64(Vec::new()),
+            RawBsonRef::DateTime(_) => Data::Date(Vec::new()),
+            RawBsonRef::String(_) => Data::Str(Vec::new()),
+            RawBsonRef::ObjectId(_) => Data::Oid(Vec::new()),
+            RawBsonRef::Boolean(_) => Data::Bool(Vec::new()),
+            _ => Data::Any(Vec::new()),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Data::I32(v) => v.len(),
+            Data::I64(v) | Data::Date(v) => v.len(),
+            Data::F64(v) => v.len(),
+            Data::Str(v) => v.len(),
+            Data::Oid(v) => v.len(),
+            Data::Bool(v) => v.len(),
+            Data::Any(v) => v.len(),
+        }
+    }
+
+    /// True when there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends a value, widening the column to `Any` when its type differs.
+    pub fn push(&mut self, v: RawBsonRef<'_>) {
+        match (&mut *self, v) {
+            (Data::I32(c), RawBsonRef::Int32(x)) => c.push(x),
+            (Data::I64(c), RawBsonRef::Int64(x)) => c.push(x),
+            (Data::F64(c), RawBsonRef::Double(x)) => c.push(x),
+            (Data::Date(c), RawBsonRef::DateTime(x)) => c.push(x.timestamp_millis()),
+            (Data::Str(c), RawBsonRef::String(x)) => c.push(x.to_string()),
+            (Data::Oid(c), RawBsonRef::ObjectId(x)) => c.push(x),
+            (Data::Bool(c), RawBsonRef::Boolean(x)) => c.push(x),
+            (Data::Any(c), v) => c.push(to_bson(v)),
+            (_, v) => {
+                self.widen();
+                if let Data::Any(c) = self {
+                    c.push(to_bson(v));
+                }
+            }
+        }
+    }
+
+    fn widen(&mut self) {
+        let n = self.len();
+        let all: Vec<Bson> = (0..n).map(|i| self.get(i)).collect();
+        *self = Data::Any(all);
+    }
+
+    /// Value `i` as `Bson` (`Null` past the end, which callers never ask for).
+    pub fn get(&self, i: usize) -> Bson {
+        let g = |o: Option<Bson>| o.unwrap_or(Bson::Null);
+        match self {
+            Data::I32(v) => g(v.get(i).map(|&x| Bson::Int32(x))),
+            Data::I64(v) => g(v.get(i).map(|&x| Bson::Int64(x))),
+            Data::F64(v) => g(v.get(i).map(|&x| Bson::Double(x))),
+            Data::Date(v) => g(v.get(i).map(|&x| Bson::DateTime(DateTime::from_millis(x)))),
+            Data::Str(v) => g(v.get(i).map(|x| Bson::String(x.clone()))),
+            Data::Oid(v) => g(v.get(i).map(|&x| Bson::ObjectId(x))),
+            Data::Bool(v) => g(v.get(i).map(|&x| Bson::Boolean(x))),
+            Data::Any(v) => g(v.get(i).cloned()),
+        }
+    }
+
+    /// Minimum and maximum under MongoDB's order (element-wise for documents and arrays).
+    pub fn min_max(&self) -> Option<(Bson, Bson)> {
+        fn mm<T: Copy>(v: &[T], lt: impl Fn(T, T) -> bool) -> Option<(T, T)> {
+            let (&first, rest) = v.split_first()?;
+            let mut lo = first;
+            let mut hi = first;
+            for &x in rest {
+                if lt(x, lo) {
+                    lo = x;
+                }
+                if lt(hi, x) {
+                    hi = x;
+                }
+            }
+            Some((lo, hi))
+        }
+        // NaN sorts below every other number in MongoDB's order.
+        let flt = |a: f64, b: f64| match (a.is_nan(), b.is_nan()) {
+            (true, false) => true,
+            (false, false) => a < b,
+            _ => false,
+        };
+        match self {
+            Data::I32(v) => mm(v, |a, b| a < b).map(|(a, b)| (Bson::Int32(a), Bson::Int32(b))),
+            Data::I64(v) => mm(v, |a, b| a < b).map(|(a, b)| (Bson::Int64(a), Bson::Int64(b))),
+            Data::F64(v) => mm(v, flt).map(|(a, b)| (Bson::Double(a), Bson::Double(b))),
+            Data::Date(v) => mm(v, |a, b| a < b).map(|(a, b)| {
+                (
+                    Bson::DateTime(DateTime::from_millis(a)),
+                    Bson::DateTime(DateTime::from_millis(b)),
+                )
+            }),
+            Data::Oid(v) => mm(v, |a, b| a.bytes() < b.bytes())
+                .map(|(a, b)| (Bson::ObjectId(a), Bson::ObjectId(b))),
+            Data::Bool(v) => mm(v, |a, b| !a & b).map(|(a, b)| (Bson::Boolean(a), Bson::Boolean(b))),
+            Data::Str(v) => {
+                let lo = v.iter().min_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;
+                let hi = v.iter().max_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;
+                Some((Bson::String(lo.clone()), Bson::String(hi.clone())))
+            }
+            Data::Any(v) => {
+                let (first, rest) = v.split_first()?;
+                let mut lo = first.clone();
+                let mut hi = first.clone();
+                for x in rest {
+                    fold_extreme(&mut lo, x, Ordering::Less);
+                    fold_extreme(&mut hi, x, Ordering::Greater);
+                }
+                Some((lo, hi))
+            }
+        }
+    }
+}
+
+/// True when `a` and `b` have the same canonical type (schema class).
+pub fn same_class(a: &Bson, t: ElementType) -> bool {
+    type_rank(a) == rank_of(t)
+}
+
+/// Compares two values under MongoDB's order (re-exported for the builder's tests).
+pub fn cmp(a: &Bson, b: &Bson) -> Ordering {
+    cmp_bson(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_keeps_values_and_types() {
+        let mut d = Data::for_value(RawBsonRef::Int32(1));
+        d.push(RawBsonRef::Int32(1));
+        d.push(RawBsonRef::Int64(2));
+        d.push(RawBsonRef::Double(0.5));
+        assert_eq!(d.len(), 3);
+        assert_eq!(d.get(0), Bson::Int32(1));
+        assert_eq!(d.get(1), Bson::Int64(2));
+        let (lo, hi) = d.min_max().unwrap();
+        assert_eq!(lo, Bson::Double(0.5));
+        assert_eq!(hi, Bson::Int64(2));
+    }
+
+    #[test]
+    fn nan_is_the_smallest_double() {
+        let mut d = Data::for_value(RawBsonRef::Double(1.0));
+        for x in [1.0, f64::NAN, -5.0] {
+            d.push(RawBsonRef::Double(x));
+        }
+        let (lo, hi) = d.min_max().unwrap();
+        assert!(matches!(lo, Bson::Double(x) if x.is_nan()));
+        assert_eq!(hi, Bson::Double(1.0));
+    }
+}
