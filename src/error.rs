@@ -16,7 +16,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// A document of an insert batch is unacceptable; nothing of the batch was written.
-    #[error("document {index} of the batch is invalid: {message}; nothing of the batch was written")]
+    #[error(
+        "document {index} of the batch is invalid: {message}; nothing of the batch was written"
+    )]
     InvalidDocument {
         /// Position of the offending document in the batch (0-based).
         index: usize,

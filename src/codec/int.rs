@@ -19,10 +19,16 @@ use super::CodecError;
 const KIND_ZERO: u8 = 0;
 const KIND_PACK: u8 = 1;
 const KIND_RC: u8 = 2;
+const KIND_RICE: u8 = 3;
 
 /// Values per bit-packing block: small enough to adapt the width, large enough that the width
 /// byte is negligible.
 const PACK_BLOCK: usize = 128;
+
+/// Whether the encoder also tries the bit-length range model (KIND_RC). The Rice model wins on
+/// the devops shapes (0.05% larger without it), but the bit-length model copes better with
+/// heavy-tailed residuals, so both are tried.
+const ALSO_TRY_BITLEN_MODEL: bool = true;
 
 /// Residuals of `vals` for a differencing order, plus the heads needed to undo it.
 fn residuals(vals: &[i64], order: u8) -> (Vec<i64>, Vec<u64>) {
@@ -99,12 +105,25 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
     let kind = if res.iter().all(|&v| v == 0) {
         KIND_ZERO
     } else {
-        let rcbuf = rc::encode_residuals(&res);
+        let k = rc::choose_k(&res);
+        let rice = rc::encode_rice(&res, k);
+        let rice_size = 1 + rice.len() + varint_len(rice.len() as u64);
+        let rcbuf = if ALSO_TRY_BITLEN_MODEL {
+            rc::encode_residuals(&res)
+        } else {
+            Vec::new()
+        };
         let rc_size = rcbuf.len() + varint_len(rcbuf.len() as u64);
-        if rc_size < pack_size(&res) {
+        let pack = pack_size(&res);
+        if ALSO_TRY_BITLEN_MODEL && rc_size < rice_size && rc_size < pack {
             put_varint(&mut body, rcbuf.len() as u64);
             body.extend_from_slice(&rcbuf);
             KIND_RC
+        } else if rice_size < pack {
+            body.push(k as u8);
+            put_varint(&mut body, rice.len() as u64);
+            body.extend_from_slice(&rice);
+            KIND_RICE
         } else {
             write_pack(&mut body, &res);
             KIND_PACK
@@ -127,7 +146,7 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     let mode = r.u8()?;
     let order = mode & 3;
     let kind = mode >> 2;
-    if order > 2 || kind > KIND_RC {
+    if order > 2 || kind > KIND_RICE {
         return Err(CodecError::new(
             mode_at,
             format!("bad intseq mode {mode:#04x}"),
@@ -188,12 +207,23 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
                 left -= cnt;
             }
         }
-        _ => {
+        KIND_RC => {
             let len_at = r.offset();
             let len = r.len(r.remaining(), "range-coded length")?;
             let data = r.bytes(len)?;
             rc::decode_residuals(data, nres, push)
                 .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
+        }
+        _ => {
+            let k_at = r.offset();
+            let k = u32::from(r.u8()?);
+            if k > 63 {
+                return Err(CodecError::new(k_at, format!("Rice parameter {k} > 63")));
+            }
+            let len = r.len(r.remaining(), "range-coded length")?;
+            let data = r.bytes(len)?;
+            rc::decode_rice(data, k, nres, push)
+                .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
         }
     }
     Ok(out)
