@@ -306,3 +306,44 @@ fn corrupt_input_reports_the_offset() {
     let e = decode_column(&buf, 50).err();
     assert_eq!(e.map(|e| e.offset), Some(buf.len() - 1));
 }
+
+/// The worked examples of `format-spec/codecs.md`; a change here is a format change.
+#[test]
+fn spec_examples_encode_to_the_documented_bytes() {
+    let hex = |col: &[Option<Bson>]| {
+        let mut out = Vec::new();
+        encode_column(col, &mut out);
+        out.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let ex1 = hex(&[
+        Some(Bson::Int64(10)),
+        Some(Bson::Int64(12)),
+        Some(Bson::Int64(11)),
+        Some(Bson::Int64(11)),
+    ]);
+    let ex2 = hex(&[
+        Some(Bson::DateTime(DateTime::from_millis(1_000))),
+        None,
+        Some(Bson::DateTime(DateTime::from_millis(11_000))),
+        Some(Bson::DateTime(DateTime::from_millis(21_000))),
+    ]);
+    let ex3 = hex(&[
+        Some(Bson::String("ab".into())),
+        Some(Bson::String("c".into())),
+        Some(Bson::String("ab".into())),
+    ]);
+    let ex4 = hex(&[
+        Some(Bson::Double(1.25)),
+        Some(Bson::Double(1.5)),
+        Some(Bson::Double(1.75)),
+    ]);
+    let ex5 = hex(&[Some(Bson::Null), None]);
+    assert_eq!(ex1, "04 05 14 03 0c 00");
+    assert_eq!(ex2, "25 0d 02 d0 0f a0 9c 01");
+    assert_eq!(ex3, "07 01 02 61 62 01 63 02 61 62");
+    assert_eq!(ex4, "06 00 02 02 fa 01 32");
+    assert_eq!(ex5, "21 01 0a");
+}
