@@ -130,27 +130,30 @@ fn decode_xor(r: &mut Reader, n: usize) -> Result<Vec<f64>, CodecError> {
 
 /// Appends a DOUBLE body for `vals`, choosing the smallest mode.
 pub(crate) fn encode(vals: &[f64], out: &mut Vec<u8>) {
-    let mut best: Vec<u8> = Vec::with_capacity(vals.len() * 8 + 1);
-    best.push(MODE_RAW);
-    for x in vals {
-        best.extend_from_slice(&x.to_bits().to_le_bytes());
-    }
+    let raw_size = 1 + vals.len() * 8;
+    let mut best: Option<Vec<u8>> = None;
     if let Some((e, ms)) = find_scale(vals) {
         let mut c = vec![MODE_SCALED, e];
         int::encode(&ms, &mut c);
-        if c.len() < best.len() {
-            best = c;
-        }
+        best = Some(c);
     }
     // Scaled integers beat XOR on anything decimal; only try XOR when scaling failed or is weak.
-    if best.first() != Some(&MODE_SCALED) || best.len() > vals.len() * 2 {
+    if best.as_ref().is_none_or(|b| b.len() > vals.len() * 2) {
         let mut c = vec![MODE_XOR];
         c.extend_from_slice(&encode_xor(vals));
-        if c.len() < best.len() {
-            best = c;
+        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+            best = Some(c);
         }
     }
-    out.extend_from_slice(&best);
+    match best {
+        Some(b) if b.len() < raw_size => out.extend_from_slice(&b),
+        _ => {
+            out.push(MODE_RAW);
+            for x in vals {
+                out.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+        }
+    }
 }
 
 /// Decodes a DOUBLE body of `n` values.

@@ -74,28 +74,33 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
         return;
     }
     // Pick the order by the total significant bits of the residuals, a cheap proxy for every
-    // back end; ties go to the lower order (cheaper to decode).
-    let mut best: Option<(usize, u8, Vec<i64>, Vec<u64>)> = None;
-    for order in 0..=2u8 {
-        if order as usize >= vals.len() && order > 0 {
-            break;
-        }
-        let (heads, res) = residuals(vals, order);
-        let cost: usize = res
-            .iter()
-            .map(|&v| (64 - v.leading_zeros()) as usize + 1)
-            .sum::<usize>()
-            + heads
-                .iter()
-                .map(|&h| varint_len(zigzag(h)) * 8)
-                .sum::<usize>();
-        if best.as_ref().is_none_or(|b| cost < b.0) {
-            best = Some((cost, order, heads, res));
+    // back end; ties go to the lower order (cheaper to decode). One pass, no allocation.
+    let bits = |e: i64| u64::from(64 - zigzag(e).leading_zeros()) + 1;
+    let mut cost = [0u64; 3];
+    let (mut prev, mut prev_d) = (0i64, 0i64);
+    for (i, &v) in vals.iter().enumerate() {
+        let d = v.wrapping_sub(prev);
+        cost[0] += bits(v);
+        cost[1] += if i == 0 {
+            8 * varint_len(zigzag(v)) as u64
+        } else {
+            bits(d)
+        };
+        cost[2] += match i {
+            0 => 8 * varint_len(zigzag(v)) as u64,
+            1 => 8 * varint_len(zigzag(d)) as u64,
+            _ => bits(d.wrapping_sub(prev_d)),
+        };
+        prev = v;
+        prev_d = d;
+    }
+    let (mut order, mut best) = (0u8, cost[0]);
+    for (o, &c) in cost.iter().enumerate().skip(1) {
+        if o < vals.len() && c < best {
+            (order, best) = (o as u8, c);
         }
     }
-    let Some((_, order, heads, res)) = best else {
-        return;
-    };
+    let (heads, res) = residuals(vals, order);
     let mut body = Vec::new();
     let kind = if res.iter().all(|&v| v == 0) {
         KIND_ZERO
