@@ -28,30 +28,42 @@ const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 #[inline]
 fn scaled(x: f64, e: usize) -> Option<i64> {
     let p = *POW10.get(e)?;
-    let m = (x * p).round();
-    if m.abs() > MAX_EXACT {
+    let y = x * p;
+    if y.is_nan() || y.abs() > MAX_EXACT {
         return None;
     }
+    // Round half away from zero without a libm call; an off-by-one near .5 only makes the
+    // exactness check below fail, never produces a wrong value.
+    let m = (y + 0.5f64.copysign(y)) as i64;
     // Division, not multiplication by 10^-e: m / 10^e is correctly rounded, which is exactly how
-    // a decimal literal such as 12.34 became a double in the first place.
-    let m = m as i64;
-    // Checked on the integer actually stored, so -0.0 (whose scaled form is 0) is rejected.
+    // a decimal literal such as 12.34 became a double in the first place. Checked on the
+    // integer actually stored, so -0.0 (whose scaled form is 0) is rejected.
     ((m as f64 / p).to_bits() == x.to_bits()).then_some(m)
 }
 
 /// Smallest exponent that represents every value exactly, with the scaled integers.
 fn find_scale(vals: &[f64]) -> Option<(u8, Vec<i64>)> {
     let mut e = 0usize;
-    for &x in vals {
-        while scaled(x, e).is_none() {
+    let mut ms = Vec::with_capacity(vals.len());
+    for (i, &x) in vals.iter().enumerate() {
+        let m = loop {
+            if let Some(m) = scaled(x, e) {
+                break m;
+            }
             e += 1;
             if e > MAX_SCALE {
                 return None;
             }
-        }
+            // A larger exponent invalidates the integers so far; recompute them (rare: the
+            // exponent settles within the first few values).
+            ms.clear();
+            for &y in vals.get(..i)? {
+                ms.push(scaled(y, e)?);
+            }
+        };
+        ms.push(m);
     }
-    let ms: Option<Vec<i64>> = vals.iter().map(|&x| scaled(x, e)).collect();
-    Some((e as u8, ms?))
+    Some((e as u8, ms))
 }
 
 fn encode_xor(vals: &[f64]) -> Vec<u8> {

@@ -148,7 +148,10 @@ fn walk(seed: u64, n: usize, float: bool) -> Vec<Option<Bson>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    // PROPTEST_CASES overrides the default for longer soak runs.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(400)
+    ))]
 
     #[test]
     fn arbitrary_columns_round_trip_exactly(col in column()) {
