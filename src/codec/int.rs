@@ -106,8 +106,8 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
         KIND_ZERO
     } else {
         let k = rc::choose_k(&res);
-        let rice = rc::encode_rice(&res, k);
-        let rice_size = 1 + rice.len() + varint_len(rice.len() as u64);
+        let (rice, low) = rc::encode_rice(&res, k);
+        let rice_size = 1 + rice.len() + varint_len(rice.len() as u64) + low.len();
         // The bit-length model only pays off on heavy tails (quotients escaping the unary
         // range); trying it everywhere would double the encode time for ~0.05% on devops.
         let heavy_tail = res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64);
@@ -126,6 +126,7 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
             body.push(k as u8);
             put_varint(&mut body, rice.len() as u64);
             body.extend_from_slice(&rice);
+            body.extend_from_slice(&low);
             KIND_RICE
         } else {
             write_pack(&mut body, &res);
@@ -225,7 +226,10 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
             }
             let len = r.len(r.remaining(), "range-coded length")?;
             let data = r.bytes(len)?;
-            rc::decode_rice(data, k, nres, push)
+            let low_len = rc::rice_low_len(nres, k)
+                .ok_or_else(|| CodecError::new(k_at, "too many residuals"))?;
+            let low = r.bytes(low_len)?;
+            rc::decode_rice(data, low, k, nres, push)
                 .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
         }
     }

@@ -13,6 +13,8 @@
     clippy::panic
 )]
 
+use super::bits::BitWriter;
+
 /// Probabilities are 16-bit (probability of a 0 bit), `TOP` is the normalisation threshold.
 const TOP: u32 = 1 << 24;
 
@@ -20,14 +22,20 @@ const TOP: u32 = 1 << 24;
 /// start learns a 360-value bucket quickly, the floor keeps tracking drift.
 const LIMIT: u8 = 30;
 
-/// Reciprocal table for the count-based adaptation rate: `RATE[n] = 65536 / (n + 2)`.
-// Indexing is in bounds: the table has LIMIT + 1 entries and the loop stops there.
+/// Reciprocal table for the count-based adaptation rate: `RATE[n] = 65536 / (min(n, LIMIT) + 2)`.
+/// 256 entries so a `u8` count indexes it without a bounds check.
+// Indexing is in bounds: the loop runs over the table's own length.
 #[allow(clippy::indexing_slicing)]
-const RATE: [u32; LIMIT as usize + 1] = {
-    let mut t = [0u32; LIMIT as usize + 1];
+const RATE: [u32; 256] = {
+    let mut t = [0u32; 256];
     let mut i = 0;
-    while i <= LIMIT as usize {
-        t[i] = 65536 / (i as u32 + 2);
+    while i < 256 {
+        let n = if i < LIMIT as usize {
+            i
+        } else {
+            LIMIT as usize
+        };
+        t[i] = 65536 / (n as u32 + 2);
         i += 1;
     }
     t
@@ -49,18 +57,17 @@ impl Default for Prob {
 impl Prob {
     #[inline]
     fn update(&mut self, bit: u32) {
-        let rate = RATE.get(self.n as usize).copied().unwrap_or(2048);
+        let rate = RATE.get(usize::from(self.n)).copied().unwrap_or(2048);
         let p = u32::from(self.p);
-        // p stays in [1, 65535]: each step moves a strict fraction (< 1) of the distance.
+        // p stays in [1, 65535]: rate <= 1/2, so a step covers at most half the distance to 0 or
+        // 65536 and the floor never reaches either end.
         let np = if bit == 0 {
             p + (((65536 - p) * rate) >> 16)
         } else {
             p - ((p * rate) >> 16)
         };
-        self.p = np.clamp(1, 65535) as u16;
-        if self.n < LIMIT {
-            self.n += 1;
-        }
+        self.p = np as u16;
+        self.n += u8::from(self.n < LIMIT);
     }
 }
 
@@ -332,10 +339,11 @@ impl ResidualModel {
 /// Unary positions with their own context before escaping to the bit-length model.
 pub(crate) const Q_MAX: usize = 24;
 
-/// Adaptive Rice model: `v >> k` in unary with one context per position (an exact adaptive
-/// model of the quotient distribution with only a handful of parameters to learn), the low
-/// `k` bits raw. Fewer contexts than [`ResidualModel`] means a cheaper learning phase, which
-/// dominates on 360-value buckets.
+/// Adaptive Rice model for the quotient `v >> k`: unary with one context per position (an exact
+/// adaptive model of the quotient distribution with only a handful of parameters to learn).
+/// Fewer contexts than [`ResidualModel`] means a cheaper learning phase, which dominates on
+/// 360-value buckets. The low `k` bits are uniform and live outside the range coder, in a
+/// plain bit-packed array, so decoding them is off the coder's serial dependency chain.
 pub(crate) struct RiceModel {
     k: u32,
     q: [Prob; Q_MAX],
@@ -367,10 +375,9 @@ impl RiceModel {
         if q >= Q_MAX as u64 {
             self.esc.encode(enc, q - Q_MAX as u64);
         }
-        enc.direct(v, self.k);
     }
 
-    /// Decodes one residual; `None` when garbage overflows 64 bits.
+    /// Decodes one quotient; `None` when garbage overflows 64 bits.
     #[inline]
     pub(crate) fn decode(&mut self, dec: &mut Decoder) -> Option<u64> {
         let mut q = 0u64;
@@ -386,7 +393,7 @@ impl RiceModel {
         if self.k > 0 && q >> (64 - self.k) != 0 {
             return None;
         }
-        Some((q << self.k) | dec.direct(self.k))
+        Some(q << self.k)
     }
 }
 
@@ -429,22 +436,82 @@ pub(crate) fn choose_k(vals: &[u64]) -> u32 {
         .unwrap_or(0)
 }
 
-/// Range-codes a residual stream with the adaptive Rice model.
-pub(crate) fn encode_rice(vals: &[u64], k: u32) -> Vec<u8> {
+/// Codes a residual stream with the adaptive Rice model: (range-coded quotients, bit-packed
+/// low `k` bits of every residual).
+pub(crate) fn encode_rice(vals: &[u64], k: u32) -> (Vec<u8>, Vec<u8>) {
     let mut enc = Encoder::default();
     let mut m = RiceModel::new(k);
+    let mut low = BitWriter::default();
     for &v in vals {
         m.encode(&mut enc, v);
+        low.write(v, m.k);
     }
-    enc.finish()
+    (enc.finish(), low.finish())
 }
 
-/// Decodes `n` residuals coded by [`encode_rice`].
-pub(crate) fn decode_rice(data: &[u8], k: u32, n: usize, mut sink: impl FnMut(u64)) -> Option<()> {
+/// Size of the bit-packed low part of [`encode_rice`] for `n` residuals.
+pub(crate) fn rice_low_len(n: usize, k: u32) -> Option<usize> {
+    Some(n.checked_mul(k as usize)?.div_ceil(8))
+}
+
+/// Sequential reader of `k`-bit fields; the caller guarantees `data` holds all of them.
+struct LowBits<'a> {
+    data: &'a [u8],
+    k: u32,
+    mask: u64,
+    bitpos: usize,
+}
+
+impl LowBits<'_> {
+    #[inline]
+    fn next(&mut self) -> u64 {
+        if self.k == 0 {
+            return 0;
+        }
+        let byte = self.bitpos >> 3;
+        let shift = (self.bitpos & 7) as u32;
+        self.bitpos += self.k as usize;
+        // Fast path: one unaligned 8-byte load covers shift + k <= 63 bits.
+        if self.k <= 56 {
+            if let Some(w) = self.data.get(byte..byte + 8) {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(w);
+                return (u64::from_le_bytes(a) >> shift) & self.mask;
+            }
+        }
+        let mut a = [0u8; 16];
+        let tail = self.data.get(byte..).unwrap_or(&[]);
+        let take = tail.len().min(16);
+        if let (Some(dst), Some(src)) = (a.get_mut(..take), tail.get(..take)) {
+            dst.copy_from_slice(src);
+        }
+        ((u128::from_le_bytes(a) >> shift) as u64) & self.mask
+    }
+}
+
+/// Decodes `n` residuals coded by [`encode_rice`]; `low` must hold `rice_low_len(n, k)` bytes.
+pub(crate) fn decode_rice(
+    data: &[u8],
+    low: &[u8],
+    k: u32,
+    n: usize,
+    mut sink: impl FnMut(u64),
+) -> Option<()> {
     let mut dec = Decoder::new(data);
     let mut m = RiceModel::new(k);
+    let mut lb = LowBits {
+        data: low,
+        k: m.k,
+        mask: if m.k >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << m.k) - 1
+        },
+        bitpos: 0,
+    };
     for _ in 0..n {
-        sink(m.decode(&mut dec)?);
+        let q = m.decode(&mut dec)?;
+        sink(q | lb.next());
     }
     Some(())
 }
@@ -495,9 +562,10 @@ mod tests {
             .map(|i| if i % 7 == 0 { 40000 } else { 0 })
             .collect();
         for k in [0, 14, 19] {
-            let buf = encode_rice(&vals, k);
+            let (buf, low) = encode_rice(&vals, k);
+            assert_eq!(Some(low.len()), rice_low_len(vals.len(), k));
             let mut got = Vec::new();
-            assert!(decode_rice(&buf, k, vals.len(), |v| got.push(v)).is_some());
+            assert!(decode_rice(&buf, &low, k, vals.len(), |v| got.push(v)).is_some());
             assert_eq!(got, vals);
         }
     }
@@ -511,9 +579,9 @@ mod tests {
             vals.push((x >> 40) >> (x % 24));
         }
         for k in [0, 1, 5, 13, 40, 63] {
-            let buf = encode_rice(&vals, k);
+            let (buf, low) = encode_rice(&vals, k);
             let mut got = Vec::new();
-            assert!(decode_rice(&buf, k, vals.len(), |v| got.push(v)).is_some());
+            assert!(decode_rice(&buf, &low, k, vals.len(), |v| got.push(v)).is_some());
             assert_eq!(got, vals, "k={k}");
         }
         assert!(choose_k(&vals) < 64);
