@@ -10,9 +10,9 @@
 use super::bits::{BitReader, BitWriter, Reader};
 use super::{int, CodecError};
 
-const MODE_SCALED: u8 = 0;
-const MODE_XOR: u8 = 1;
-const MODE_RAW: u8 = 2;
+/// Mode bytes 0..=MAX_SCALE are SCALED with that decimal exponent (one byte for both).
+const MODE_XOR: u8 = 0x40;
+const MODE_RAW: u8 = 0x41;
 
 /// Largest decimal exponent tried; powers of ten up to 1e22 are exact doubles, and beyond
 /// ~1e15 the scaled integers stop being smaller than the raw bits anyway.
@@ -140,13 +140,18 @@ fn decode_xor(r: &mut Reader, n: usize) -> Result<Vec<f64>, CodecError> {
     Ok(out)
 }
 
-/// Appends a DOUBLE body for `vals`, choosing the smallest mode.
-pub(crate) fn encode(vals: &[f64], out: &mut Vec<u8>) {
+/// Appends a DOUBLE body for `vals`, choosing the smallest mode. `last`: nothing follows the
+/// body, so a range-coded stream may run to its end.
+pub(crate) fn encode(vals: &[f64], out: &mut Vec<u8>, last: bool) {
     let raw_size = 1 + vals.len() * 8;
     let mut best: Option<Vec<u8>> = None;
     if let Some((e, ms)) = find_scale(vals) {
-        let mut c = vec![MODE_SCALED, e];
-        int::encode(&ms, &mut c);
+        let mut c = vec![e];
+        if last {
+            int::encode_last(&ms, &mut c);
+        } else {
+            int::encode(&ms, &mut c);
+        }
         best = Some(c);
     }
     // Scaled integers beat XOR on anything decimal; only try XOR when scaling failed or is weak.
@@ -175,12 +180,10 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<f64>, CodecError> {
     }
     let at = r.offset();
     match r.u8()? {
-        MODE_SCALED => {
-            let e_at = r.offset();
-            let e = r.u8()? as usize;
+        e if usize::from(e) <= MAX_SCALE => {
             let p = *POW10
-                .get(e)
-                .ok_or_else(|| CodecError::new(e_at, format!("decimal scale {e} too large")))?;
+                .get(usize::from(e))
+                .ok_or_else(|| CodecError::new(at, format!("decimal scale {e} too large")))?;
             let ms = int::decode(r, n)?;
             Ok(ms.into_iter().map(|m| m as f64 / p).collect())
         }
@@ -208,7 +211,7 @@ mod tests {
 
     fn rt(vals: &[f64]) -> Vec<u8> {
         let mut buf = Vec::new();
-        encode(vals, &mut buf);
+        encode(vals, &mut buf, true);
         let mut r = Reader::new(&buf, 0);
         let got = decode(&mut r, vals.len()).unwrap_or_default();
         assert!(r.finish().is_ok());
@@ -221,7 +224,7 @@ mod tests {
     #[test]
     fn two_decimal_values_use_scale_two() {
         let buf = rt(&[12.34, 12.35, 0.01, 99.99, 100.0]);
-        assert_eq!(buf.get(..2), Some(&[MODE_SCALED, 2][..]));
+        assert_eq!(buf.first(), Some(&2));
     }
 
     #[test]

@@ -21,6 +21,12 @@ const KIND_PACK: u8 = 1;
 const KIND_RC: u8 = 2;
 const KIND_RICE: u8 = 3;
 
+/// Mode bit: the range-coded stream runs to the end of the enclosing body, so its length is
+/// not stored. Saves 1-2 bytes per column; only valid when nothing follows the sequence.
+const TO_END_MODE: u8 = 0x10;
+/// [`TO_END_MODE`] as seen in `kind` before shifting into the mode byte.
+const TO_END: u8 = TO_END_MODE >> 2;
+
 /// Values per bit-packing block: small enough to adapt the width, large enough that the width
 /// byte is negligible.
 const PACK_BLOCK: usize = 128;
@@ -70,6 +76,16 @@ fn write_pack(out: &mut Vec<u8>, res: &[u64]) {
 
 /// Appends the intseq encoding of `vals`. `n` is not stored: the reader knows it.
 pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
+    encode_with(vals, out, false);
+}
+
+/// Like [`encode`], for a sequence that ends the body: a range-coded stream then runs to the
+/// end and its length is omitted.
+pub(crate) fn encode_last(vals: &[i64], out: &mut Vec<u8>) {
+    encode_with(vals, out, true);
+}
+
+fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool) {
     if vals.is_empty() {
         return;
     }
@@ -107,7 +123,8 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
     } else {
         let k = rc::choose_k(&res);
         let (rice, low) = rc::encode_rice(&res, k);
-        let rice_size = 1 + rice.len() + varint_len(rice.len() as u64) + low.len();
+        let len_size = |l: usize| if last { 0 } else { varint_len(l as u64) };
+        let rice_size = 1 + rice.len() + len_size(rice.len()) + low.len();
         // The bit-length model only pays off on heavy tails (quotients escaping the unary
         // range); trying it everywhere would double the encode time for ~0.05% on devops.
         let heavy_tail = res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64);
@@ -116,23 +133,29 @@ pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
         } else {
             Vec::new()
         };
-        let rc_size = rcbuf.len() + varint_len(rcbuf.len() as u64);
+        let rc_size = rcbuf.len() + len_size(rcbuf.len());
         let pack = pack_size(&res);
+        let flag = if last { TO_END } else { 0 };
         if heavy_tail && rc_size < rice_size && rc_size < pack {
-            put_varint(&mut body, rcbuf.len() as u64);
+            if !last {
+                put_varint(&mut body, rcbuf.len() as u64);
+            }
             body.extend_from_slice(&rcbuf);
-            KIND_RC
+            KIND_RC | flag
         } else if rice_size < pack {
             body.push(k as u8);
-            put_varint(&mut body, rice.len() as u64);
-            body.extend_from_slice(&rice);
             body.extend_from_slice(&low);
-            KIND_RICE
+            if !last {
+                put_varint(&mut body, rice.len() as u64);
+            }
+            body.extend_from_slice(&rice);
+            KIND_RICE | flag
         } else {
             write_pack(&mut body, &res);
             KIND_PACK
         }
     };
+    // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
     out.push((kind << 2) | order);
     for h in heads {
         put_svarint(out, h);
@@ -149,8 +172,9 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     let mode_at = r.offset();
     let mode = r.u8()?;
     let order = mode & 3;
-    let kind = mode >> 2;
-    if order > 2 || kind > KIND_RICE {
+    let kind = (mode >> 2) & 3;
+    let to_end = mode & TO_END_MODE != 0;
+    if order > 2 || mode >> 5 != 0 || (to_end && kind < KIND_RC) {
         return Err(CodecError::new(
             mode_at,
             format!("bad intseq mode {mode:#04x}"),
@@ -213,8 +237,12 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
         }
         KIND_RC => {
             let len_at = r.offset();
-            let len = r.len(r.remaining(), "range-coded length")?;
-            let data = r.bytes(len)?;
+            let data = if to_end {
+                r.rest()
+            } else {
+                let len = r.len(r.remaining(), "range-coded length")?;
+                r.bytes(len)?
+            };
             rc::decode_residuals(data, nres, push)
                 .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
         }
@@ -224,11 +252,15 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
             if k > 63 {
                 return Err(CodecError::new(k_at, format!("Rice parameter {k} > 63")));
             }
-            let len = r.len(r.remaining(), "range-coded length")?;
-            let data = r.bytes(len)?;
             let low_len = rc::rice_low_len(nres, k)
                 .ok_or_else(|| CodecError::new(k_at, "too many residuals"))?;
             let low = r.bytes(low_len)?;
+            let data = if to_end {
+                r.rest()
+            } else {
+                let len = r.len(r.remaining(), "range-coded length")?;
+                r.bytes(len)?
+            };
             rc::decode_rice(data, low, k, nres, push)
                 .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
         }
@@ -245,10 +277,16 @@ mod tests {
     fn rt(vals: &[i64]) -> usize {
         let mut buf = Vec::new();
         encode(vals, &mut buf);
+        buf.push(0x5a);
         let mut r = Reader::new(&buf, 0);
         assert_eq!(decode(&mut r, vals.len()).ok().as_deref(), Some(vals));
+        assert_eq!(r.u8().ok(), Some(0x5a), "sequence must be self-delimiting");
+        let mut last = Vec::new();
+        encode_last(vals, &mut last);
+        let mut r = Reader::new(&last, 0);
+        assert_eq!(decode(&mut r, vals.len()).ok().as_deref(), Some(vals));
         assert!(r.finish().is_ok());
-        buf.len()
+        last.len()
     }
 
     #[test]

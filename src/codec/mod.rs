@@ -168,13 +168,18 @@ fn merge<T>(idx: &[u8], parts: impl Iterator<Item = Vec<T>>) -> Vec<T> {
         .collect()
 }
 
-/// Encodes values that all have the same BSON type; returns (codec id, body).
-fn encode_typed(vals: &[&Bson]) -> (u8, Vec<u8>) {
+/// Encodes values that all have the same BSON type; returns (codec id, body). `last`: nothing
+/// follows the body (it ends the column or the MIXED parts), so length prefixes can go.
+fn encode_typed(vals: &[&Bson], last: bool) -> (u8, Vec<u8>) {
     let mut cands: Vec<(u8, Vec<u8>)> = Vec::new();
     let ints = |f: fn(&Bson) -> i64| -> Vec<u8> {
         let v: Vec<i64> = vals.iter().map(|b| f(b)).collect();
         let mut out = Vec::new();
-        int::encode(&v, &mut out);
+        if last {
+            int::encode_last(&v, &mut out);
+        } else {
+            int::encode(&v, &mut out);
+        }
         out
     };
     match vals.first() {
@@ -208,7 +213,7 @@ fn encode_typed(vals: &[&Bson]) -> (u8, Vec<u8>) {
                 })
                 .collect();
             let mut out = Vec::new();
-            float::encode(&v, &mut out);
+            float::encode(&v, &mut out, last);
             cands.push((ids::DOUBLE, out));
         }
         Some(Bson::String(_)) => {
@@ -220,7 +225,7 @@ fn encode_typed(vals: &[&Bson]) -> (u8, Vec<u8>) {
                 })
                 .collect();
             let mut out = Vec::new();
-            string::encode(&v, &mut out);
+            string::encode(&v, &mut out, last);
             cands.push((ids::STRING, out));
         }
         Some(Bson::ObjectId(_)) => {
@@ -232,7 +237,7 @@ fn encode_typed(vals: &[&Bson]) -> (u8, Vec<u8>) {
                 })
                 .collect();
             let mut out = Vec::new();
-            oid::encode(&v, &mut out);
+            oid::encode(&v, &mut out, last);
             cands.push((ids::OBJECTID, out));
         }
         Some(Bson::Timestamp(_)) => {
@@ -244,7 +249,7 @@ fn encode_typed(vals: &[&Bson]) -> (u8, Vec<u8>) {
                 })
                 .collect();
             let mut out = Vec::new();
-            oid::encode_ts(&v, &mut out);
+            oid::encode_ts(&v, &mut out, last);
             cands.push((ids::TIMESTAMP, out));
         }
         Some(Bson::Boolean(_)) => {
@@ -302,8 +307,8 @@ fn encode_mixed(vals: &[&Bson]) -> Vec<u8> {
     }
     let mut out = vec![types.len() as u8];
     int::encode(&idx, &mut out);
-    for g in &groups {
-        let (id, body) = encode_typed(g);
+    for (j, g) in groups.iter().enumerate() {
+        let (id, body) = encode_typed(g, j + 1 == groups.len());
         out.push(id);
         out.extend_from_slice(&body);
     }
@@ -317,7 +322,7 @@ fn encode_values(vals: &[&Bson]) -> (u8, Vec<u8>) {
     };
     let t = generic::type_code(first);
     if vals.iter().all(|v| generic::type_code(v) == t) {
-        return encode_typed(vals);
+        return encode_typed(vals, true);
     }
     let mixed = encode_mixed(vals);
     let mut generic_body = Vec::new();

@@ -28,8 +28,8 @@ fn split(o: &ObjectId) -> (i64, [u8; 5], i64) {
     )
 }
 
-/// Appends an OBJECTID body.
-pub(crate) fn encode(vals: &[ObjectId], out: &mut Vec<u8>) {
+/// Appends an OBJECTID body. `last`: nothing follows the body.
+pub(crate) fn encode(vals: &[ObjectId], out: &mut Vec<u8>, last: bool) {
     let parts: Vec<_> = vals.iter().map(split).collect();
     let ts: Vec<i64> = parts.iter().map(|p| p.0).collect();
     let cs: Vec<i64> = parts.iter().map(|p| p.2).collect();
@@ -46,7 +46,11 @@ pub(crate) fn encode(vals: &[ObjectId], out: &mut Vec<u8>) {
             }
         }
     }
-    int::encode(&cs, out);
+    if last {
+        int::encode_last(&cs, out);
+    } else {
+        int::encode(&cs, out);
+    }
 }
 
 /// Decodes an OBJECTID body of `n` values.
@@ -98,12 +102,16 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<ObjectId>, CodecErr
         .collect()
 }
 
-/// Appends a TIMESTAMP body: the seconds, then the increments.
-pub(crate) fn encode_ts(vals: &[Timestamp], out: &mut Vec<u8>) {
+/// Appends a TIMESTAMP body: the seconds, then the increments. `last`: nothing follows.
+pub(crate) fn encode_ts(vals: &[Timestamp], out: &mut Vec<u8>, last: bool) {
     let t: Vec<i64> = vals.iter().map(|x| i64::from(x.time)).collect();
     let i: Vec<i64> = vals.iter().map(|x| i64::from(x.increment)).collect();
     int::encode(&t, out);
-    int::encode(&i, out);
+    if last {
+        int::encode_last(&i, out);
+    } else {
+        int::encode(&i, out);
+    }
 }
 
 /// Decodes a TIMESTAMP body of `n` values.
@@ -141,7 +149,7 @@ mod tests {
             })
             .collect();
         let mut buf = Vec::new();
-        encode(&vals, &mut buf);
+        encode(&vals, &mut buf, true);
         let mut r = Reader::new(&buf, 0);
         assert_eq!(decode(&mut r, vals.len()).ok(), Some(vals));
         assert!(r.finish().is_ok());

@@ -20,8 +20,9 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Appends a STRING body for `vals`, whichever of DICT and RAW is smaller.
-pub(crate) fn encode(vals: &[&str], out: &mut Vec<u8>) {
+/// Appends a STRING body for `vals`, whichever of DICT and RAW is smaller. `last`: nothing
+/// follows the body.
+pub(crate) fn encode(vals: &[&str], out: &mut Vec<u8>, last: bool) {
     let mut ids: HashMap<&str, i64> = HashMap::new();
     let mut dict: Vec<&str> = Vec::new();
     let idx: Vec<i64> = vals
@@ -43,7 +44,11 @@ pub(crate) fn encode(vals: &[&str], out: &mut Vec<u8>) {
         for s in &dict {
             put_str(&mut d, s);
         }
-        int::encode(&idx, &mut d);
+        if last {
+            int::encode_last(&idx, &mut d);
+        } else {
+            int::encode(&idx, &mut d);
+        }
         if d.len() < raw.len() {
             out.extend_from_slice(&d);
             return;
@@ -101,7 +106,7 @@ mod tests {
 
     fn rt(vals: &[&str]) -> usize {
         let mut buf = Vec::new();
-        encode(vals, &mut buf);
+        encode(vals, &mut buf, true);
         let mut r = Reader::new(&buf, 0);
         let got = decode(&mut r, vals.len()).unwrap_or_default();
         assert!(r.finish().is_ok());

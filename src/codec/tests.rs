@@ -304,7 +304,9 @@ fn corrupt_input_reports_the_offset() {
     let e = decode_column(&[0x1f], 1).err();
     assert_eq!(e.map(|e| e.offset), Some(0));
     let mut buf = Vec::new();
-    encode_column(&walk(1, 50, false), &mut buf);
+    // A range-coded stream that ends the column runs to its end (zero padding), so trailing
+    // bytes are only detectable after self-delimiting bodies such as a regular time column.
+    encode_column(&super::devops::time_column(50), &mut buf);
     buf.push(0);
     let e = decode_column(&buf, 50).err();
     assert_eq!(e.map(|e| e.offset), Some(buf.len() - 1));
@@ -344,9 +346,9 @@ fn spec_examples_encode_to_the_documented_bytes() {
         Some(Bson::Double(1.75)),
     ]);
     let ex5 = hex(&[Some(Bson::Null), None]);
-    assert_eq!(ex1, "04 05 14 03 0c 00");
+    assert_eq!(ex1, "04 1d 14 00 f2");
     assert_eq!(ex2, "25 0d 02 d0 0f a0 9c 01");
     assert_eq!(ex3, "07 01 02 61 62 01 63 02 61 62");
-    assert_eq!(ex4, "06 00 02 02 fa 01 32");
+    assert_eq!(ex4, "06 02 02 fa 01 32");
     assert_eq!(ex5, "21 01 0a");
 }

@@ -51,7 +51,7 @@ pub(crate) fn maybe_compress(id: u8, body: &[u8]) -> Option<Vec<u8>> {
     let numeric = matches!(
         id,
         ids::INT32 | ids::INT64 | ids::DATETIME | ids::OBJECTID | ids::TIMESTAMP | ids::BOOL
-    ) || (id == ids::DOUBLE && body.first() == Some(&0));
+    ) || (id == ids::DOUBLE && body.first().is_some_and(|&m| m < 0x40));
     if numeric || body.len() < MIN_BODY {
         return None;
     }
