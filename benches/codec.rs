@@ -118,8 +118,8 @@ fn bench(c: &mut Criterion) {
         });
         g.finish();
 
-        let numeric = matches!(*name, "int_walk" | "float_walk" | "time");
-        if numeric {
+        // decode_f64 answers None for DateTime columns, so only the walks are measured there.
+        if matches!(*name, "int_walk" | "float_walk") {
             let mut g = c.benchmark_group("codec::decode_f64");
             g.throughput(Throughput::Elements(values));
             g.bench_function(*name, |b| {
@@ -130,6 +130,8 @@ fn bench(c: &mut Criterion) {
                 })
             });
             g.finish();
+        }
+        if matches!(*name, "int_walk" | "time") {
             let mut g = c.benchmark_group("codec::decode_i64");
             g.throughput(Throughput::Elements(values));
             g.bench_function(*name, |b| {
