@@ -128,3 +128,43 @@ fn regular_time_and_generated_id_columns_cost_a_few_bytes() {
     assert!(t <= 12, "{t}");
     assert!(id <= 40, "{id}");
 }
+
+/// seed-004 has ~285k buckets of 1-3 rows: framing, not entropy, decides their size.
+#[test]
+fn tiny_seed004_buckets_cost_a_few_bytes_per_column() {
+    let oid = |i: u8| {
+        Bson::ObjectId(ObjectId::from_bytes([
+            0x55, 0x2a, 0x4c, 0x20, 1, 2, 3, 4, 5, 0, 0x10, i,
+        ]))
+    };
+    let date = |s: i64| Bson::DateTime(DateTime::from_millis(s * 1000));
+    for rows in 1..=3usize {
+        let cols: Vec<(&str, Vec<Option<Bson>>, usize)> = vec![
+            (
+                "timestamp",
+                (0..rows).map(|_| Some(date(1_428_777_120))).collect(),
+                9,
+            ),
+            ("_id", (0..rows).map(|i| Some(oid(i as u8))).collect(), 22),
+            (
+                "totalCount",
+                (0..rows)
+                    .map(|i| Some(Bson::Int64(17 + 3 * i as i64)))
+                    .collect(),
+                5,
+            ),
+            (
+                "dProcessTime",
+                (0..rows)
+                    .map(|i| Some(Bson::Double(12.5 + i as f64 * 0.25)))
+                    .collect(),
+                8,
+            ),
+        ];
+        for (name, col, max) in cols {
+            let size = encoded_size(&col);
+            println!("{rows} row(s) {name}: {size} bytes");
+            assert!(size <= max, "{rows} rows of {name}: {size} bytes");
+        }
+    }
+}
