@@ -1,0 +1,354 @@
+//! Cross-codec tests: property round trips over arbitrary and typical columns, and robustness
+//! of decoding against garbage, truncation and bit flips.
+// Tests may panic: a panic is how a test fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use bson::oid::ObjectId;
+use bson::spec::BinarySubtype;
+use bson::{Binary, Bson, DateTime, Decimal128, Document, Regex, Timestamp};
+use proptest::prelude::*;
+
+use super::generic::put_elem;
+use super::*;
+
+/// Bitwise equality: `Bson`'s `==` treats -0.0 == 0.0 and NaN != NaN.
+fn same(a: &[Option<Bson>], b: &[Option<Bson>]) -> bool {
+    let enc = |c: &[Option<Bson>]| {
+        let mut out = Vec::new();
+        for v in c {
+            match v {
+                None => out.push(0xEE),
+                Some(v) => put_elem(&mut out, v),
+            }
+        }
+        out
+    };
+    a.len() == b.len() && enc(a) == enc(b)
+}
+
+fn round_trip(col: &[Option<Bson>]) -> Vec<u8> {
+    let mut buf = vec![0xAB];
+    encode_column(col, &mut buf);
+    let body = buf.get(1..).unwrap_or_default();
+    let got = decode_column(body, col.len());
+    assert!(
+        got.as_ref().is_ok_and(|g| same(g, col)),
+        "round trip failed: {got:?} != {col:?}"
+    );
+    body.to_vec()
+}
+
+/// One strategy per scalar shape; homogeneous columns draw from a single entry.
+fn scalars() -> Vec<BoxedStrategy<Bson>> {
+    vec![
+        any::<u64>()
+            .prop_map(|b| Bson::Double(f64::from_bits(b)))
+            .boxed(),
+        prop::sample::select(vec![
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            1.5,
+            0.01,
+        ])
+        .prop_map(Bson::Double)
+        .boxed(),
+        (-10000i64..10000)
+            .prop_map(|x| Bson::Double(x as f64 / 100.0))
+            .boxed(),
+        any::<i32>().prop_map(Bson::Int32).boxed(),
+        any::<i64>().prop_map(Bson::Int64).boxed(),
+        (-3i64..3).prop_map(Bson::Int64).boxed(),
+        ".{0,12}".prop_map(Bson::String).boxed(),
+        prop::sample::select(vec!["a", "bb", ""])
+            .prop_map(|s| Bson::String(s.into()))
+            .boxed(),
+        any::<bool>().prop_map(Bson::Boolean).boxed(),
+        Just(Bson::Null).boxed(),
+        Just(Bson::Undefined).boxed(),
+        Just(Bson::MinKey).boxed(),
+        Just(Bson::MaxKey).boxed(),
+        any::<i64>()
+            .prop_map(|x| Bson::DateTime(DateTime::from_millis(x)))
+            .boxed(),
+        any::<[u8; 12]>()
+            .prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b)))
+            .boxed(),
+        any::<[u8; 16]>()
+            .prop_map(|b| Bson::Decimal128(Decimal128::from_bytes(b)))
+            .boxed(),
+        (any::<u32>(), any::<u32>())
+            .prop_map(|(time, increment)| Bson::Timestamp(Timestamp { time, increment }))
+            .boxed(),
+        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..6))
+            .prop_map(|(s, bytes)| {
+                Bson::Binary(Binary {
+                    subtype: BinarySubtype::from(s),
+                    bytes,
+                })
+            })
+            .boxed(),
+        ("[a-z]{0,4}", prop::sample::select(vec!["", "i", "ims"]))
+            .prop_map(|(p, o)| {
+                Bson::RegularExpression(Regex {
+                    pattern: p.try_into().unwrap(),
+                    options: o.to_string().try_into().unwrap(),
+                })
+            })
+            .boxed(),
+        "[a-z]{0,5}".prop_map(Bson::JavaScriptCode).boxed(),
+        "[a-z]{0,5}".prop_map(Bson::Symbol).boxed(),
+    ]
+}
+
+fn scalar() -> impl Strategy<Value = Bson> {
+    prop::strategy::Union::new(scalars())
+}
+
+fn value() -> impl Strategy<Value = Bson> {
+    scalar().prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+            prop::collection::vec((".{0,3}", inner), 0..4).prop_map(|kv| {
+                let mut d = Document::new();
+                for (k, v) in kv {
+                    d.insert(k, v);
+                }
+                Bson::Document(d)
+            }),
+        ]
+    })
+}
+
+fn column() -> impl Strategy<Value = Vec<Option<Bson>>> {
+    prop_oneof![
+        prop::collection::vec(prop::option::weighted(0.8, value()), 0..40),
+        // Homogeneous columns exercise the typed codecs, with gaps.
+        (
+            prop::sample::select((0..scalars().len()).collect::<Vec<_>>()),
+            0..60usize
+        )
+            .prop_flat_map(|(t, n)| {
+                let s = scalars().swap_remove(t);
+                prop::collection::vec(prop::option::weighted(0.9, s), n)
+            }),
+    ]
+}
+
+fn walk(seed: u64, n: usize, float: bool) -> Vec<Option<Bson>> {
+    let mut cols = super::devops::devops_columns(seed, n, float);
+    cols.pop().unwrap_or_default()
+}
+
+proptest! {
+    // PROPTEST_CASES overrides the default for longer soak runs.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(400)
+    ))]
+
+    #[test]
+    fn arbitrary_columns_round_trip_exactly(col in column()) {
+        round_trip(&col);
+    }
+
+    #[test]
+    fn typical_shapes_round_trip(seed in any::<u64>(), n in 1..500usize, shape in 0..6u8, gap in 0..4u8) {
+        let mut col = match shape {
+            0 => walk(seed, n, false),
+            1 => walk(seed, n, true),
+            2 => super::devops::time_column(n),
+            3 => super::devops::id_column(n),
+            4 => (0..n).map(|i| Some(Bson::String(format!("host_{}", (seed as usize + i / 7) % 5)))).collect(),
+            _ => (0..n).map(|i| Some(Bson::Int32((i as i32).wrapping_mul(seed as i32)))).collect(),
+        };
+        if gap > 0 {
+            for (i, v) in col.iter_mut().enumerate() {
+                if (i as u64 ^ seed) % (gap as u64 * 3) == 0 {
+                    *v = None;
+                }
+            }
+        }
+        round_trip(&col);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..200), rows in 0..300usize) {
+        let _ = decode_column(&data, rows);
+        let _ = decode_f64(&data, rows);
+        let _ = decode_i64(&data, rows);
+    }
+
+    #[test]
+    fn damaged_encodings_never_panic(col in column(), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), bit in 0..8u8) {
+        let buf = round_trip(&col);
+        if !buf.is_empty() {
+            let truncated = buf.get(..cut.index(buf.len())).unwrap_or_default();
+            let _ = decode_column(truncated, col.len());
+            let mut flipped = buf.clone();
+            if let Some(b) = flipped.get_mut(flip.index(buf.len())) {
+                *b ^= 1 << bit;
+            }
+            let _ = decode_column(&flipped, col.len());
+            let _ = decode_f64(&flipped, col.len());
+            let _ = decode_i64(&flipped, col.len() + 3);
+        }
+    }
+}
+
+#[test]
+fn valid_numeric_streams_damaged_anywhere_never_panic() {
+    for float in [false, true] {
+        let col = walk(9, 360, float);
+        let mut buf = Vec::new();
+        encode_column(&col, &mut buf);
+        for i in 0..buf.len() {
+            for bit in 0..8 {
+                let mut b = buf.clone();
+                if let Some(x) = b.get_mut(i) {
+                    *x ^= 1 << bit;
+                }
+                let _ = decode_column(&b, 360);
+            }
+            let _ = decode_column(buf.get(..i).unwrap_or_default(), 360);
+        }
+    }
+}
+
+#[test]
+fn absent_and_null_are_distinct() {
+    let col = vec![Some(Bson::Null), None, Some(Bson::Null)];
+    let buf = round_trip(&col);
+    assert!(buf.len() <= 4, "{buf:?}");
+}
+
+#[test]
+fn single_row_columns_cost_a_few_bytes() {
+    for (v, max) in [
+        (Bson::Int64(42), 3),
+        (Bson::Int32(-7), 3),
+        (Bson::Double(12.5), 6),
+        (Bson::String("abc".into()), 6),
+        (Bson::DateTime(DateTime::from_millis(1_428_777_120_000)), 9),
+        (Bson::Null, 2),
+    ] {
+        let n = round_trip(&[Some(v.clone())]).len();
+        assert!(n <= max, "{v:?}: {n} bytes");
+    }
+}
+
+#[test]
+fn empty_and_all_absent_columns_round_trip() {
+    assert_eq!(round_trip(&[]).len(), 1);
+    assert!(round_trip(&[None, None, None]).len() <= 3);
+}
+
+#[test]
+fn numeric_fast_paths_match_bson_decoding() {
+    let mut col = walk(3, 100, true);
+    col[5] = None;
+    col[6] = Some(Bson::Int32(7));
+    let mut buf = Vec::new();
+    encode_column(&col, &mut buf);
+    let f = decode_f64(&buf, col.len())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let expect: Vec<Option<f64>> = col
+        .iter()
+        .map(|v| match v {
+            Some(Bson::Double(x)) => Some(*x),
+            Some(Bson::Int32(x)) => Some(f64::from(*x)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(f, expect);
+    assert_eq!(decode_i64(&buf, col.len()).ok(), Some(None));
+
+    let t = super::devops::time_column(50);
+    let mut buf = Vec::new();
+    encode_column(&t, &mut buf);
+    let i = decode_i64(&buf, 50).ok().flatten().unwrap_or_default();
+    assert_eq!(i.first(), Some(&Some(1_451_606_400_000)));
+    assert_eq!(decode_f64(&buf, 50).ok(), Some(None));
+
+    let s = vec![Some(Bson::String("x".into()))];
+    let mut buf = Vec::new();
+    encode_column(&s, &mut buf);
+    assert_eq!(decode_f64(&buf, 1).ok(), Some(None));
+}
+
+#[test]
+fn mixed_numeric_columns_use_per_type_parts() {
+    let col: Vec<Option<Bson>> = (0..200)
+        .map(|i| {
+            Some(if i % 10 == 0 {
+                Bson::Int32(i)
+            } else {
+                Bson::Double(f64::from(i) / 4.0)
+            })
+        })
+        .collect();
+    let buf = round_trip(&col);
+    assert_eq!(buf.first().map(|t| t & ID_MASK), Some(ids::MIXED));
+}
+
+#[test]
+fn corrupt_input_reports_the_offset() {
+    let e = decode_column(&[0x1f], 1).err();
+    assert_eq!(e.map(|e| e.offset), Some(0));
+    let mut buf = Vec::new();
+    // A range-coded stream that ends the column runs to its end (zero padding), so trailing
+    // bytes are only detectable after self-delimiting bodies such as a regular time column.
+    encode_column(&super::devops::time_column(50), &mut buf);
+    buf.push(0);
+    let e = decode_column(&buf, 50).err();
+    assert_eq!(e.map(|e| e.offset), Some(buf.len() - 1));
+}
+
+/// The worked examples of `format-spec/codecs.md`; a change here is a format change.
+#[test]
+fn spec_examples_encode_to_the_documented_bytes() {
+    let hex = |col: &[Option<Bson>]| {
+        let mut out = Vec::new();
+        encode_column(col, &mut out);
+        out.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let ex1 = hex(&[
+        Some(Bson::Int64(10)),
+        Some(Bson::Int64(12)),
+        Some(Bson::Int64(11)),
+        Some(Bson::Int64(11)),
+    ]);
+    let ex2 = hex(&[
+        Some(Bson::DateTime(DateTime::from_millis(1_000))),
+        None,
+        Some(Bson::DateTime(DateTime::from_millis(11_000))),
+        Some(Bson::DateTime(DateTime::from_millis(21_000))),
+    ]);
+    let ex3 = hex(&[
+        Some(Bson::String("ab".into())),
+        Some(Bson::String("c".into())),
+        Some(Bson::String("ab".into())),
+    ]);
+    let ex4 = hex(&[
+        Some(Bson::Double(1.25)),
+        Some(Bson::Double(1.5)),
+        Some(Bson::Double(1.75)),
+    ]);
+    let ex5 = hex(&[Some(Bson::Null), None]);
+    assert_eq!(ex1, "04 1d 14 00 f2");
+    assert_eq!(ex2, "25 0d 02 d0 0f a0 9c 01");
+    assert_eq!(ex3, "07 01 02 61 62 01 63 02 61 62");
+    assert_eq!(ex4, "06 02 02 fa 01 32");
+    assert_eq!(ex5, "21 01 0a");
+}
