@@ -51,7 +51,8 @@ fn insert(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let dir = tempfile::tempdir().unwrap();
-                    let db = Database::open_with(dir.path(), DbOptions::default().sync(sync)).unwrap();
+                    let db =
+                        Database::open_with(dir.path(), DbOptions::default().sync(sync)).unwrap();
                     let coll = db.create_collection("cpu", options()).unwrap();
                     (dir, db, coll)
                 },
@@ -73,7 +74,8 @@ fn recovery(c: &mut Criterion) {
     let docs = workload(1000, 1000.0 * 10.0 / 3600.0);
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = Database::open_with(dir.path(), DbOptions::default().sync(SyncMode::Never)).unwrap();
+        let db =
+            Database::open_with(dir.path(), DbOptions::default().sync(SyncMode::Never)).unwrap();
         let coll = db.create_collection("cpu", options()).unwrap();
         for chunk in docs.chunks(1000) {
             coll.insert_many(chunk).unwrap();

@@ -32,7 +32,7 @@ fn open(dir: &Path, sync: SyncMode, bytes: &mut u64) -> Wal<()> {
             *bytes += p.len() as u64;
             Ok(())
         },
-        Box::new(|_, _| {}),
+        Box::new(|_, _, _| {}),
     );
     match result {
         Ok(w) => w,

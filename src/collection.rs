@@ -124,7 +124,6 @@ impl Collection {
         if n > 0 {
             let batch = Batch {
                 collection_id: self.id,
-                payload: payload.clone(),
                 docs: prepared,
             };
             self.db.append(payload, batch)?;

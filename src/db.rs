@@ -103,11 +103,10 @@ pub(crate) struct Shared {
     pub applied_seq: u64,
 }
 
-/// An insert batch on its way through the log to the catalog: the record's bytes (a copy of
-/// what the log writes) and where each document lies in them.
+/// An insert batch on its way through the log to the catalog: where each document lies in the
+/// record's bytes, which the log hands back once they are durable.
 pub(crate) struct Batch {
     pub collection_id: u32,
-    pub payload: Vec<u8>,
     pub docs: Vec<Prepared>,
 }
 
@@ -664,10 +663,10 @@ fn make_apply(
     state: Arc<RwLock<Shared>>,
     opts: &DbOptions,
     flush_tx: Sender<()>,
-) -> Box<dyn FnMut(u64, Batch) + Send> {
+) -> Box<dyn FnMut(u64, Batch, Vec<u8>) + Send> {
     let mem_limit = opts.catalog_memory_limit;
     let flush_bytes = opts.flush_threshold_bytes;
-    Box::new(move |seq, batch: Batch| {
+    Box::new(move |seq, batch: Batch, payload: Vec<u8>| {
         let mut st = state.write();
         st.applied_seq = seq;
         let mut want_flush = false;
@@ -675,7 +674,7 @@ fn make_apply(
             c.catalog.begin_batch();
             for (i, p) in batch.docs.iter().enumerate() {
                 // The bytes were produced by prepare_batch from valid documents.
-                if let Some(raw) = p.raw(&batch.payload) {
+                if let Some(raw) = p.raw(&payload) {
                     c.catalog.insert(p, raw, seq, i as u32);
                 }
             }

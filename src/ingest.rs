@@ -209,6 +209,34 @@ fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
     }
 }
 
+/// Most series send their meta in the same (unsorted) field order every time; remembering the
+/// normalised form of recent raw meta values saves rebuilding and re-encoding it per document.
+const NORMALIZED_CACHE_ENTRIES: usize = 65_536;
+
+thread_local! {
+    static NORMALIZED: std::cell::RefCell<std::collections::HashMap<Vec<u8>, Vec<u8>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+fn normalized_bytes(v: RawBsonRef<'_>, raw: &[u8]) -> Vec<u8> {
+    // The element type is part of the cache key: a document and an array can share bytes.
+    let mut cache_key = Vec::with_capacity(raw.len() + 1);
+    cache_key.push(v.element_type() as u8);
+    cache_key.extend_from_slice(raw);
+    if let Some(hit) = NORMALIZED.with(|c| c.borrow().get(&cache_key).cloned()) {
+        return hit;
+    }
+    let out = doc_bytes(&normalize(&to_bson(v)));
+    NORMALIZED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= NORMALIZED_CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(cache_key, out.clone());
+    });
+    out
+}
+
 fn doc_bytes(v: &Bson) -> Vec<u8> {
     let d = match v {
         Bson::Document(d) => d.clone(),
@@ -229,15 +257,15 @@ pub fn series_key(v: RawBsonRef<'_>) -> Vec<u8> {
     let mut k = vec![1u8, v.element_type() as u8];
     match v {
         RawBsonRef::Document(_) | RawBsonRef::Array(_) => {
+            let bytes = match v {
+                RawBsonRef::Document(d) => d.as_bytes(),
+                RawBsonRef::Array(a) => a.as_bytes(),
+                _ => &[],
+            };
             if raw_is_normalized(v) {
-                let bytes = match v {
-                    RawBsonRef::Document(d) => d.as_bytes(),
-                    RawBsonRef::Array(a) => a.as_bytes(),
-                    _ => &[],
-                };
                 k.extend_from_slice(bytes);
             } else {
-                k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
+                k.extend_from_slice(&normalized_bytes(v, bytes));
             }
         }
         RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
@@ -292,7 +320,10 @@ pub fn decode_insert(payload: &[u8]) -> std::result::Result<Option<InsertRecord>
         pos += len;
     }
     if pos != payload.len() {
-        return Err(format!("{} trailing bytes after the documents", payload.len() - pos));
+        return Err(format!(
+            "{} trailing bytes after the documents",
+            payload.len() - pos
+        ));
     }
     Ok(Some(InsertRecord {
         collection_id: coll,
@@ -357,23 +388,39 @@ mod tests {
 
     #[test]
     fn generated_id_comes_first() {
-        let (p, payload) = one(doc! {"t": DateTime::from_millis(5), "m": {"b": 1, "a": 2}, "x": 1}).unwrap();
+        let (p, payload) =
+            one(doc! {"t": DateTime::from_millis(5), "m": {"b": 1, "a": 2}, "x": 1}).unwrap();
         let raw = p.raw(&payload).unwrap();
         let d = Document::try_from(raw).unwrap();
         assert_eq!(d.keys().next().map(String::as_str), Some("_id"));
         assert_eq!(d.get_document("m").unwrap(), &doc! {"b": 1, "a": 2});
         assert_eq!(p.time_ms, 5);
         let (p2, _) = one(doc! {"_id": 7, "t": DateTime::from_millis(5), "x": 1}).unwrap();
-        assert_eq!(p2.len, doc! {"_id": 7, "t": DateTime::from_millis(5), "x": 1}.to_vec().unwrap().len());
+        assert_eq!(
+            p2.len,
+            doc! {"_id": 7, "t": DateTime::from_millis(5), "x": 1}
+                .to_vec()
+                .unwrap()
+                .len()
+        );
     }
 
     #[test]
     fn series_key_ignores_field_order_only() {
         let key = |d: Document| one(d).unwrap().0.key;
         let t = DateTime::from_millis(0);
-        assert_eq!(key(doc! {"t": t, "m": {"a": 1, "b": {"c": 1, "d": 2}}}), key(doc! {"t": t, "m": {"b": {"d": 2, "c": 1}, "a": 1}}));
-        assert_ne!(key(doc! {"t": t, "m": [1, 2]}), key(doc! {"t": t, "m": [2, 1]}));
-        assert_eq!(key(doc! {"t": t, "m": [{"b": 1, "c": 0}]}), key(doc! {"t": t, "m": [{"c": 0, "b": 1}]}));
+        assert_eq!(
+            key(doc! {"t": t, "m": {"a": 1, "b": {"c": 1, "d": 2}}}),
+            key(doc! {"t": t, "m": {"b": {"d": 2, "c": 1}, "a": 1}})
+        );
+        assert_ne!(
+            key(doc! {"t": t, "m": [1, 2]}),
+            key(doc! {"t": t, "m": [2, 1]})
+        );
+        assert_eq!(
+            key(doc! {"t": t, "m": [{"b": 1, "c": 0}]}),
+            key(doc! {"t": t, "m": [{"c": 0, "b": 1}]})
+        );
         assert_ne!(key(doc! {"t": t, "m": Bson::Null}), key(doc! {"t": t}));
         assert_ne!(key(doc! {"t": t, "m": 1}), key(doc! {"t": t, "m": 1i64}));
         assert!(key(doc! {"t": t}).is_empty());
@@ -385,7 +432,10 @@ mod tests {
         let (p, rec, _) = prepare_batch(7, &[d.clone(), d], &F).unwrap();
         let back = decode_insert(&rec).unwrap().unwrap();
         assert_eq!(back.collection_id, 7);
-        assert_eq!(back.docs, vec![(p[0].start, p[0].len), (p[1].start, p[1].len)]);
+        assert_eq!(
+            back.docs,
+            vec![(p[0].start, p[0].len), (p[1].start, p[1].len)]
+        );
         for cut in 1..rec.len() {
             assert!(decode_insert(&rec[..cut]).is_err());
         }

@@ -30,8 +30,7 @@ pub fn identical(a: &Bson, b: &Bson) -> bool {
     match (a, b) {
         (Bson::Document(x), Bson::Document(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .zip(y.iter())
                     .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
         }
@@ -132,6 +131,9 @@ pub struct BucketBuilder {
     /// Rounded start, milliseconds since the epoch (`control.min.<time>`).
     pub(crate) start_ms: i64,
     pub(crate) meta: Option<Bson>,
+    /// Raw bytes of `meta` when it is a document or array: rows compare against these without
+    /// building a `Bson` value.
+    meta_bytes: Option<Vec<u8>>,
     pub(crate) count: u32,
     /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
     pub(crate) size: usize,
@@ -160,10 +162,22 @@ impl BucketBuilder {
         time_field: &str,
         meta_field: Option<&str>,
     ) -> BucketBuilder {
+        let meta_bytes = match &meta {
+            Some(m @ (Bson::Document(_) | Bson::Array(_))) => {
+                let mut d = Document::new();
+                d.insert("", m.clone());
+                // The value's bytes sit after the 4-byte length, type byte and empty name.
+                d.to_vec()
+                    .ok()
+                    .and_then(|v| v.get(6..v.len().saturating_sub(1)).map(<[u8]>::to_vec))
+            }
+            _ => None,
+        };
         BucketBuilder {
             id,
             start_ms,
             meta,
+            meta_bytes,
             count: 0,
             size: 0,
             max_time_ms: i64::MIN,
@@ -255,13 +269,23 @@ impl BucketBuilder {
             let k = el.key().as_str();
             if self.is_meta(k) {
                 shape.push(META_SLOT);
-                let b = to_bson(v);
-                let same = self.meta.as_ref().is_some_and(|m| identical(m, &b));
+                let raw = match v {
+                    RawBsonRef::Document(d) => Some(d.as_bytes()),
+                    RawBsonRef::Array(a) => Some(a.as_bytes()),
+                    _ => None,
+                };
+                let same = match (raw, &self.meta_bytes) {
+                    (Some(r), Some(m)) => r == m.as_slice(),
+                    _ => {
+                        let b = to_bson(v);
+                        self.meta.as_ref().is_some_and(|m| identical(m, &b))
+                    }
+                };
                 if !same {
                     if self.raw_metas.len() < row as usize {
                         self.raw_metas.resize(row as usize, None);
                     }
-                    self.raw_metas.push(Some(b));
+                    self.raw_metas.push(Some(to_bson(v)));
                 }
                 continue;
             }
@@ -316,7 +340,10 @@ impl BucketBuilder {
             if let Some((lo, hi)) = c.data.min_max() {
                 if c.name == self.time_field {
                     // control.min.<time> is the rounded bucket start, as in MongoDB.
-                    min.insert(c.name.clone(), Bson::DateTime(DateTime::from_millis(self.start_ms)));
+                    min.insert(
+                        c.name.clone(),
+                        Bson::DateTime(DateTime::from_millis(self.start_ms)),
+                    );
                 } else {
                     min.insert(c.name.clone(), lo);
                 }
@@ -334,11 +361,19 @@ impl BucketBuilder {
         }
         columns.push(Column {
             name: SEQ_COLUMN.to_string(),
-            values: self.seqs.iter().map(|&s| Some(Bson::Int64(s as i64))).collect(),
+            values: self
+                .seqs
+                .iter()
+                .map(|&s| Some(Bson::Int64(s as i64)))
+                .collect(),
         });
         columns.push(Column {
             name: IDX_COLUMN.to_string(),
-            values: self.idxs.iter().map(|&i| Some(Bson::Int32(i as i32))).collect(),
+            values: self
+                .idxs
+                .iter()
+                .map(|&i| Some(Bson::Int32(i as i32)))
+                .collect(),
         });
         if !self.raw_metas.is_empty() {
             let mut values = self.raw_metas.clone();

@@ -170,7 +170,9 @@ impl Data {
             }),
             Data::Oid(v) => mm(v, |a, b| a.bytes() < b.bytes())
                 .map(|(a, b)| (Bson::ObjectId(a), Bson::ObjectId(b))),
-            Data::Bool(v) => mm(v, |a, b| !a & b).map(|(a, b)| (Bson::Boolean(a), Bson::Boolean(b))),
+            Data::Bool(v) => {
+                mm(v, |a, b| !a & b).map(|(a, b)| (Bson::Boolean(a), Bson::Boolean(b)))
+            }
             Data::Str(v) => {
                 let lo = v.iter().min_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;
                 let hi = v.iter().max_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;

@@ -97,7 +97,7 @@ impl<T: Send + 'static> Wal<T> {
     ///
     /// `replay(seq, payload)` is called in seq order for every valid record with
     /// seq > `checkpoint`, before `open` returns and only after the whole log was validated; an
-    /// `Err` from `replay` aborts open (and nothing on disk was changed). `apply(seq, item)` is
+    /// `Err` from `replay` aborts open (and nothing on disk was changed). `apply(seq, item, payload)` is
     /// later called on the writer thread for every appended record, in seq order, after the
     /// record is durable (per [`SyncMode`]) and before its `append` returns.
     ///
@@ -109,7 +109,7 @@ impl<T: Send + 'static> Wal<T> {
         opts: WalOptions,
         checkpoint: u64,
         replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-        apply: Box<dyn FnMut(u64, T) + Send>,
+        apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
     ) -> Result<Wal<T>> {
         if opts.max_record_bytes > u32::MAX as usize {
             return Err(Error::InvalidOptions(format!(
@@ -180,6 +180,7 @@ impl<T: Send + 'static> Wal<T> {
             dirty: false,
             last_sync: Instant::now(),
             apply,
+            buf: Vec::new(),
             shared: shared.clone(),
             rx,
         };

@@ -44,7 +44,7 @@ fn open_with(
             replayed.push((seq, p.to_vec()));
             Ok(())
         },
-        Box::new(move |seq, item| {
+        Box::new(move |seq, item, _| {
             assert!(
                 item == ANY || seq == item,
                 "apply got another record's item"
@@ -225,7 +225,7 @@ fn replay_error_aborts_open_and_changes_nothing() {
                 Ok(())
             }
         },
-        Box::new(|_, _| {}),
+        Box::new(|_, _, _| {}),
     );
     assert!(matches!(r, Err(Error::BadValue(_))));
     assert_eq!(fs.read(&dir().join(&name)).unwrap(), bytes);
@@ -967,7 +967,7 @@ fn concurrent_appends_get_unique_seqs_and_apply_in_order() {
         opts.clone(),
         0,
         &mut |_, _| Ok(()),
-        Box::new(move |seq, item| a.lock().push((seq, item))),
+        Box::new(move |seq, item, _| a.lock().push((seq, item))),
     )
     .unwrap();
     const THREADS: usize = 8;
@@ -1047,7 +1047,7 @@ fn panicking_apply_poisons_instead_of_hanging() {
         WalOptions::default(),
         0,
         &mut |_, _| Ok(()),
-        Box::new(|seq, _| assert!(seq < 3, "engine bug")),
+        Box::new(|seq, _, _| assert!(seq < 3, "engine bug")),
     )
     .unwrap();
     assert_eq!(wal.append(vec![1], 0).unwrap(), 1);
@@ -1074,7 +1074,7 @@ fn real_fs_round_trip_with_torn_tail() {
             seen.push(s);
             Ok(())
         },
-        Box::new(|_, _| {}),
+        Box::new(|_, _, _| {}),
     )
     .unwrap();
     for i in 1..=5 {
@@ -1101,7 +1101,7 @@ fn real_fs_round_trip_with_torn_tail() {
             replayed.push((s, p.to_vec()));
             Ok(())
         },
-        Box::new(|_, _| {}),
+        Box::new(|_, _, _| {}),
     )
     .unwrap();
     assert_eq!(replayed, expected(1, 5));
@@ -1120,7 +1120,7 @@ fn worked_example_of_the_format_spec_is_byte_exact() {
         WalOptions::default(),
         0,
         &mut |_, _| Ok(()),
-        Box::new(|_, _| {}),
+        Box::new(|_, _, _| {}),
     )
     .unwrap();
     wal.append(b"hi".to_vec(), ()).unwrap();

@@ -119,7 +119,10 @@ pub struct Writer<T> {
     /// Bytes were written since the last sync.
     pub dirty: bool,
     pub last_sync: Instant,
-    pub apply: Box<dyn FnMut(u64, T) + Send>,
+    pub apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
+    /// Encoding buffer reused across groups: a fresh multi-megabyte buffer per group costs
+    /// page faults and zeroing on every commit.
+    pub buf: Vec<u8>,
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg<T>>,
 }
@@ -226,10 +229,10 @@ impl<T: Send + 'static> Writer<T> {
                 return;
             }
         }
-        for (_, item, reply) in group {
+        for (payload, item, reply) in group {
             let seq = self.next_seq;
             self.next_seq += 1;
-            (self.apply)(seq, item);
+            (self.apply)(seq, item, payload);
             self.shared.last_seq.store(seq, Ordering::SeqCst);
             let _ = reply.send(Ok(seq));
         }
@@ -245,21 +248,36 @@ impl<T: Send + 'static> Writer<T> {
             .iter()
             .map(|(p, _, _)| p.len() + RECORD_HEADER_LEN)
             .sum();
-        let mut buf = Vec::with_capacity(total);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.reserve(total);
+        let r = self.encode_and_write(group, &mut buf);
+        // Keep the buffer for the next group unless one huge record inflated it.
+        if buf.capacity() <= 2 * MAX_GROUP_BYTES {
+            self.buf = buf;
+        }
+        r
+    }
+
+    fn encode_and_write(
+        &mut self,
+        group: &[Item<T>],
+        buf: &mut Vec<u8>,
+    ) -> std::result::Result<(), (io::Error, &'static str)> {
         for (seq, (payload, _, _)) in (self.next_seq..).zip(group) {
             // Rotate once the file has reached its size, but never leave a file without records.
             let has_records = seq > self.cur_first_seq();
             if has_records && self.cur.len() + buf.len() as u64 >= self.rotate_bytes {
                 if !buf.is_empty() {
-                    self.cur.append(&buf).map_err(|e| (e, "write"))?;
+                    self.cur.append(buf).map_err(|e| (e, "write"))?;
                     self.dirty = true;
                     buf.clear();
                 }
                 self.rotate(seq).map_err(|e| (e, "rotation"))?;
             }
-            encode_record(&mut buf, seq, payload);
+            encode_record(buf, seq, payload);
         }
-        self.cur.append(&buf).map_err(|e| (e, "write"))?;
+        self.cur.append(buf).map_err(|e| (e, "write"))?;
         self.dirty = true;
         match self.sync {
             SyncMode::Always => self.sync_now().map_err(|e| (e, "sync"))?,
