@@ -213,26 +213,27 @@ fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
 /// normalised form of recent raw meta values saves rebuilding and re-encoding it per document.
 const NORMALIZED_CACHE_ENTRIES: usize = 65_536;
 
+type Cache = foldhash::HashMap<Vec<u8>, Vec<u8>>;
+
 thread_local! {
-    static NORMALIZED: std::cell::RefCell<std::collections::HashMap<Vec<u8>, Vec<u8>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    // One map per element type: a document and an array can have the same bytes.
+    static NORMALIZED: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
 }
 
 fn normalized_bytes(v: RawBsonRef<'_>, raw: &[u8]) -> Vec<u8> {
-    // The element type is part of the cache key: a document and an array can share bytes.
-    let mut cache_key = Vec::with_capacity(raw.len() + 1);
-    cache_key.push(v.element_type() as u8);
-    cache_key.extend_from_slice(raw);
-    if let Some(hit) = NORMALIZED.with(|c| c.borrow().get(&cache_key).cloned()) {
+    let which = usize::from(matches!(v, RawBsonRef::Array(_)));
+    let hit = NORMALIZED.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
+    if let Some(hit) = hit {
         return hit;
     }
     let out = doc_bytes(&normalize(&to_bson(v)));
     NORMALIZED.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= NORMALIZED_CACHE_ENTRIES {
-            c.clear();
+        if let Some(m) = c.borrow_mut().get_mut(which) {
+            if m.len() >= NORMALIZED_CACHE_ENTRIES {
+                m.clear();
+            }
+            m.insert(raw.to_vec(), out.clone());
         }
-        c.insert(cache_key, out.clone());
     });
     out
 }

@@ -3,6 +3,7 @@
 use super::column::{rank_of, to_bson, Data};
 use super::control::Schema;
 use crate::bucket::{BucketData, Column, Shape, META_SLOT};
+use crate::ingest::Prepared;
 use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument};
 use bson::spec::ElementType;
@@ -140,6 +141,8 @@ pub struct BucketBuilder {
     pub(crate) max_time_ms: i64,
     pub(crate) min_seq: u64,
     pub(crate) last_touch: u64,
+    /// The series' insert count when this bucket last took a measurement.
+    pub(crate) last_series_insert: u64,
     pub(crate) kept_open_for_large: bool,
     last_batch: u64,
     time_field: String,
@@ -183,6 +186,7 @@ impl BucketBuilder {
             max_time_ms: i64::MIN,
             min_seq: u64::MAX,
             last_touch: 0,
+            last_series_insert: 0,
             kept_open_for_large: false,
             last_batch: 0,
             time_field: time_field.to_string(),
@@ -223,97 +227,86 @@ impl BucketBuilder {
         self.meta_field.as_deref() == Some(k)
     }
 
-    /// Whether `doc` (of measurement size `size`) may join; `None` means it fits.
-    pub fn refusal(&self, doc: &RawDocument, size: usize, limits: &FitLimits) -> Option<Refusal> {
-        if self.count >= limits.max_count {
-            return Some(Refusal::Count);
-        }
-        // Below the minimum count a bucket may grow past max_size (large measurements).
-        let over = self.count > 0 && self.size + size > limits.max_size;
-        if over && (self.count >= limits.min_count || self.size + size > limits.large_max_size) {
-            return Some(Refusal::Size);
-        }
-        let mut hint = 0;
-        for el in doc.iter_elements().flatten() {
-            let k = el.key().as_str();
-            if self.is_meta(k) {
-                continue;
-            }
-            if let Some(i) = self.column_index(k, hint) {
-                hint = i + 1;
-                let ok = match (self.columns.get(i), el.value()) {
-                    (Some(c), Ok(v)) => c.accepts(v, el.element_type()),
-                    _ => true,
-                };
-                if !ok {
-                    return Some(Refusal::Schema);
-                }
-            }
-        }
-        None
-    }
-
     /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
     pub fn window_contains(&self, t_ms: i64, span_ms: i64) -> bool {
         t_ms >= self.start_ms && t_ms - self.start_ms < span_ms
     }
 
-    /// Appends a measurement the caller checked with [`BucketBuilder::refusal`].
-    pub fn push(&mut self, doc: &RawDocument, time_ms: i64, size: usize, seq: u64, idx: u32) {
-        let row = self.count;
-        let mut shape = std::mem::take(&mut self.scratch);
-        shape.clear();
+    /// Appends a measurement unless the bucket must refuse it (count, size or a type-class
+    /// change); a refused measurement leaves the bucket untouched. One pass over the raw
+    /// document: elements are staged while the schema is checked, then appended.
+    pub fn try_push(
+        &mut self,
+        doc: &RawDocument,
+        m: &Prepared,
+        seq: u64,
+        idx: u32,
+        limits: &FitLimits,
+    ) -> Result<(), Refusal> {
+        if self.count >= limits.max_count {
+            return Err(Refusal::Count);
+        }
+        // Below the minimum count a bucket may grow past max_size (large measurements).
+        let over = self.count > 0 && self.size + m.size > limits.max_size;
+        if over && (self.count >= limits.min_count || self.size + m.size > limits.large_max_size) {
+            return Err(Refusal::Size);
+        }
+        const NEW: u32 = u32::MAX - 1;
+        let mut staged: Vec<(u32, &str, RawBsonRef<'_>, ElementType)> = Vec::with_capacity(16);
         let mut hint = 0;
         for el in doc.iter_elements().flatten() {
             let Ok(v) = el.value() else { continue };
             let k = el.key().as_str();
+            let t = el.element_type();
             if self.is_meta(k) {
-                shape.push(META_SLOT);
-                let raw = match v {
-                    RawBsonRef::Document(d) => Some(d.as_bytes()),
-                    RawBsonRef::Array(a) => Some(a.as_bytes()),
-                    _ => None,
-                };
-                let same = match (raw, &self.meta_bytes) {
-                    (Some(r), Some(m)) => r == m.as_slice(),
-                    _ => {
-                        let b = to_bson(v);
-                        self.meta.as_ref().is_some_and(|m| identical(m, &b))
-                    }
-                };
-                if !same {
-                    if self.raw_metas.len() < row as usize {
-                        self.raw_metas.resize(row as usize, None);
-                    }
-                    self.raw_metas.push(Some(to_bson(v)));
-                }
+                staged.push((META_SLOT, k, v, t));
                 continue;
             }
-            let i = match self.column_index(k, hint) {
-                Some(i) => i,
-                None => {
-                    self.columns.push(ColumnBuilder {
-                        name: k.to_string(),
-                        data: Data::for_value(v),
-                        rows: None,
-                        class: rank_of(el.element_type()),
-                        schema: None,
-                    });
-                    self.columns.len() - 1
+            match self.column_index(k, hint) {
+                Some(i) => {
+                    hint = i + 1;
+                    if !self.columns.get(i).is_none_or(|c| c.accepts(v, t)) {
+                        return Err(Refusal::Schema);
+                    }
+                    staged.push((i as u32, k, v, t));
                 }
+                None => staged.push((NEW, k, v, t)),
+            }
+        }
+        let row = self.count;
+        let mut shape = std::mem::take(&mut self.scratch);
+        shape.clear();
+        for (slot, k, v, t) in staged {
+            if slot == META_SLOT {
+                shape.push(META_SLOT);
+                self.note_meta(row, v);
+                continue;
+            }
+            let i = if slot == NEW {
+                self.columns.push(ColumnBuilder {
+                    name: k.to_string(),
+                    data: Data::for_value(v),
+                    rows: None,
+                    class: rank_of(t),
+                    schema: None,
+                });
+                self.columns.len() - 1
+            } else {
+                slot as usize
             };
-            hint = i + 1;
             shape.push(i as u32);
             if let Some(c) = self.columns.get_mut(i) {
                 c.push(row, v);
             }
         }
-        let shape_id = match self.shapes.iter().position(|s| *s == shape) {
-            Some(p) => p,
-            None => {
-                self.shapes.push(shape.clone());
-                self.shapes.len() - 1
-            }
+        let last = self.row_shapes.last().copied().unwrap_or(0) as usize;
+        let shape_id = if self.shapes.get(last) == Some(&shape) {
+            last
+        } else if let Some(p) = self.shapes.iter().position(|s| *s == shape) {
+            p
+        } else {
+            self.shapes.push(shape.clone());
+            self.shapes.len() - 1
         };
         if shape_id != 0 && self.row_shapes.is_empty() {
             self.row_shapes.resize(row as usize, 0);
@@ -323,11 +316,34 @@ impl BucketBuilder {
         }
         self.scratch = shape;
         self.count += 1;
-        self.size += size;
-        self.max_time_ms = self.max_time_ms.max(time_ms);
+        self.size += m.size;
+        self.max_time_ms = self.max_time_ms.max(m.time_ms);
         self.min_seq = self.min_seq.min(seq);
         self.seqs.push(seq);
         self.idxs.push(idx);
+        Ok(())
+    }
+
+    /// Records a row's meta value where it is not byte-identical to the bucket's.
+    fn note_meta(&mut self, row: u32, v: RawBsonRef<'_>) {
+        let raw = match v {
+            RawBsonRef::Document(d) => Some(d.as_bytes()),
+            RawBsonRef::Array(a) => Some(a.as_bytes()),
+            _ => None,
+        };
+        let same = match (raw, &self.meta_bytes) {
+            (Some(r), Some(m)) => r == m.as_slice(),
+            _ => {
+                let b = to_bson(v);
+                self.meta.as_ref().is_some_and(|m| identical(m, &b))
+            }
+        };
+        if !same {
+            if self.raw_metas.len() < row as usize {
+                self.raw_metas.resize(row as usize, None);
+            }
+            self.raw_metas.push(Some(to_bson(v)));
+        }
     }
 
     /// A copy of the contents (the bucket stays open), hidden columns included.

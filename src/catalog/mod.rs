@@ -22,7 +22,6 @@ use crate::bucket::BucketData;
 use bson::oid::ObjectId;
 use bson::raw::RawDocument;
 use bson::Bson;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -82,13 +81,20 @@ pub use crate::ingest::Prepared;
 struct Series {
     open: Vec<BucketBuilder>,
     current: Option<usize>,
+    /// Measurements the series has received (drives closing of idle set-aside buckets).
+    inserts: u64,
 }
+
+/// A set-aside bucket closes once its series has received this many measurements (or its own
+/// count, if larger) without touching it: late data for it is then unlikely, and holding it
+/// costs memory and pins the log.
+pub const SET_ASIDE_IDLE_INSERTS: u64 = 256;
 
 /// The catalog of one collection.
 pub struct CollCatalog {
     params: BucketParams,
     limits: FitLimits,
-    series: HashMap<Vec<u8>, Series>,
+    series: foldhash::HashMap<Vec<u8>, Series>,
     closed: Vec<Arc<BucketData>>,
     closed_bytes: usize,
     open_count: usize,
@@ -104,7 +110,7 @@ impl CollCatalog {
         CollCatalog {
             params,
             limits,
-            series: HashMap::new(),
+            series: foldhash::HashMap::default(),
             closed: Vec::new(),
             closed_bytes: 0,
             open_count: 0,
@@ -170,6 +176,7 @@ impl CollCatalog {
                 Series {
                     open: Vec::new(),
                     current: None,
+                    inserts: 0,
                 },
             );
         }
@@ -179,7 +186,7 @@ impl CollCatalog {
 
         let mut target: Option<usize> = None;
         if let Some(c) = series.current {
-            if let Some(b) = series.open.get(c) {
+            if let Some(b) = series.open.get_mut(c) {
                 if m.time_ms >= b.start_ms && m.time_ms - b.start_ms >= span {
                     self.stats.num_buckets_closed_due_to_time_forward += 1;
                     series.current = None;
@@ -187,9 +194,9 @@ impl CollCatalog {
                     self.stats.num_buckets_closed_due_to_time_backward += 1;
                     series.current = None;
                 } else {
-                    match b.refusal(doc, m.size, &limits) {
-                        None => target = Some(c),
-                        Some(r) => {
+                    match b.try_push(doc, m, seq, idx, &limits) {
+                        Ok(()) => target = Some(c),
+                        Err(r) => {
                             count_refusal(&mut self.stats, r);
                             let done = series.open.swap_remove(c);
                             series.current = None;
@@ -205,16 +212,18 @@ impl CollCatalog {
             // A set-aside bucket whose window holds the measurement takes it back.
             let mut i = 0;
             while i < series.open.len() {
-                let Some(b) = series.open.get(i) else { break };
+                let Some(b) = series.open.get_mut(i) else {
+                    break;
+                };
                 if b.window_contains(m.time_ms, span) {
-                    match b.refusal(doc, m.size, &limits) {
-                        None => {
+                    match b.try_push(doc, m, seq, idx, &limits) {
+                        Ok(()) => {
                             target = Some(i);
                             self.stats.num_buckets_reopened += 1;
                             break;
                         }
-                        Some(Refusal::Schema) => {}
-                        Some(r) => {
+                        Err(Refusal::Schema) => {}
+                        Err(r) => {
                             // Full: it can never take anything again.
                             count_refusal(&mut self.stats, r);
                             let done = series.open.swap_remove(i);
@@ -235,7 +244,7 @@ impl CollCatalog {
                     self.stats.num_buckets_opened_due_to_metadata += 1;
                 }
                 let start = round_down(m.time_ms, self.params.rounding_ms);
-                series.open.push(BucketBuilder::new(
+                let mut b = BucketBuilder::new(
                     bucket_oid(start),
                     start,
                     // The bucket keeps the first measurement's meta as written; rows whose
@@ -247,15 +256,19 @@ impl CollCatalog {
                         .map(column::to_bson),
                     &self.params.time_field,
                     self.params.meta_field.as_deref(),
-                ));
+                );
+                // An empty bucket refuses nothing (no count, no size, no schema yet).
+                let _ = b.try_push(doc, m, seq, idx, &limits);
+                series.open.push(b);
                 self.open_count += 1;
                 series.open.len() - 1
             }
         };
         series.current = Some(t);
+        self.open_bytes += m.size;
         if let Some(b) = series.open.get_mut(t) {
             if b.last_batch() != batch {
-                if b.count == 0 {
+                if b.count == 1 {
                     self.stats.num_bucket_inserts += 1;
                 } else {
                     self.stats.num_bucket_updates += 1;
@@ -263,14 +276,35 @@ impl CollCatalog {
                 self.stats.num_commits += 1;
                 b.set_last_batch(batch);
             }
-            // refusal() let it in below the minimum count although it is over the size limit.
-            if b.count > 0 && b.size + m.size > limits.max_size && !b.kept_open_for_large {
+            // try_push let it in below the minimum count although it is over the size limit.
+            if b.count > 1 && b.size > limits.max_size && !b.kept_open_for_large {
                 b.kept_open_for_large = true;
                 self.stats.num_buckets_kept_open_due_to_large_measurements += 1;
             }
-            b.push(doc, m.time_ms, m.size, seq, idx);
-            self.open_bytes += m.size;
             b.last_touch = tick;
+        }
+        series.inserts += 1;
+        if let Some(b) = series.open.get_mut(t) {
+            b.last_series_insert = series.inserts;
+        }
+        // Close set-aside buckets the series has left behind.
+        let now = series.inserts;
+        let mut i = 0;
+        while i < series.open.len() {
+            let idle = series.open.get(i).is_some_and(|b| {
+                now - b.last_series_insert >= SET_ASIDE_IDLE_INSERTS.max(u64::from(b.count))
+            });
+            if idle && Some(i) != series.current {
+                let done = series.open.swap_remove(i);
+                if series.current == Some(series.open.len()) {
+                    series.current = Some(i);
+                }
+                self.open_count -= 1;
+                self.open_bytes -= done.size;
+                push_closed(&mut self.closed, &mut self.closed_bytes, done);
+            } else {
+                i += 1;
+            }
         }
         self.stats.num_measurements_committed += 1;
     }
