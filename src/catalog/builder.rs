@@ -164,10 +164,11 @@ impl BucketBuilder {
         if self.count >= limits.max_count {
             return Some(Refusal::Count);
         }
-        if self.count > 0 && self.size + size > limits.max_size {
-            if self.count >= limits.min_count || self.size + size > limits.large_max_size {
-                return Some(Refusal::Size);
-            }
+        if self.count > 0
+            && self.size + size > limits.max_size
+            && (self.count >= limits.min_count || self.size + size > limits.large_max_size)
+        {
+            return Some(Refusal::Size);
         }
         if !self.schema_accepts(doc) {
             return Some(Refusal::Schema);
