@@ -191,3 +191,139 @@ pub fn file_sizes(fs: &dyn Vfs, dir: &str) -> BTreeMap<String, u64> {
         .filter_map(|n| fs.file_len(&dir.join(&n)).ok().map(|l| (n, l)))
         .collect()
 }
+
+/// One step of a scripted workload.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// `Database::open_with` (only reported as a failing step; every run starts with it).
+    Open,
+    /// Create a collection; its batches are written by writer `w`.
+    Create(&'static str, i32),
+    /// Insert the next batch of `n` documents into a collection.
+    Insert(&'static str, usize),
+    /// `db.flush()`.
+    Flush,
+    /// `db.close()`.
+    Close,
+}
+
+/// What a scripted run acknowledged, and where it first failed.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Collections whose creation returned Ok, with their writer.
+    pub created: BTreeMap<&'static str, i32>,
+    /// Per collection, the last batch whose insert returned Ok.
+    pub acked: BTreeMap<&'static str, i64>,
+    /// The step (index, description) whose call failed first, and its error.
+    pub failure: Option<(usize, Step, Error)>,
+    /// The database handle, if open succeeded and close was not reached.
+    pub db: Option<Database>,
+}
+
+impl Outcome {
+    /// The collection whose insert was in flight when the failure happened, if any.
+    pub fn in_flight_insert(&self) -> Option<&'static str> {
+        match &self.failure {
+            Some((_, Step::Insert(name, _), _)) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// A workload touching every durability step: creates, batches of several sizes and series,
+/// flushes that write segments and reclaim the log, a second collection, close.
+pub fn standard_steps() -> Vec<Step> {
+    use Step::*;
+    vec![
+        Create("a", 1),
+        Insert("a", 5),
+        Insert("a", 40),
+        Flush,
+        Insert("a", 1),
+        Create("b", 2),
+        Insert("b", 17),
+        Insert("a", 23),
+        Flush,
+        Insert("b", 3),
+        Insert("a", 9),
+        Close,
+    ]
+}
+
+/// Runs `steps` on a database opened with `open`, stopping at the first failing call.
+pub fn run_steps(open: impl Fn() -> tsbucket::Result<Database>, steps: &[Step]) -> Outcome {
+    let mut out = Outcome::default();
+    let db = match open() {
+        Ok(db) => db,
+        Err(e) => {
+            out.failure = Some((0, Step::Open, e));
+            return out;
+        }
+    };
+    let mut db = Some(db);
+    for (i, step) in steps.iter().enumerate() {
+        let Some(d) = db.as_ref() else { break };
+        let r = match step {
+            Step::Create(name, w) => d.create_collection(name, ts_options()).map(|_| {
+                out.created.insert(name, *w);
+            }),
+            Step::Insert(name, n) => {
+                let w = out.created[name];
+                let b = out.acked.get(name).copied().unwrap_or(0) + 1;
+                d.collection(name)
+                    .and_then(|c| c.insert_many(&batch_docs(w, b, *n, 3)))
+                    .map(|_| {
+                        out.acked.insert(name, b);
+                    })
+            }
+            Step::Flush => d.flush(),
+            Step::Close => db.take().map_or(Ok(()), Database::close),
+            Step::Open => Ok(()),
+        };
+        if let Err(e) = r {
+            out.failure = Some((i + 1, step.clone(), e));
+            break;
+        }
+    }
+    out.db = db;
+    out
+}
+
+/// V1-V3 of a reopened database against a scripted run: every acknowledged batch is there
+/// exactly once, nothing is partial, and the only batch that may exceed the acknowledged ones
+/// is the insert whose call failed (its outcome is unknown, but it is all or nothing).
+pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
+    let in_flight = out.in_flight_insert();
+    for (name, &w) in &out.created {
+        let c = db
+            .collection(name)
+            .unwrap_or_else(|e| panic!("{ctx}: acknowledged collection {name} is gone: {e}"));
+        let docs = read_all(&c).unwrap_or_else(|e| panic!("{ctx}: reading {name}: {e}"));
+        let last = out.acked.get(name).copied().unwrap_or(0);
+        let acked = BTreeMap::from([(w, last)]);
+        let present = check_batches(&docs, &acked, &format!("{ctx}, collection {name}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let k = present.get(&w).copied().unwrap_or(0);
+        let max = if in_flight == Some(*name) {
+            last + 1
+        } else {
+            last
+        };
+        assert!(
+            k <= max,
+            "{ctx}: {name} has batches 1..{k}, acknowledged 1..{last}"
+        );
+    }
+    // A collection whose creation failed may exist or not, but holds nothing.
+    for info in db.list_collections().unwrap() {
+        if !out.created.contains_key(info.name.as_str()) && info.name != "live" {
+            let c = db.collection(&info.name).unwrap();
+            assert_eq!(
+                c.count_documents(doc! {}).unwrap(),
+                0,
+                "{ctx}: {}",
+                info.name
+            );
+        }
+    }
+}

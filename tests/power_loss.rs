@@ -1,0 +1,173 @@
+//! T3/T4, simulated power loss on `MemFs`: after every acknowledged step of a workload (inserts,
+//! explicit and background flushes, a second collection) the test builds every kind of crash
+//! image (unsynced data dropped, kept as a random prefix, torn in its last sector, or
+//! zero-extended; directory entries rolled back to their last sync, or all kept) and checks
+//! that each opens with exactly the acknowledged batches, none partial, and takes new writes.
+//! Then a power cut at every file-system operation of a scripted workload (FaultFs failing
+//! everything from operation k on): the failing call returns `Err`, the database refuses later
+//! writes without touching the disk, and every crash image of what was left recovers each
+//! acknowledged batch exactly once.
+
+mod common;
+
+use common::*;
+use std::sync::Arc;
+use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs};
+use tsbucket::{Database, DbOptions, Error};
+
+const MODES: [CrashMode; 5] = [
+    CrashMode::DropUnsynced,
+    CrashMode::KeepPrefix,
+    CrashMode::TornSector,
+    CrashMode::ZeroExtension,
+    CrashMode::Random,
+];
+
+/// Small thresholds so the background flusher writes segments and reclaims the log between
+/// the test's own steps.
+fn busy_options(fs: &MemFs) -> DbOptions {
+    DbOptions {
+        flush_threshold_bytes: 4 << 10,
+        wal_limit_bytes: 16 << 10,
+        ..mem_options(fs)
+    }
+}
+
+/// Opens `image`, checks V1-V3 against `out`, and (with `live`) V5.
+fn check_image(image: &MemFs, out: &Outcome, ctx: &str, live: bool) {
+    let db = Database::open_with("/db", mem_options(image))
+        .unwrap_or_else(|e| panic!("{ctx}: the crash image does not open: {e}"));
+    check_outcome(&db, out, ctx);
+    db.close().unwrap();
+    if live {
+        check_liveness(image, "/db", mem_options);
+    }
+}
+
+#[test]
+fn every_crash_image_after_each_acknowledged_step_holds_exactly_the_acknowledged_batches() {
+    let seed = seed_from_env(3);
+    let seeds_per_mode = count_from_env("TSBUCKET_CRASH_SEEDS", 2);
+    let steps = count_from_env("TSBUCKET_CRASH_STEPS", 40);
+    let mut rng = Rng(seed);
+    let fs = MemFs::new();
+    let db = Database::open_with("/db", busy_options(&fs)).unwrap();
+    let mut out = Outcome::default();
+    let mut images = 0u64;
+    for step in 0..steps {
+        // The second collection appears part-way, so images before and after its creation exist.
+        let action = if step == 0 {
+            Step::Create("a", 1)
+        } else if step == steps / 3 {
+            Step::Create("b", 2)
+        } else if rng.chance(8) {
+            Step::Flush
+        } else if out.created.contains_key("b") && rng.chance(3) {
+            Step::Insert("b", rng.range(1, 60) as usize)
+        } else {
+            Step::Insert("a", rng.range(1, 60) as usize)
+        };
+        match &action {
+            Step::Create(name, w) => {
+                db.create_collection(name, ts_options()).unwrap();
+                out.created.insert(name, *w);
+            }
+            Step::Insert(name, n) => {
+                let b = out.acked.get(name).copied().unwrap_or(0) + 1;
+                let docs = batch_docs(out.created[name], b, *n, 3);
+                db.collection(name).unwrap().insert_many(&docs).unwrap();
+                out.acked.insert(name, b);
+            }
+            Step::Flush => db.flush().unwrap(),
+            _ => unreachable!(),
+        }
+        // The background flusher may be anywhere in its work: any moment is a crash moment.
+        for (m, mode) in MODES.iter().enumerate() {
+            for s in 0..seeds_per_mode {
+                for keep_entries in [false, true] {
+                    let img_seed = seed ^ (step << 16) ^ (m as u64) << 8 ^ s;
+                    let image = if keep_entries {
+                        fs.crash_with_dir_entries(*mode, img_seed)
+                    } else {
+                        fs.crash_with(*mode, img_seed)
+                    };
+                    let ctx = format!(
+                        "step {step} ({action:?}), {mode:?} seed {img_seed}, dir entries kept: {keep_entries}"
+                    );
+                    check_image(&image, &out, &ctx, s == 0);
+                    images += 1;
+                }
+            }
+        }
+    }
+    db.close().unwrap();
+    eprintln!("power_loss: {steps} steps, {images} crash images verified (TSBUCKET_SEED={seed})");
+}
+
+#[test]
+fn power_cut_at_every_operation_loses_no_acknowledged_batch() {
+    let steps = standard_steps();
+    let mut k = 1u64;
+    let mut images = 0u64;
+    loop {
+        let mem = MemFs::new();
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        let opts = DbOptions {
+            vfs: Arc::new(fault.clone()),
+            ..mem_options(&mem)
+        };
+        // From operation k on the device is gone: every call fails, as after a power cut.
+        fault.fail_nth(k, true, Injected::Eio);
+        let mut out = run_steps(|| Database::open_with("/db", opts.clone()), &steps);
+        let ctx = format!(
+            "power cut at operation {k} ({:?})",
+            out.failure.as_ref().map(|f| &f.1)
+        );
+        if out.failure.is_none() {
+            assert_eq!(
+                fault.injected_count(),
+                0,
+                "{ctx}: an injected error was swallowed"
+            );
+            break;
+        }
+        // What the disk holds at the moment of the cut, before anything else can run.
+        let cut = [
+            mem.crash(),
+            mem.crash_with(CrashMode::KeepPrefix, k),
+            mem.crash_with(CrashMode::TornSector, k),
+            mem.crash_with_dir_entries(CrashMode::Random, k),
+        ];
+        if let Some(db) = &out.db {
+            // The failed write poisoned the database: with the fault gone it still refuses
+            // writes, and refuses them without any I/O (no retry can vouch for lost data).
+            fault.disarm();
+            let before = fault.op_count();
+            if let Some(name) = out.created.keys().next() {
+                let c = db.collection(name).unwrap();
+                let e = c.insert_many(&batch_docs(7, 1, 1, 1)).unwrap_err();
+                assert!(
+                    matches!(e, Error::Poisoned(_)),
+                    "{ctx}: insert after failure: {e}"
+                );
+            }
+            let e = db.flush().unwrap_err();
+            assert!(
+                matches!(e, Error::Poisoned(_)),
+                "{ctx}: flush after failure: {e}"
+            );
+            assert_eq!(fault.op_count(), before, "{ctx}: a refused write did I/O");
+        }
+        drop(out.db.take());
+        for (i, image) in cut.iter().enumerate() {
+            check_image(image, &out, &format!("{ctx}, image {i}"), i == 0);
+            images += 1;
+        }
+        k += 1;
+    }
+    eprintln!(
+        "power_loss: power cut at each of {} operations, {images} images",
+        k - 1
+    );
+    assert!(k > 50, "the workload should span many operations, saw {k}");
+}
