@@ -40,9 +40,11 @@ impl Projection {
                 Bson::Int32(i) => *i != 0,
                 Bson::Int64(i) => *i != 0,
                 Bson::Double(d) => *d != 0.0,
-                _ => return Err(Error::BadValue(format!(
+                _ => {
+                    return Err(Error::BadValue(format!(
                     "projection of '{k}' must be 0/1 or true/false; expressions are not supported"
-                ))),
+                )))
+                }
             };
             if k.starts_with('$') || k.is_empty() || k.split('.').any(str::is_empty) {
                 return Err(Error::BadValue(format!("invalid projection path '{k}'")));
