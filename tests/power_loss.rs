@@ -11,8 +11,10 @@
 mod common;
 
 use common::*;
-use std::sync::Arc;
-use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
 use tsbucket::{Database, DbOptions, Error};
 
 const MODES: [CrashMode; 5] = [
@@ -170,4 +172,177 @@ fn power_cut_at_every_operation_loses_no_acknowledged_batch() {
         k - 1
     );
     assert!(k > 50, "the workload should span many operations, saw {k}");
+}
+
+#[test]
+fn crash_images_taken_while_three_writers_and_the_flusher_run_keep_every_acked_batch() {
+    let fs = MemFs::new();
+    let db = Database::open_with("/db", busy_options(&fs)).unwrap();
+    let c = db.create_collection("a", ts_options()).unwrap();
+    let acked: Arc<Mutex<BTreeMap<i32, i64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (1..=3)
+        .map(|w| {
+            let (c, acked, stop) = (c.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng(w as u64);
+                // Bounded, so the images (and their checks) stay small while writers race.
+                let mut b = 1;
+                while !stop.load(Ordering::Relaxed) && b <= 120 {
+                    let n = rng.range(1, 20) as usize;
+                    c.insert_many(&batch_docs(w, b, n, 3)).unwrap();
+                    acked.lock().unwrap().insert(w, b);
+                    b += 1;
+                }
+            })
+        })
+        .collect();
+    // Images are taken while the writers run and checked afterwards, so the checks do not
+    // slow the race down.
+    let rounds = count_from_env("TSBUCKET_CONCURRENT_ROUNDS", 40);
+    let mut taken = Vec::new();
+    for round in 0..rounds {
+        if writers.iter().all(|w| w.is_finished()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        if round % 10 == 9 {
+            db.flush().unwrap();
+        }
+        // Acknowledged before the image: must be in it. Acknowledged after: may be, one each.
+        let before = acked.lock().unwrap().clone();
+        let image = if round % 2 == 0 {
+            fs.crash_with(CrashMode::Random, round)
+        } else {
+            fs.crash_with_dir_entries(CrashMode::Random, round)
+        };
+        let after = acked.lock().unwrap().clone();
+        taken.push((round, before, image, after));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    db.close().unwrap();
+    let images = taken.len();
+    assert!(
+        images >= 10,
+        "the writers finished before {images} images were taken"
+    );
+    for (round, before, image, after) in taken {
+        let ctx = format!("image {round}");
+        let db = Database::open_with("/db", mem_options(&image))
+            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        let docs = read_all(&db.collection("a").unwrap()).unwrap();
+        let present = check_batches(&docs, &before, &ctx).unwrap_or_else(|e| panic!("{e}"));
+        for (w, k) in &present {
+            let last = after.get(w).copied().unwrap_or(0);
+            assert!(
+                *k <= last + 1,
+                "{ctx}: writer {w} has 1..{k}, acked 1..{last}"
+            );
+        }
+        db.close().unwrap();
+    }
+    eprintln!("power_loss: {images} images under concurrent ingest");
+}
+
+/// A crash image that gives recovery work: a torn log tail, unflushed open buckets, an orphan
+/// segment and a stray manifest temporary; with what it must recover.
+fn image_needing_recovery() -> (MemFs, Outcome) {
+    let fs = MemFs::new();
+    let steps = standard_steps();
+    // Everything but the final close: the log keeps open buckets to replay.
+    let mut out = run_steps(
+        || Database::open_with("/db", mem_options(&fs)),
+        &steps[..steps.len() - 1],
+    );
+    assert!(out.failure.is_none());
+    let db = out.db.take().unwrap();
+    // An unacknowledged, partly written batch: the crash image keeps a torn prefix of it.
+    let wal_dir = std::path::Path::new("/db/wal");
+    let mut names = fs.list_dir(wal_dir).unwrap();
+    names.sort();
+    let wal = wal_dir.join(names.last().unwrap());
+    let mut f = fs.open_append(&wal, false).unwrap();
+    f.append(&[0x5a; 700]).unwrap();
+    drop(db);
+    let img = fs.crash_with(CrashMode::TornSector, 11);
+    let seg = std::path::Path::new("/db/seg/00000000000000ee.seg");
+    let mut f = img.open_append(seg, true).unwrap();
+    f.append(b"orphan").unwrap();
+    f.sync_data().unwrap();
+    let mut f = img
+        .open_append(std::path::Path::new("/db/MANIFEST.tmp"), true)
+        .unwrap();
+    f.append(b"torn").unwrap();
+    f.sync_data().unwrap();
+    img.sync_dir(std::path::Path::new("/db/seg")).unwrap();
+    img.sync_dir(std::path::Path::new("/db")).unwrap();
+    (img, out)
+}
+
+#[test]
+fn crash_during_recovery_at_every_operation_then_again_still_recovers() {
+    let (base, out) = image_needing_recovery();
+    let mut k = 1;
+    let mut images = 0;
+    loop {
+        // A copy of the base image, recovered on a device that dies at operation k.
+        let img = base.crash();
+        let fault = FaultFs::new(Arc::new(img.clone()));
+        fault.fail_nth(k, true, Injected::Eio);
+        let opts = DbOptions {
+            vfs: Arc::new(fault.clone()),
+            ..mem_options(&img)
+        };
+        match Database::open_with("/db", opts) {
+            Ok(db) => {
+                assert_eq!(
+                    fault.injected_count(),
+                    0,
+                    "open at k={k} swallowed an error"
+                );
+                drop(db);
+                break;
+            }
+            Err(e) => assert!(!matches!(e, Error::Corruption { .. }), "k={k}: {e}"),
+        }
+        for (i, first) in [
+            img.crash(),
+            img.crash_with_dir_entries(CrashMode::Random, k),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // A second crash during the second recovery, then a third recovery.
+            let j = 1 + (k + i as u64) % 13;
+            let fault2 = FaultFs::new(Arc::new(first.clone()));
+            fault2.fail_nth(j, true, Injected::Eio);
+            let opts = DbOptions {
+                vfs: Arc::new(fault2),
+                ..mem_options(&first)
+            };
+            let second = match Database::open_with("/db", opts) {
+                Ok(db) => {
+                    drop(db);
+                    first.clone()
+                }
+                Err(_) => first.crash(),
+            };
+            for (what, image) in [("after one crash", &first), ("after two", &second)] {
+                let ctx = format!("crash in recovery at op {k}, image {i}, then at op {j}: {what}");
+                let db = Database::open_with("/db", mem_options(image))
+                    .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                check_outcome(&db, &out, &ctx);
+                db.close().unwrap();
+                images += 1;
+            }
+        }
+        k += 1;
+    }
+    eprintln!(
+        "power_loss: crash in recovery at each of {} operations, {images} reopens",
+        k - 1
+    );
 }
