@@ -203,7 +203,21 @@ impl Database {
             let mut cs = CollState::new(entry.clone(), limits);
             for &sid in &entry.segments {
                 let sp = segment_path(&path, sid);
-                let seg = Segment::open(vfs.as_ref(), &sp)?;
+                let seg = Segment::open(vfs.as_ref(), &sp).map_err(|e| match e {
+                    // The OS error names no file; the manifest says what was lost.
+                    Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                        Error::corruption(
+                            &sp,
+                            0,
+                            format!(
+                                "segment {sid} of collection '{}' is listed in the manifest but \
+                                 missing; its data cannot be recovered from the log",
+                                entry.name
+                            ),
+                        )
+                    }
+                    e => e,
+                })?;
                 if seg.info().collection_id != entry.id {
                     return Err(Error::corruption(
                         &sp,

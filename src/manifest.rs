@@ -281,6 +281,13 @@ mod tests {
     }
 
     #[test]
+    fn default_granularity_round_trips_as_equal_options() {
+        let mut m = sample();
+        m.collections[0].options = TimeseriesOptions::new("ts").meta_field("m");
+        assert_eq!(Manifest::decode(&m.encode(), Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
     fn every_flipped_byte_is_detected() {
         let bytes = sample().encode();
         for i in 0..bytes.len() {

@@ -62,7 +62,12 @@ impl Granularity {
 }
 
 /// How a time-series collection buckets its measurements.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Equality compares the options in force, not how they were spelled: the default granularity
+/// equals an explicit `Granularity::Seconds` (as in MongoDB, which stores the default). The
+/// manifest stores the granularity explicitly, so options read back after a reopen must still
+/// equal the ones the collection was created with.
+#[derive(Debug, Clone)]
 pub struct TimeseriesOptions {
     pub(crate) time_field: String,
     pub(crate) meta_field: Option<String>,
@@ -70,6 +75,19 @@ pub struct TimeseriesOptions {
     pub(crate) custom_span: Option<(u32, u32)>,
     pub(crate) expire_after_seconds: Option<u64>,
 }
+
+impl PartialEq for TimeseriesOptions {
+    fn eq(&self, other: &Self) -> bool {
+        self.time_field == other.time_field
+            && self.meta_field == other.meta_field
+            && self.get_granularity() == other.get_granularity()
+            && self.bucket_max_span_seconds() == other.bucket_max_span_seconds()
+            && self.bucket_rounding_seconds() == other.bucket_rounding_seconds()
+            && self.expire_after_seconds == other.expire_after_seconds
+    }
+}
+
+impl Eq for TimeseriesOptions {}
 
 impl TimeseriesOptions {
     /// Options with the given time field and MongoDB's defaults (granularity "seconds", no meta
@@ -373,6 +391,16 @@ mod tests {
         let o = t().bucket_span(200, 200);
         assert_eq!(o.get_granularity(), None);
         assert_eq!(o.bucket_max_span_seconds(), 200);
+    }
+
+    #[test]
+    fn default_granularity_equals_explicit_seconds() {
+        let t = || TimeseriesOptions::new("t").meta_field("m");
+        assert_eq!(t(), t().granularity(Granularity::Seconds));
+        assert_ne!(t(), t().granularity(Granularity::Minutes));
+        assert_ne!(t(), t().bucket_span(60, 60));
+        assert_ne!(t(), t().expire_after_seconds(5));
+        assert_ne!(t(), TimeseriesOptions::new("t"));
     }
 
     #[test]
