@@ -121,6 +121,17 @@ fn make_bucket(
     }
 }
 
+/// A measurement `_id` as `ObjectId::new()` makes them (seconds, a per-process 5-byte value, a
+/// 3-byte counter), but deterministic, so that sizes and page boundaries do not vary between
+/// runs (or with other tests creating ObjectIds on other threads).
+fn row_id(secs: u32, counter: u32) -> ObjectId {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&secs.to_be_bytes());
+    b[4..9].copy_from_slice(&[0x5e, 0x1f, 0x3a, 0x07, 0xc2]);
+    b[9..].copy_from_slice(&counter.to_be_bytes()[1..]);
+    ObjectId::from_bytes(b)
+}
+
 /// `control.min/max`: value min/max per column; the time field's min is the bucket start.
 fn control(columns: &[Column], id: ObjectId) -> (Document, Document) {
     let (mut min, mut max) = (Document::new(), Document::new());
@@ -176,7 +187,7 @@ fn all_types() -> Vec<Bson> {
             subtype: BinarySubtype::Uuid,
             bytes: vec![7; 16],
         }),
-        Bson::ObjectId(ObjectId::new()),
+        Bson::ObjectId(row_id(1_700_000_000, 77)),
         Bson::DateTime(DateTime::from_millis(-5)),
         Bson::Symbol("sym".into()),
         Bson::Decimal128("2.5".parse::<Decimal128>().unwrap()),
@@ -213,7 +224,10 @@ fn sample_buckets(n: usize, seed: u64) -> Vec<BucketData> {
         for r in 0..rows_n {
             let t = i64::from(start) * 1000 + r as i64 * 1000 + rng.below(999) as i64;
             let mut row = vec![(TIME.to_string(), Bson::DateTime(DateTime::from_millis(t)))];
-            row.push(("_id".into(), Bson::ObjectId(ObjectId::new())));
+            row.push((
+                "_id".into(),
+                Bson::ObjectId(row_id((t / 1000) as u32, (i * 64 + r) as u32)),
+            ));
             if rng.chance(80) {
                 row.push(("v".into(), Bson::Double(rng.below(10_000) as f64 / 100.0)));
             }
@@ -712,6 +726,7 @@ pub(crate) fn seed004_buckets(n: usize, seed: u64) -> Vec<BucketData> {
         .collect();
     let mut out = Vec::with_capacity(n);
     let start0: u32 = 1_428_777_120;
+    let mut oid_counter = 0u32;
     for i in 0..n {
         // ~1,050 buckets per 60 s period, as in the real data (285,522 buckets / 272 periods).
         let start = start0 + (i as u32 / 1050) * 60;
@@ -728,12 +743,16 @@ pub(crate) fn seed004_buckets(n: usize, seed: u64) -> Vec<BucketData> {
         let rows_n = 1 + rng.below(3) as usize;
         let rows: Vec<_> = (0..rows_n)
             .map(|_| {
+                oid_counter += 1;
                 vec![
                     (
                         "timestamp".to_string(),
                         Bson::DateTime(DateTime::from_millis(i64::from(start) * 1000)),
                     ),
-                    ("_id".to_string(), Bson::ObjectId(ObjectId::new())),
+                    (
+                        "_id".to_string(),
+                        Bson::ObjectId(row_id(start, oid_counter)),
+                    ),
                     (
                         "totalCount".to_string(),
                         Bson::Int32(1 + rng.below(40) as i32),
