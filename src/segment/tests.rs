@@ -304,40 +304,28 @@ fn round_trip_many_buckets_across_pages() {
 #[test]
 fn small_pages_large_buckets_and_both_page_kinds_round_trip() {
     let (_d, path) = tmp();
-    let mut buckets = sample_buckets(60, 2);
-    // An incompressible large bucket: a raw page of its own.
-    let mut rng = Rng::new(9);
-    let rows: Vec<_> = (0..30)
-        .map(|r| {
-            vec![
-                (
-                    TIME.to_string(),
-                    Bson::DateTime(DateTime::from_millis(1_700_000_000_000 + r)),
-                ),
-                (
-                    "blob".to_string(),
-                    Bson::Binary(Binary {
-                        subtype: BinarySubtype::Generic,
-                        bytes: (0..100).map(|_| rng.next() as u8).collect(),
-                    }),
-                ),
-            ]
-        })
-        .collect();
-    buckets.insert(
-        30,
-        make_bucket(bucket_id(1_700_000_000, 5), None, &rows, None),
-    );
     let opts = WriteOptions {
         page_target: 512,
         large_bucket: 2048,
     };
+    let sample = sample_buckets(60, 2);
+    let chatty = chatty_buckets(40, 3, 500);
+    // An incompressible large bucket: a raw page of its own.
+    let blob = blob_bucket(bucket_id(1_700_000_000, 5), 30, 100, 9);
+    assert!(encoded_len(&blob) >= opts.large_bucket);
+    // Mixed buckets (raw pages) and chatty ones (zstd pages) in runs, the large one in between.
+    let mut buckets = Vec::new();
+    for (s, c) in sample.chunks(20).zip(chatty.chunks(14)) {
+        buckets.extend_from_slice(s);
+        buckets.extend_from_slice(c);
+    }
+    buckets.insert(30, blob);
     write_to(&path, &buckets, opts);
     let seg = Segment::open(&RealFs, &path).unwrap();
     let st = seg.stats();
     assert!(st.page_count > 10, "{st:?}");
     assert!(
-        st.zstd_page_count > 0 && st.zstd_page_count < st.page_count,
+        st.zstd_page_count >= 3 && st.page_count - st.zstd_page_count >= 3,
         "{st:?}"
     );
     assert_eq!(read_all(&path).unwrap(), buckets);
@@ -583,42 +571,134 @@ impl Campaign {
     }
 }
 
-/// A small segment with several raw and zstd pages, a large bucket and all value kinds.
-fn small_segment(dir: &Path) -> (Vec<u8>, Vec<BucketData>) {
-    let path = dir.join("orig.seg");
-    let mut buckets = sample_buckets(14, 11);
-    let mut rng = Rng::new(12);
-    let rows: Vec<_> = (0..8)
+/// A bucket of `rows` rows of `len` random bytes each: incompressible, so its page stays raw.
+fn blob_bucket(id: ObjectId, rows: i64, len: usize, seed: u64) -> BucketData {
+    let mut rng = Rng::new(seed);
+    let start = i64::from(u32::from_be_bytes(id.bytes()[..4].try_into().unwrap())) * 1000;
+    let rows: Vec<_> = (0..rows)
         .map(|r| {
             vec![
                 (
                     TIME.to_string(),
-                    Bson::DateTime(DateTime::from_millis(1_700_000_000_000 + r)),
+                    Bson::DateTime(DateTime::from_millis(start + r)),
                 ),
                 (
                     "blob".to_string(),
                     Bson::Binary(Binary {
                         subtype: BinarySubtype::Generic,
-                        bytes: (0..40).map(|_| rng.next() as u8).collect(),
+                        bytes: (0..len).map(|_| rng.next() as u8).collect(),
                     }),
                 ),
             ]
         })
         .collect();
-    buckets.insert(
-        5,
-        make_bucket(bucket_id(1_700_000_000, 5), None, &rows, None),
-    );
-    write_to(
-        &path,
-        &buckets,
-        WriteOptions {
-            page_target: 400,
-            large_bucket: 350,
-        },
-    );
+    make_bucket(id, None, &rows, None)
+}
+
+/// One bucket whose `any` column holds every BSON type, one per row (a MIXED column).
+fn every_type_bucket(id: ObjectId) -> BucketData {
+    let start = i64::from(u32::from_be_bytes(id.bytes()[..4].try_into().unwrap())) * 1000;
+    let rows: Vec<_> = all_types()
+        .into_iter()
+        .enumerate()
+        .map(|(r, v)| {
+            vec![
+                (
+                    TIME.to_string(),
+                    Bson::DateTime(DateTime::from_millis(start + r as i64 * 10)),
+                ),
+                ("any".to_string(), v),
+            ]
+        })
+        .collect();
+    make_bucket(id, Some(Bson::Int32(3)), &rows, Some(2))
+}
+
+/// Bytes of a bucket's encoded columns (what the writer places in pages).
+fn encoded_len(b: &BucketData) -> usize {
+    let mut v = Vec::new();
+    for c in &b.columns {
+        crate::codec::encode_column(&c.values, &mut v);
+    }
+    v.len()
+}
+
+/// Small buckets of repetitive text, binary and documents. Their columns are too short for the
+/// codecs' own zstd (and one bucket alone does not compress), but a page of them does: these
+/// make the writer store zstd pages.
+fn chatty_buckets(n: usize, seed: u64, first_counter: u64) -> Vec<BucketData> {
+    let mut rng = Rng::new(seed);
+    let words = [
+        "disk", "memory", "swap", "inode", "socket", "thread", "handle", "queue",
+    ];
+    (0..n)
+        .map(|i| {
+            let start = 1_700_100_000 + i as u32 * 10;
+            let rows: Vec<_> = (0..1 + rng.below(2) as i64)
+                .map(|r| {
+                    let w = words[rng.below(words.len() as u64) as usize];
+                    vec![
+                        (
+                            TIME.to_string(),
+                            Bson::DateTime(DateTime::from_millis(
+                                i64::from(start) * 1000 + r * 250,
+                            )),
+                        ),
+                        (
+                            "msg".to_string(),
+                            Bson::String(format!(
+                                "warning: {w} usage above threshold on volume /var/lib/data{}",
+                                rng.below(4)
+                            )),
+                        ),
+                        (
+                            "ctx".to_string(),
+                            Bson::Document(doc! {"service": "ingest", "level": "warn", "w": w}),
+                        ),
+                        (
+                            "raw".to_string(),
+                            Bson::Binary(Binary {
+                                subtype: BinarySubtype::Generic,
+                                bytes: b"\x00\x01header:v1;".repeat(2),
+                            }),
+                        ),
+                    ]
+                })
+                .collect();
+            make_bucket(
+                bucket_id(start, first_counter + i as u64),
+                Some(Bson::String("app-7".into())),
+                &rows,
+                Some(0),
+            )
+        })
+        .collect()
+}
+
+/// A small segment with several raw and several zstd pages, a large bucket on a page of its
+/// own and every value kind (sparse columns, shapes, metas, a column of every BSON type).
+fn small_segment(dir: &Path) -> (Vec<u8>, Vec<BucketData>) {
+    let path = dir.join("orig.seg");
+    let opts = WriteOptions {
+        page_target: 400,
+        large_bucket: 350,
+    };
+    let sample = sample_buckets(14, 11);
+    let chatty = chatty_buckets(12, 13, 100);
+    let blob = blob_bucket(bucket_id(1_700_000_000, 5), 10, 40, 12);
+    assert!(encoded_len(&blob) >= opts.large_bucket);
+    let mut buckets = sample[..7].to_vec();
+    buckets.extend_from_slice(&chatty[..6]);
+    buckets.push(blob);
+    buckets.push(every_type_bucket(bucket_id(1_700_000_000, 6)));
+    buckets.extend_from_slice(&sample[7..]);
+    buckets.extend_from_slice(&chatty[6..]);
+    write_to(&path, &buckets, opts);
     let st = Segment::open(&RealFs, &path).unwrap().stats();
-    assert!(st.page_count >= 4 && st.zstd_page_count >= 1 && st.zstd_page_count < st.page_count);
+    assert!(
+        st.page_count - st.zstd_page_count >= 3 && st.zstd_page_count >= 3,
+        "{st:?}"
+    );
     assert_eq!(read_all(&path).unwrap(), buckets);
     (std::fs::read(&path).unwrap(), buckets)
 }
