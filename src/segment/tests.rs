@@ -946,49 +946,87 @@ fn worked_example_of_the_spec_is_byte_exact() {
     };
     write_segment(&RealFs, &path, &info, &[&b]).unwrap();
     let file = std::fs::read(&path).unwrap();
-    let mut col_len = Vec::new();
-    for c in &b.columns {
-        let mut v = Vec::new();
-        crate::codec::encode_column(&c.values, &mut v);
-        col_len.push(v.len() as u8);
-    }
-    let page_len = col_len[0] + col_len[1];
+    let [header, page, dir_want] = spec_worked_example_blocks();
 
-    let mut header = hex("54 53 42 53 45 47 48 01 01 00 00 00 07 00 00 00 01 00 00 00 74");
-    header.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
-    assert_eq!(&file[..25], &header[..]);
+    assert_eq!(&file[..header.len()], &header[..], "header");
+    assert_eq!(header.len(), format::header_len(1));
+    let mut crc_input = header.clone();
+    crc_input.truncate(header.len() - 4);
+    assert_eq!(
+        &header[header.len() - 4..],
+        &crc32fast::hash(&crc_input).to_le_bytes()
+    );
+
+    // The page is the columns as the codecs encode them, concatenated.
+    let mut cols = Vec::new();
+    for c in &b.columns {
+        crate::codec::encode_column(&c.values, &mut cols);
+    }
+    assert_eq!(page, cols, "page = encode_column(t) ++ encode_column(v)");
+    let page_end = header.len() + page.len();
+    assert_eq!(&file[header.len()..page_end], &page[..], "page");
 
     let footer = format::Footer::decode(&file[file.len() - format::FOOTER_LEN..]).unwrap();
-    assert_eq!(footer.dir_offset, 25 + u64::from(page_len));
+    assert_eq!(footer.dir_offset, page_end as u64);
     assert_eq!(
-        (footer.bucket_count, footer.page_count, footer.header_len),
-        (1, 1, 25)
+        (
+            footer.bucket_count,
+            footer.page_count,
+            footer.header_len,
+            footer.dir_raw_len
+        ),
+        (1, 1, header.len() as u32, dir_want.len() as u32)
     );
-    let stored = &file[footer.dir_offset as usize..file.len() - format::FOOTER_LEN];
+    let stored = &file[page_end..file.len() - format::FOOTER_LEN];
+    assert_eq!(footer.dir_stored_len as usize, stored.len());
     let dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
-    let page_crc = crc32fast::hash(&file[25..25 + page_len as usize]);
-
-    let mut want = hex("01  02 01 74 01 76  01 00");
-    want.extend([page_len, page_len]);
-    want.extend(page_crc.to_le_bytes());
-    want.extend(hex("01 02 08 73 65 6e 73 6f 72 2d 31  01 03 01 00 02  01"));
-    want.extend(hex("b0 dc cc df 0c 02  01 01 00  02 00 09 00 01 01"));
-    want.extend(1.5f64.to_le_bytes());
-    want.extend(hex("02 00 09 e8 07 01 20  02 00"));
-    want.extend([col_len[0], 0x01, col_len[1]]);
-    want.extend(hex("01 00  00"));
-    assert_eq!(dir, want, "spec section 6 must match the writer");
     assert_eq!(
-        col_len,
-        [17, 17],
-        "spec quotes the placeholder codec's sizes"
+        hex_string(&dir),
+        hex_string(&dir_want),
+        "spec section 6 must match the writer"
     );
+    // The page crc quoted in the spec's page table entry is the page's.
+    assert_eq!(&dir[10..14], &crc32fast::hash(&page).to_le_bytes());
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    s.split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect()
+/// The three code blocks of section 6 of `format-spec/segment.md` (header, page, directory),
+/// as bytes: on each line, the leading two-digit hex tokens (the rest is a comment).
+fn spec_worked_example_blocks() -> [Vec<u8>; 3] {
+    let spec = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("format-spec/segment.md"),
+    )
+    .unwrap();
+    let section = spec
+        .split("\n## 6. Worked example")
+        .nth(1)
+        .unwrap()
+        .split("\n## 7.")
+        .next()
+        .unwrap();
+    let blocks: Vec<Vec<u8>> = section
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .map(|block| {
+            block
+                .lines()
+                .flat_map(|line| {
+                    line.split_whitespace()
+                        .take_while(|t| t.len() == 2 && t.bytes().all(|c| c.is_ascii_hexdigit()))
+                        .map(|t| u8::from_str_radix(t, 16).unwrap())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })
+        .collect();
+    blocks.try_into().unwrap()
+}
+
+fn hex_string(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 // ---------------------------------------------------------------------------------------------
