@@ -259,16 +259,13 @@ impl Collection {
                     s.measurements += u64::from(b.count);
                 }
             }
-            let open = c.catalog.snapshot_open();
-            s.open_buckets = open.len() as u64;
+            s.open_buckets = c.catalog.open_buckets() as u64;
             for b in c.flushing.iter().chain(c.catalog.closed().iter()) {
                 s.buckets += 1;
                 s.measurements += u64::from(b.count);
             }
-            for b in &open {
-                s.buckets += 1;
-                s.measurements += u64::from(b.count);
-            }
+            s.buckets += s.open_buckets;
+            s.measurements += c.catalog.open_measurements();
             s.buckets += s.flushed_buckets;
             s
         })?;

@@ -322,9 +322,14 @@ fn filters_on_time_and_meta_prune_buckets() {
         }
     }
     c.insert_many(&docs).unwrap();
-    db.flush().unwrap();
     let t = DateTime::from_millis(base + 10 * 3_600_000);
     let f = doc! {"t": {"$gte": t}, "m.host": "a"};
+    // Open buckets are pruned by their start, latest time and meta before being copied.
+    let open = c.explain(f.clone()).unwrap();
+    assert_eq!(open.buckets_total, 48, "{open:?}");
+    assert_eq!(open.buckets_examined, 14, "{open:?}");
+    assert_eq!(all(&c, f.clone()).len(), 14);
+    db.flush().unwrap();
     let got = all(&c, f.clone());
     assert_eq!(got.len(), 14);
     assert!(got.iter().all(|d| d.get_i64("v").unwrap() >= 10));
@@ -411,4 +416,34 @@ fn stats_count_buckets_and_closures() {
         .get_document("min")
         .unwrap();
     assert_eq!(min.get_i64("_id").unwrap(), 0);
+}
+
+fn wal_files_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn reported_log_size_matches_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t"))
+        .unwrap();
+    let base = at("2024-01-01T00:00:00Z").timestamp_millis();
+    for round in 0..3i64 {
+        let docs: Vec<Document> = (0..500i64)
+            .map(|i| doc! {"t": DateTime::from_millis(base + round * 1_000_000 + i), "v": i})
+            .collect();
+        c.insert_many(&docs).unwrap();
+        assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
+        db.flush().unwrap();
+        assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
+    }
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
 }

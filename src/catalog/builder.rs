@@ -209,6 +209,11 @@ impl BucketBuilder {
         self.last_batch = b;
     }
 
+    /// True when some row's meta differs byte for byte from the bucket's meta value.
+    pub fn meta_varies(&self) -> bool {
+        !self.raw_metas.is_empty()
+    }
+
     /// Approximate memory held, for the catalog's memory limit.
     pub fn memory(&self) -> usize {
         self.size * 2 + 1024

@@ -399,6 +399,26 @@ impl CollCatalog {
         &self.closed
     }
 
+    /// Copies of the open buckets that `keep` selects (it sees the builder, so callers can
+    /// prune on start, latest time and meta before paying for a copy).
+    pub fn snapshot_open_where(&self, keep: impl Fn(&BucketBuilder) -> bool) -> Vec<BucketData> {
+        self.series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .filter(|b| keep(b))
+            .map(BucketBuilder::snapshot)
+            .collect()
+    }
+
+    /// Measurements in open buckets.
+    pub fn open_measurements(&self) -> u64 {
+        self.series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .map(|b| u64::from(b.count))
+            .sum()
+    }
+
     /// Copies of every open bucket.
     pub fn snapshot_open(&self) -> Vec<BucketData> {
         self.series

@@ -110,6 +110,31 @@ impl Plan {
         }
     }
 
+    /// [`Plan::bucket_may_match`] for an open bucket, from its start, latest time and meta.
+    pub fn open_bucket_may_match(
+        &self,
+        meta: Option<&Bson>,
+        start_ms: i64,
+        max_time_ms: i64,
+        meta_varies: bool,
+    ) -> bool {
+        if max_time_ms < self.time_lo || start_ms > self.time_hi || self.time_lo > self.time_hi {
+            return false;
+        }
+        if self.meta_conjuncts.is_empty() || meta_varies {
+            return true;
+        }
+        self.meta_matches(meta)
+    }
+
+    fn meta_matches(&self, meta: Option<&Bson>) -> bool {
+        let mut d = Document::new();
+        if let (Some(f), Some(m)) = (self.meta_field.as_deref(), meta) {
+            d.insert(f, m.clone());
+        }
+        self.meta_conjuncts.iter().all(|c| c.matches(&d))
+    }
+
     /// False when a bucket with these statistics cannot hold a matching row.
     pub fn bucket_may_match(&self, meta: Option<&Bson>, min: &Document, max: &Document) -> bool {
         let t = |d: &Document| match d.get(&self.time_field) {
@@ -127,11 +152,7 @@ impl Plan {
         if self.meta_conjuncts.is_empty() || max.contains_key(META_COLUMN) {
             return true;
         }
-        let mut d = Document::new();
-        if let (Some(f), Some(m)) = (self.meta_field.as_deref(), meta) {
-            d.insert(f, m.clone());
-        }
-        self.meta_conjuncts.iter().all(|c| c.matches(&d))
+        self.meta_matches(meta)
     }
 }
 
@@ -191,21 +212,26 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Source>, Explain) {
         }
     }
     ex.buckets_pruned_by_id = total_seg - in_range;
-    let mem: Vec<Arc<BucketData>> = c
+    let frozen: Vec<Arc<BucketData>> = c
         .flushing
         .iter()
         .cloned()
         .chain(c.catalog.closed().iter().cloned())
-        .chain(c.catalog.snapshot_open().into_iter().map(Arc::new))
         .collect();
-    ex.buckets_total = total_seg + mem.len() as u64;
-    for b in mem {
+    ex.buckets_total = total_seg + frozen.len() as u64 + c.catalog.open_buckets() as u64;
+    for b in frozen {
         if plan.bucket_may_match(b.meta.as_ref(), &b.min, &b.max) {
             out.push(Source::Mem(b));
         } else {
             ex.buckets_pruned_by_stats += 1;
         }
     }
+    // Open buckets are pruned before they are copied: a copy is the expensive part.
+    let open = c.catalog.snapshot_open_where(|b| {
+        plan.open_bucket_may_match(b.meta.as_ref(), b.start_ms, b.max_time_ms, b.meta_varies())
+    });
+    ex.buckets_pruned_by_stats += c.catalog.open_buckets() as u64 - open.len() as u64;
+    out.extend(open.into_iter().map(|b| Source::Mem(Arc::new(b))));
     ex.buckets_examined = out.len() as u64;
     (out, ex)
 }

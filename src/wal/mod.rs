@@ -20,7 +20,7 @@ mod tests;
 use crate::vfs::Vfs;
 use crate::{Error, Result};
 use crossbeam_channel::Sender;
-use reader::{list_files, TailFix};
+use reader::TailFix;
 use record::encode_file_header;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -74,7 +74,6 @@ pub struct Wal<T: Send + 'static> {
     tx: Option<Sender<Msg<T>>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     max_record_bytes: usize,
 }
@@ -166,11 +165,19 @@ impl<T: Send + 'static> Wal<T> {
         let Some(cur) = cur else {
             return Err(writer_gone());
         };
+        let older_bytes: u64 = files
+            .iter()
+            .take(files.len().saturating_sub(1))
+            .map(|f| vfs.file_len(&f.path).unwrap_or(0))
+            .sum();
         let shared = Arc::new(Shared::default());
         shared.last_seq.store(last_seq, Ordering::SeqCst);
+        shared
+            .bytes
+            .store(older_bytes + cur.len(), Ordering::SeqCst);
         let (tx, rx) = crossbeam_channel::unbounded();
         let writer = Writer {
-            vfs: vfs.clone(),
+            vfs,
             dir: dir.to_path_buf(),
             sync: opts.sync,
             rotate_bytes: opts.rotate_bytes,
@@ -181,6 +188,7 @@ impl<T: Send + 'static> Wal<T> {
             last_sync: Instant::now(),
             apply,
             buf: Vec::new(),
+            older_bytes,
             shared: shared.clone(),
             rx,
         };
@@ -191,7 +199,6 @@ impl<T: Send + 'static> Wal<T> {
             tx: Some(tx),
             shared,
             thread: Some(thread),
-            vfs,
             dir: dir.to_path_buf(),
             max_record_bytes: opts.max_record_bytes,
         })
@@ -242,14 +249,7 @@ impl<T: Send + 'static> Wal<T> {
 
     /// Bytes of all WAL files (0 for a file that cannot be measured).
     pub fn size_on_disk(&self) -> u64 {
-        list_files(&*self.vfs, &self.dir)
-            .map(|files| {
-                files
-                    .iter()
-                    .map(|f| self.vfs.file_len(&f.path).unwrap_or(0))
-                    .sum()
-            })
-            .unwrap_or(0)
+        self.shared.bytes.load(Ordering::SeqCst)
     }
 
     /// Stops the writer thread after the appends already queued, and syncs. Returns the error

@@ -51,6 +51,8 @@ pub struct Shared {
     pub last_seq: AtomicU64,
     /// Why the log refuses writes, once it does.
     pub poisoned: Mutex<Option<String>>,
+    /// Bytes of all log files, kept by the writer so that asking costs no file-system calls.
+    pub bytes: AtomicU64,
 }
 
 impl Shared {
@@ -123,6 +125,8 @@ pub struct Writer<T> {
     /// Encoding buffer reused across groups: a fresh multi-megabyte buffer per group costs
     /// page faults and zeroing on every commit.
     pub buf: Vec<u8>,
+    /// Bytes of the files before `cur`.
+    pub older_bytes: u64,
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg<T>>,
 }
@@ -252,6 +256,7 @@ impl<T: Send + 'static> Writer<T> {
         buf.clear();
         buf.reserve(total);
         let r = self.encode_and_write(group, &mut buf);
+        self.publish_size();
         // Keep the buffer for the next group unless one huge record inflated it.
         if buf.capacity() <= 2 * MAX_GROUP_BYTES {
             self.buf = buf;
@@ -296,6 +301,12 @@ impl<T: Send + 'static> Writer<T> {
         Ok(())
     }
 
+    fn publish_size(&self) {
+        self.shared
+            .bytes
+            .store(self.older_bytes + self.cur.len(), Ordering::SeqCst);
+    }
+
     fn cur_first_seq(&self) -> u64 {
         self.files.last().map_or(self.next_seq, |f| f.first_seq)
     }
@@ -308,7 +319,9 @@ impl<T: Send + 'static> Writer<T> {
         }
         let (file, handle) = create_file(&*self.vfs, &self.dir, first_seq)?;
         self.files.push(file);
+        self.older_bytes += self.cur.len();
         self.cur = handle;
+        self.publish_size();
         Ok(())
     }
 
@@ -337,6 +350,13 @@ impl<T: Send + 'static> Writer<T> {
             removed = true;
         }
         if removed {
+            self.older_bytes = self
+                .files
+                .iter()
+                .take(self.files.len().saturating_sub(1))
+                .map(|f| self.vfs.file_len(&f.path).unwrap_or(0))
+                .sum();
+            self.publish_size();
             self.vfs.sync_dir(&self.dir)?;
         }
         Ok(())

@@ -1,0 +1,69 @@
+//! The bucket catalog alone: routing prepared devops-cpu measurements into buckets, and
+//! snapshotting open buckets (what reads and flushes do).
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use tsbucket::catalog::{BucketParams, CollCatalog, FitLimits};
+use tsbucket::ingest::{prepare_batch, Fields};
+use tsbucket::workload::Devops;
+
+fn catalog() -> CollCatalog {
+    CollCatalog::new(
+        BucketParams {
+            time_field: "time".into(),
+            meta_field: Some("tags".into()),
+            span_ms: 3_600_000,
+            rounding_ms: 60_000,
+        },
+        FitLimits {
+            max_count: 1000,
+            max_size: 128_000,
+            min_count: 10,
+            large_max_size: 12 << 20,
+        },
+    )
+}
+
+fn insert(c: &mut Criterion) {
+    let docs: Vec<_> = Devops {
+        hosts: 1000,
+        hours: 0.1,
+        ..Devops::default()
+    }
+    .generate()
+    .collect();
+    let fields = Fields {
+        time: "time",
+        meta: Some("tags"),
+    };
+    let batches: Vec<_> = docs
+        .chunks(1000)
+        .map(|c| prepare_batch(1, c, &fields).unwrap())
+        .collect();
+    let fill = |cat: &mut CollCatalog| {
+        for (seq, (prepared, payload, _)) in batches.iter().enumerate() {
+            cat.begin_batch();
+            for (i, m) in prepared.iter().enumerate() {
+                if let Some(raw) = m.raw(payload) {
+                    cat.insert(m, raw, seq as u64 + 1, i as u32);
+                }
+            }
+        }
+    };
+    let mut g = c.benchmark_group("CollCatalog::insert");
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.sample_size(20);
+    g.bench_function("devops_1000_hosts", |b| {
+        b.iter_batched(catalog, |mut cat| fill(&mut cat), BatchSize::PerIteration)
+    });
+    g.finish();
+    let mut full = catalog();
+    fill(&mut full);
+    let mut g = c.benchmark_group("CollCatalog::snapshot_open");
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.sample_size(20);
+    g.bench_function("devops_1000_buckets", |b| b.iter(|| full.snapshot_open()));
+    g.finish();
+}
+
+criterion_group!(benches, insert);
+criterion_main!(benches);
