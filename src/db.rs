@@ -243,20 +243,54 @@ impl Database {
             ..WalOptions::default()
         };
         let wal_dir = path.join(WAL_DIR);
-        let mut replay = |seq: u64, payload: &[u8]| -> Result<()> {
-            replay_record(&state, seq, payload, &in_segments, &wal_dir)
-        };
         let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let apply = make_apply(state.clone(), &opts, flush_tx);
-        let wal = Wal::open(
-            vfs.clone(),
-            &wal_dir,
-            wal_opts,
-            manifest.wal_checkpoint,
-            &mut replay,
-            apply,
-        )?;
+        let fields: BTreeMap<u32, (String, Option<String>)> = manifest
+            .collections
+            .iter()
+            .map(|c| {
+                let o = &c.options;
+                (
+                    c.id,
+                    (
+                        o.get_time_field().to_string(),
+                        o.get_meta_field().map(str::to_string),
+                    ),
+                )
+            })
+            .collect();
+        // Replay in two stages on two threads: the log reader decodes and prepares records,
+        // a second thread applies them to the catalog in sequence order.
+        let wal = std::thread::scope(|scope| -> Result<Wal<Batch>> {
+            let (tx, rx) = crossbeam_channel::bounded::<Replayed>(64);
+            let applier = scope.spawn(|| apply_replayed(&state, rx, &in_segments));
+            let opened = {
+                let mut replay = |seq: u64, payload: &[u8]| -> Result<()> {
+                    match prepare_record(&fields, seq, payload, &wal_dir)? {
+                        Some(r) => tx
+                            .send(r)
+                            .map_err(|_| Error::corruption(&wal_dir, 0, "replay stopped")),
+                        None => Ok(()),
+                    }
+                };
+                Wal::open(
+                    vfs.clone(),
+                    &wal_dir,
+                    wal_opts,
+                    manifest.wal_checkpoint,
+                    &mut replay,
+                    apply,
+                )
+            };
+            drop(tx);
+            let applied = applier
+                .join()
+                .unwrap_or_else(|_| Err(Error::corruption(&wal_dir, 0, "replay panicked")));
+            let wal = opened?;
+            applied?;
+            Ok(wal)
+        })?;
         {
             let mut st = state.write();
             st.applied_seq = st.applied_seq.max(wal.last_seq());
@@ -637,38 +671,65 @@ fn collect_logged_rows(
     Ok(())
 }
 
-fn replay_record(
-    state: &RwLock<Shared>,
+/// A log record decoded and prepared, on its way to the catalog.
+struct Replayed {
+    seq: u64,
+    collection_id: u32,
+    payload: Vec<u8>,
+    docs: Vec<Prepared>,
+}
+
+/// First replay stage: decodes a record and prepares its documents; `None` for records of
+/// collections dropped since.
+fn prepare_record(
+    fields: &BTreeMap<u32, (String, Option<String>)>,
     seq: u64,
     payload: &[u8],
-    in_segments: &HashSet<(u64, u32)>,
     wal_dir: &Path,
-) -> Result<()> {
+) -> Result<Option<Replayed>> {
     let bad = |d: String| Error::corruption(wal_dir, 0, format!("log record {seq}: {d}"));
     let Some(rec) = decode_insert(payload).map_err(bad)? else {
         return Err(bad("unknown record kind".into()));
     };
-    let mut st = state.write();
-    st.applied_seq = seq;
-    let Some(c) = st.colls.get_mut(&rec.collection_id) else {
-        // The collection was dropped after this record was logged.
-        return Ok(());
+    let Some((time, meta)) = fields.get(&rec.collection_id) else {
+        return Ok(None);
     };
-    let opts = c.entry.options.clone();
-    let fields = Fields {
-        time: opts.get_time_field(),
-        meta: opts.get_meta_field(),
+    let f = Fields {
+        time,
+        meta: meta.as_deref(),
     };
-    let docs = prepare_replayed(payload, &rec, &fields).map_err(|e| bad(e.to_string()))?;
-    c.catalog.begin_batch();
-    for (i, p) in docs.iter().enumerate() {
-        if in_segments.contains(&(seq, i as u32)) {
+    let docs = prepare_replayed(payload, &rec, &f).map_err(|e| bad(e.to_string()))?;
+    Ok(Some(Replayed {
+        seq,
+        collection_id: rec.collection_id,
+        payload: payload.to_vec(),
+        docs,
+    }))
+}
+
+/// Second replay stage: applies prepared records in sequence order, skipping rows that a
+/// segment already holds.
+fn apply_replayed(
+    state: &RwLock<Shared>,
+    rx: Receiver<Replayed>,
+    in_segments: &HashSet<(u64, u32)>,
+) -> Result<()> {
+    for r in rx {
+        let mut st = state.write();
+        st.applied_seq = r.seq;
+        let Some(c) = st.colls.get_mut(&r.collection_id) else {
             continue;
+        };
+        c.catalog.begin_batch();
+        for (i, p) in r.docs.iter().enumerate() {
+            if in_segments.contains(&(r.seq, i as u32)) {
+                continue;
+            }
+            // prepare_replayed checked every document's bytes.
+            if let Some(raw) = p.raw(&r.payload) {
+                c.catalog.insert(p, raw, r.seq, i as u32);
+            }
         }
-        let raw = p
-            .raw(payload)
-            .ok_or_else(|| bad(format!("document {i} is malformed")))?;
-        c.catalog.insert(p, raw, seq, i as u32);
     }
     Ok(())
 }
