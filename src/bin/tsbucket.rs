@@ -43,7 +43,19 @@ enum Cmd {
         /// Threads inserting concurrently (their batches share log fsyncs).
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Which workload: the TSBS devops-cpu shape, or the seed 004 shape.
+        #[arg(long, value_enum, default_value_t = Workload::Devops)]
+        workload: Workload,
+        /// Size of the seed 004 workload (1.0 = 8.4 M rows).
+        #[arg(long, default_value_t = 0.05)]
+        scale: f64,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Workload {
+    Devops,
+    Seed004,
 }
 
 fn main() -> ExitCode {
@@ -56,7 +68,12 @@ fn main() -> ExitCode {
             float,
             batch,
             threads,
-        } => demo(dir, hosts, hours, float, batch, threads),
+            workload,
+            scale,
+        } => match workload {
+            Workload::Devops => demo(dir, hosts, hours, float, batch, threads),
+            Workload::Seed004 => seed004(dir, scale, batch),
+        },
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,6 +82,61 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn seed004(
+    dir: Option<PathBuf>,
+    scale: f64,
+    batch: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let tmp;
+    let dir = match dir {
+        Some(d) => d,
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().join("db")
+        }
+    };
+    let cfg = tsbucket::workload::Seed004 {
+        scale,
+        ..Default::default()
+    };
+    let docs: Vec<Document> = cfg.generate().collect();
+    let total = docs.len() as u64;
+    println!("seed 004: scale {scale} = {total} rows over 272 one-minute periods, dims as meta");
+    let db = Database::open(&dir)?;
+    let _ = db.drop_collection("calls")?;
+    let calls = db.create_collection(
+        "calls",
+        TimeseriesOptions::new("timestamp").meta_field("dims"),
+    )?;
+    let pb = ProgressBar::new(total);
+    pb.set_style(ProgressStyle::with_template(
+        "ingest {bar:40} {pos}/{len} {per_sec} eta {eta}",
+    )?);
+    let t0 = Instant::now();
+    for chunk in docs.chunks(batch.max(1)) {
+        calls.insert_many(chunk)?;
+        pb.inc(chunk.len() as u64);
+    }
+    let ingest = t0.elapsed();
+    pb.finish_and_clear();
+    db.flush()?;
+    let stats = calls.stats()?;
+    println!(
+        "ingest: {:.0} rows/s; storage: {} bytes = {:.1} bytes/row; {} buckets ({:.1} rows/bucket) in {} segments",
+        total as f64 / ingest.as_secs_f64(),
+        stats.bytes_on_disk,
+        stats.bytes_on_disk as f64 / total.max(1) as f64,
+        stats.buckets,
+        total as f64 / stats.buckets.max(1) as f64,
+        stats.segments
+    );
+    let t = Instant::now();
+    let n = calls.count_documents(doc! {"dims.vAppid": {"$ne": ""}})?;
+    println!("query rows with vAppid != \"\": {n} in {}", ms(t.elapsed()));
+    db.close()?;
+    Ok(())
 }
 
 fn ms(d: Duration) -> String {
