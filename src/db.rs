@@ -72,7 +72,7 @@ impl CollState {
         for (i, b) in seg.buckets().iter().enumerate() {
             let start = match b.min.get(&time) {
                 Some(Bson::DateTime(t)) => t.timestamp_millis(),
-                _ => i64::from(b.id.timestamp().timestamp_millis() as i32),
+                _ => b.id.timestamp().timestamp_millis(),
             };
             self.index.insert(
                 (start, b.id.bytes()),

@@ -264,3 +264,41 @@ fn memory_limit_closes_least_recently_used_first() {
         .iter()
         .any(|b| b.meta == Some(Bson::Int32(0))));
 }
+
+#[test]
+fn rows_are_sorted_by_time_with_every_column_permuted_alike() {
+    let mut c = catalog(3600, 60);
+    let base = ms("2024-01-01T00:00:00Z");
+    for (i, dt) in [30i64, 10, 20, 0].into_iter().enumerate() {
+        let mut d = doc! {"t": DateTime::from_millis(base + dt * 1000), "m": 1, "v": dt};
+        if i == 1 {
+            d.insert("only_in_second", true);
+        }
+        put(&mut c, d);
+    }
+    let b = &buckets(&c)[0];
+    let col = |n: &str| &b.columns.iter().find(|c| c.name == n).unwrap().values;
+    let times: Vec<i64> = col("t")
+        .iter()
+        .map(|v| match v {
+            Some(Bson::DateTime(t)) => t.timestamp_millis() - base,
+            _ => -1,
+        })
+        .collect();
+    assert_eq!(times, vec![0, 10_000, 20_000, 30_000]);
+    let vs: Vec<Option<Bson>> = vec![
+        Some(0i64.into()),
+        Some(10i64.into()),
+        Some(20i64.into()),
+        Some(30i64.into()),
+    ];
+    assert_eq!(col("v"), &vs);
+    assert_eq!(
+        col("only_in_second"),
+        &vec![None, Some(Bson::Boolean(true)), None, None]
+    );
+    // The row that had the extra field keeps its own shape after the move.
+    assert_eq!(b.row_shapes.len(), 4);
+    assert_ne!(b.row_shapes[1], b.row_shapes[0]);
+    assert_eq!(b.row_shapes[0], b.row_shapes[2]);
+}
