@@ -132,6 +132,17 @@ pub struct Database {
     pub(crate) inner: Arc<DbInner>,
 }
 
+/// What [`Database::verify`] checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Segment files verified.
+    pub segments: u64,
+    /// Buckets in them.
+    pub buckets: u64,
+    /// Measurements in them.
+    pub measurements: u64,
+}
+
 /// A collection as `list_collections` reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectionInfo {
@@ -417,6 +428,75 @@ impl Database {
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.inner.flush(true)
+    }
+
+    /// Checks everything on disk: every segment's checksums and decoded columns, its control
+    /// min/max against its data (`Segment::verify`), that the manifest's segments are exactly
+    /// the files in `seg/`, and that the in-memory `_id` index equals one rebuilt from a scan.
+    /// The first problem is returned as `Error::Corruption` naming the file.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.inner.check_open()?;
+        // Holding the manifest lock keeps flushes and DDL out while files are compared.
+        let man = self.inner.manifest.lock();
+        let st = self.inner.state.read();
+        let mut report = VerifyReport::default();
+        let seg_dir = self.inner.path.join(SEG_DIR);
+        let listed: HashSet<u64> = man
+            .collections
+            .iter()
+            .flat_map(|c| c.segments.iter().copied())
+            .collect();
+        for name in self.inner.vfs.list_dir(&seg_dir)? {
+            let known = parse_segment_name(&name).is_some_and(|id| listed.contains(&id));
+            if !known {
+                return Err(Error::corruption(
+                    seg_dir.join(&name),
+                    0,
+                    "file in seg/ that the manifest does not list",
+                ));
+            }
+        }
+        for entry in &man.collections {
+            let Some(c) = st.colls.get(&entry.id) else {
+                return Err(Error::corruption(
+                    self.inner.path.join(crate::manifest::MANIFEST_FILE),
+                    0,
+                    format!("collection '{}' is listed but not loaded", entry.name),
+                ));
+            };
+            let mut rebuilt = CollState::new(entry.clone(), fit_limits(&self.inner.opts));
+            for &sid in &entry.segments {
+                let seg = c.segments.get(&sid).ok_or_else(|| {
+                    Error::corruption(
+                        segment_path(&self.inner.path, sid),
+                        0,
+                        "segment listed in the manifest is not loaded",
+                    )
+                })?;
+                seg.verify()?;
+                report.segments += 1;
+                report.buckets += seg.buckets().len() as u64;
+                report.measurements += seg
+                    .buckets()
+                    .iter()
+                    .map(|b| u64::from(b.count))
+                    .sum::<u64>();
+                rebuilt.add_segment(sid, seg.clone());
+            }
+            if rebuilt.index != c.index {
+                return Err(Error::corruption(
+                    &seg_dir,
+                    0,
+                    format!(
+                        "the _id index of '{}' holds {} entries, a scan finds {}",
+                        entry.name,
+                        c.index.len(),
+                        rebuilt.index.len()
+                    ),
+                ));
+            }
+        }
+        Ok(report)
     }
 
     /// Stops background work, syncs the log and releases the directory lock. Open buckets are

@@ -49,7 +49,7 @@ pub mod workload;
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
-pub use db::{CollectionInfo, Database};
+pub use db::{CollectionInfo, Database, VerifyReport};
 pub use error::{Error, Result};
 pub use options::{BucketLimits, DbOptions, Granularity, TimeseriesOptions};
 pub use query::{Cursor, Explain, FindOptions};

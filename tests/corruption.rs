@@ -422,3 +422,43 @@ fn malformed_batches_are_refused_with_the_bad_index_and_log_nothing() {
     assert_eq!(present, BTreeMap::from([(1, 2)]));
     db.close().unwrap();
 }
+
+/// `Database::verify` reads what `open` trusts without reading: a flipped byte inside a
+/// segment's pages is invisible to `open` (it checks header, footer and directory) and must be
+/// reported by `verify`, naming the segment file.
+#[test]
+fn verify_reports_damage_that_open_does_not_read() {
+    use tsbucket::bson::{doc, DateTime};
+    use tsbucket::{Database, Error, TimeseriesOptions};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db
+            .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+            .unwrap();
+        let docs: Vec<_> = (0..2000i64)
+            .map(|i| doc! {"t": DateTime::from_millis(1_700_000_000_000 + i * 1000), "m": i % 7, "v": i * 3})
+            .collect();
+        c.insert_many(&docs).unwrap();
+        db.flush().unwrap();
+        let r = db.verify().unwrap();
+        assert_eq!(r.measurements, 2000);
+        assert!(r.segments >= 1 && r.buckets >= 7);
+        db.close().unwrap();
+    }
+    let seg = std::fs::read_dir(dir.path().join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Just past the header: the first page.
+    let at = 64.min(bytes.len() / 2);
+    bytes[at] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    match db.verify() {
+        Err(Error::Corruption { path, .. }) => assert_eq!(path, seg),
+        other => panic!("verify must report the damaged segment, got {other:?}"),
+    }
+}

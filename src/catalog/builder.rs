@@ -11,7 +11,7 @@ use bson::{Bson, DateTime, Document};
 
 /// Prefix of the engine's hidden bookkeeping columns. Inserts refuse top-level fields that start
 /// with it, so hidden columns cannot collide with user fields.
-pub const HIDDEN_PREFIX: char = '\u{1}';
+pub const HIDDEN_PREFIX: char = crate::segment::format::BOOKKEEPING_PREFIX;
 /// Name of the hidden column holding each row's log sequence number.
 pub const SEQ_COLUMN: &str = "\u{1}seq";
 /// Name of the hidden column holding each row's position in its insert batch.

@@ -12,7 +12,7 @@
     clippy::panic
 )]
 
-use super::format::{self as f, Cursor, Footer, ValueRefs};
+use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::order::{compare_bson, is_composite};
 use super::writer::{id_base_millis, max_refs};
 use super::SegmentHeaderInfo;
@@ -476,9 +476,11 @@ impl Segment {
                     .get(si as usize)
                     .ok_or_else(|| bad(format!("row {r} has shape {si}, out of range")))?;
                 let in_shape = shape.iter().filter(|&&c| c != META_SLOT).count();
+                // Bookkeeping columns (names starting with U+0001) are outside shapes.
                 let present = b
                     .columns
                     .iter()
+                    .filter(|c| !c.name.starts_with(BOOKKEEPING_PREFIX))
                     .filter(|c| matches!(c.values.get(r), Some(Some(_))))
                     .count();
                 let all_present = shape.iter().filter(|&&c| c != META_SLOT).all(|&c| {
@@ -528,6 +530,10 @@ impl Segment {
                 }
             }
             let (Some(cmin), Some(cmax)) = (b.min.get(&c.name), b.max.get(&c.name)) else {
+                // Bookkeeping columns need no control entries (but must match when present).
+                if c.name.starts_with(BOOKKEEPING_PREFIX) {
+                    continue;
+                }
                 return Err(bad(format!(
                     "column {:?} has values but no control.min/max",
                     c.name

@@ -293,6 +293,9 @@ pub fn run_steps(open: impl Fn() -> tsbucket::Result<Database>, steps: &[Step]) 
 /// exactly once, nothing is partial, and the only batch that may exceed the acknowledged ones
 /// is the insert whose call failed (its outcome is unknown, but it is all or nothing).
 pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
+    // V4: every file the reopened database relies on checks out.
+    db.verify()
+        .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
     let in_flight = out.in_flight_insert();
     for (name, &w) in &out.created {
         let c = db
