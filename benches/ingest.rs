@@ -66,6 +66,29 @@ fn insert(c: &mut Criterion) {
             )
         });
     }
+    let raw: Vec<tsbucket::bson::RawDocumentBuf> = docs
+        .iter()
+        .map(|d| tsbucket::bson::RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+    g.bench_function("devops_1000_hosts/raw/never", |b| {
+        b.iter_batched(
+            || {
+                let dir = tempfile::tempdir().unwrap();
+                let db =
+                    Database::open_with(dir.path(), DbOptions::default().sync(SyncMode::Never))
+                        .unwrap();
+                let coll = db.create_collection("cpu", options()).unwrap();
+                (dir, db, coll)
+            },
+            |(dir, db, coll)| {
+                for chunk in raw.chunks(1000) {
+                    coll.insert_many_raw(chunk).unwrap();
+                }
+                (dir, db)
+            },
+            BatchSize::PerIteration,
+        )
+    });
     g.finish();
 }
 

@@ -3,13 +3,14 @@
 use crate::catalog::CatalogStats;
 use crate::db::{catalog_stats, Batch, DbInner, SEG_DIR};
 use crate::error::{Error, Result};
-use crate::ingest::{prepare_batch, Fields};
+use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
 use crate::query::options::{parse_sort, sort_docs, Projection};
 use crate::query::read::{load, select, Cursor, Explain, Plan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
+use bson::raw::RawDocumentBuf;
 use bson::{Bson, Document};
 use std::sync::Arc;
 
@@ -113,6 +114,29 @@ impl Collection {
             meta: opts.get_meta_field(),
         };
         let (prepared, payload, inserted_ids) = prepare_batch(self.id, docs, &fields)?;
+        self.append_prepared(prepared, payload, inserted_ids)
+    }
+
+    /// [`Collection::insert_many`] for documents that are already BSON bytes (for instance
+    /// received off the wire), without building `Document`s. The same validation applies, and
+    /// malformed bytes anywhere in a document are `Error::InvalidDocument`.
+    pub fn insert_many_raw(&self, docs: &[RawDocumentBuf]) -> Result<InsertManyResult> {
+        self.db.check_writable()?;
+        let opts = self.options()?;
+        let fields = Fields {
+            time: opts.get_time_field(),
+            meta: opts.get_meta_field(),
+        };
+        let (prepared, payload, inserted_ids) = prepare_raw_batch(self.id, docs, &fields)?;
+        self.append_prepared(prepared, payload, inserted_ids)
+    }
+
+    fn append_prepared(
+        &self,
+        prepared: Vec<Prepared>,
+        payload: Vec<u8>,
+        inserted_ids: Vec<Bson>,
+    ) -> Result<InsertManyResult> {
         if payload.len() > self.db.opts.max_batch_bytes {
             return Err(Error::BadValue(format!(
                 "the batch encodes to {} bytes, over the limit of {}; split it",

@@ -8,7 +8,7 @@ use crate::catalog::is_hidden;
 use crate::catalog::meta::normalize;
 use crate::error::{Error, Result};
 use bson::oid::ObjectId;
-use bson::raw::{RawBsonRef, RawDocument};
+use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
 
 /// Largest measurement accepted (MongoDB's limit for time-series measurements).
@@ -141,6 +141,93 @@ pub fn prepare_batch(
         prepared.push(prepare_raw(raw, start, len, index, fields)?);
     }
     Ok((prepared, out, ids))
+}
+
+/// [`prepare_batch`] for documents that are already BSON bytes: each is validated in full
+/// (well-formed BSON, the time field a datetime, no reserved field names), copied into the
+/// record with a generated `_id` first where it has none, and prepared from those bytes.
+pub fn prepare_raw_batch(
+    collection_id: u32,
+    docs: &[RawDocumentBuf],
+    fields: &Fields<'_>,
+) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
+    let total: usize = docs.iter().map(|d| d.as_bytes().len() + 17).sum();
+    let mut out = Vec::with_capacity(INSERT_HEADER + total);
+    out.push(RECORD_INSERT);
+    out.extend_from_slice(&collection_id.to_le_bytes());
+    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    let mut prepared = Vec::with_capacity(docs.len());
+    let mut ids = Vec::with_capacity(docs.len());
+    for (index, doc) in docs.iter().enumerate() {
+        let bad = |message: String| Error::InvalidDocument { index, message };
+        let mut id = None;
+        let mut seen: foldhash::HashSet<&str> = foldhash::HashSet::default();
+        // Walk every element once: it proves the bytes well formed all the way down.
+        for el in doc.iter() {
+            let (k, v) = el.map_err(|e| bad(format!("malformed BSON: {e}")))?;
+            let k = k.as_str();
+            // Each top-level field becomes one column; BSON allows repeats, columns cannot.
+            if !seen.insert(k) {
+                return Err(bad(format!("field name {k:?} appears more than once")));
+            }
+            if is_hidden(k) {
+                return Err(bad(format!(
+                    "field name {k:?} starts with \\u0001, which is reserved for the engine"
+                )));
+            }
+            if k == "_id" && id.is_none() {
+                id = Some(to_bson(v));
+            }
+            check_nested(v).map_err(|e| bad(format!("malformed BSON: {e}")))?;
+        }
+        if !matches!(doc.get(fields.time), Ok(Some(RawBsonRef::DateTime(_)))) {
+            return Err(bad(format!(
+                "'{}' must be present and contain a valid BSON UTC datetime value",
+                fields.time
+            )));
+        }
+        let start = out.len();
+        if id.is_none() {
+            let oid = ObjectId::new();
+            let bytes = doc.as_bytes();
+            let len = (bytes.len() + 17) as i32;
+            out.extend_from_slice(&len.to_le_bytes());
+            out.push(0x07);
+            out.extend_from_slice(b"_id\0");
+            out.extend_from_slice(&oid.bytes());
+            out.extend_from_slice(bytes.get(4..).unwrap_or_default());
+            id = Some(Bson::ObjectId(oid));
+        } else {
+            out.extend_from_slice(doc.as_bytes());
+        }
+        ids.push(id.unwrap_or(Bson::Null));
+        let len = out.len() - start;
+        let raw = out
+            .get(start..)
+            .and_then(|b| RawDocument::from_bytes(b).ok())
+            .ok_or_else(|| bad("malformed BSON".into()))?;
+        prepared.push(prepare_raw(raw, start, len, index, fields)?);
+    }
+    Ok((prepared, out, ids))
+}
+
+/// Walks embedded documents and arrays so that malformed bytes anywhere inside are found now,
+/// not when the record is replayed.
+fn check_nested(v: RawBsonRef<'_>) -> std::result::Result<(), bson::error::Error> {
+    match v {
+        RawBsonRef::Document(d) => {
+            for el in d.iter() {
+                check_nested(el?.1)?;
+            }
+        }
+        RawBsonRef::Array(a) => {
+            for el in a {
+                check_nested(el?)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Derives time, series key and size from a document's raw bytes.

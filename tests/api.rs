@@ -447,3 +447,66 @@ fn reported_log_size_matches_the_files() {
     let c = db.collection("c").unwrap();
     assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
 }
+
+#[test]
+fn raw_inserts_match_document_inserts_and_refuse_bad_bytes() {
+    use tsbucket::bson::RawDocumentBuf;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let docs = vec![
+        doc! {"t": at("2024-01-01T00:00:00Z"), "m": {"z": 1, "a": 2}, "v": 1.5},
+        doc! {"_id": 7, "t": at("2024-01-01T00:00:01Z"), "m": {"a": 2, "z": 1}, "v": 2i64},
+    ];
+    let raw: Vec<RawDocumentBuf> = docs
+        .iter()
+        .map(|d| RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+    let r = c.insert_many_raw(&raw).unwrap();
+    assert_eq!(r.inserted_count, 2);
+    assert_eq!(r.inserted_ids[1], Bson::Int32(7));
+    let got = sorted_by_time(all(&c, doc! {}), "t");
+    let mut want0 = doc! {"_id": r.inserted_ids[0].clone()};
+    want0.extend(docs[0].clone());
+    assert_eq!(got, vec![want0, docs[1].clone()]);
+    // One series (meta equality ignores field order); the `_id` type change from ObjectId to
+    // int is a schema change, so the series has two buckets.
+    assert_eq!(
+        c.stats()
+            .unwrap()
+            .catalog
+            .num_buckets_opened_due_to_metadata,
+        1
+    );
+    assert_eq!(
+        c.stats()
+            .unwrap()
+            .catalog
+            .num_buckets_closed_due_to_schema_change,
+        1
+    );
+
+    let before = c.stats().unwrap().wal_bytes;
+    // Truncated inner document: the outer length still matches, the inner one does not.
+    let mut bytes = doc! {"t": at("2024-01-01T00:00:02Z"), "m": {"a": 1}}
+        .to_vec()
+        .unwrap();
+    let inner = bytes.iter().position(|&b| b == 0x03).unwrap() + 3;
+    bytes[inner] = 0x7f;
+    let bad = RawDocumentBuf::from_bytes(bytes).unwrap();
+    let e = c.insert_many_raw(&[raw[0].clone(), bad]).unwrap_err();
+    assert!(matches!(e, Error::InvalidDocument { index: 1, .. }), "{e}");
+    // Duplicate top-level names are refused.
+    let mut bytes = doc! {"t": at("2024-01-01T00:00:03Z"), "x": 1, "y": 2}
+        .to_vec()
+        .unwrap();
+    let y = bytes.iter().rposition(|&b| b == b'y').unwrap();
+    bytes[y] = b'x';
+    let dup = RawDocumentBuf::from_bytes(bytes).unwrap();
+    let e = c.insert_many_raw(&[dup]).unwrap_err();
+    assert!(e.to_string().contains("more than once"), "{e}");
+    assert_eq!(c.stats().unwrap().wal_bytes, before, "nothing was logged");
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 2);
+}
