@@ -456,7 +456,7 @@ fn raw_inserts_match_document_inserts_and_refuse_bad_bytes() {
     let c = db
         .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
         .unwrap();
-    let docs = vec![
+    let docs = [
         doc! {"t": at("2024-01-01T00:00:00Z"), "m": {"z": 1, "a": 2}, "v": 1.5},
         doc! {"_id": 7, "t": at("2024-01-01T00:00:01Z"), "m": {"a": 2, "z": 1}, "v": 2i64},
     ];
