@@ -11,18 +11,7 @@ use tsbucket::bucket::{BucketData, Column, META_SLOT};
 use tsbucket::segment::{write_segment, Segment, SegmentHeaderInfo};
 use tsbucket::vfs::RealFs;
 
-const FIELDS: [&str; 10] = [
-    "usage_user",
-    "usage_system",
-    "usage_idle",
-    "usage_nice",
-    "usage_iowait",
-    "usage_irq",
-    "usage_softirq",
-    "usage_steal",
-    "usage_guest",
-    "usage_guest_nice",
-];
+use tsbucket::workload::devops::FIELDS;
 
 /// Seeded splitmix64, so every run measures the same bytes.
 struct Rng(u64);

@@ -101,6 +101,12 @@ fn write_doc(doc: &Document, out: &mut Vec<u8>) -> std::result::Result<Option<Ob
     Ok(Some(id))
 }
 
+fn write_insert_header(out: &mut Vec<u8>, collection_id: u32, count: usize) {
+    out.push(RECORD_INSERT);
+    out.extend_from_slice(&collection_id.to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+}
+
 /// Validates and encodes a whole batch as one log record payload, and prepares each
 /// document for the catalog. Any bad document fails the whole batch before anything is
 /// written. Returns the prepared documents, the payload and the `_id` of each document.
@@ -115,9 +121,7 @@ pub fn prepare_batch(
         validate(doc, index, fields)?;
     }
     let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * 320);
-    out.push(RECORD_INSERT);
-    out.extend_from_slice(&collection_id.to_le_bytes());
-    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
     for (index, doc) in docs.iter().enumerate() {
@@ -153,9 +157,7 @@ pub fn prepare_raw_batch(
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
     let total: usize = docs.iter().map(|d| d.as_bytes().len() + 17).sum();
     let mut out = Vec::with_capacity(INSERT_HEADER + total);
-    out.push(RECORD_INSERT);
-    out.extend_from_slice(&collection_id.to_le_bytes());
-    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
     for (index, doc) in docs.iter().enumerate() {

@@ -89,14 +89,7 @@ fn seed004(
     scale: f64,
     batch: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let tmp;
-    let dir = match dir {
-        Some(d) => d,
-        None => {
-            tmp = tempfile::tempdir()?;
-            tmp.path().join("db")
-        }
-    };
+    let (dir, _tmp) = demo_dir(dir)?;
     let cfg = tsbucket::workload::Seed004 {
         scale,
         ..Default::default()
@@ -139,6 +132,20 @@ fn seed004(
     Ok(())
 }
 
+/// The database directory: the given one, or one inside a temporary directory that is removed
+/// when the returned guard drops.
+fn demo_dir(
+    dir: Option<PathBuf>,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), Box<dyn std::error::Error>> {
+    match dir {
+        Some(d) => Ok((d, None)),
+        None => {
+            let tmp = tempfile::tempdir()?;
+            Ok((tmp.path().join("db"), Some(tmp)))
+        }
+    }
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -151,14 +158,7 @@ fn demo(
     batch: usize,
     threads: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let tmp;
-    let dir = match dir {
-        Some(d) => d,
-        None => {
-            tmp = tempfile::tempdir()?;
-            tmp.path().join("db")
-        }
-    };
+    let (dir, _tmp) = demo_dir(dir)?;
     let cfg = Devops {
         hosts,
         hours,
