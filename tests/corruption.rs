@@ -171,7 +171,7 @@ fn every_flipped_segment_header_footer_and_sampled_body_byte_is_reported_as_corr
         cases.push((pos, 0xFF));
         cases.extend((0..8).map(|bit| (pos, 1u8 << bit)));
     }
-    let mut rng = Rng(seed_from_env(8));
+    let mut rng = Rng::new(seed_from_env(8));
     let body = count_from_env("TSBUCKET_BODY_FLIPS", 300);
     for _ in 0..body {
         cases.push((rng.range(header as u64, (len - 49) as u64) as usize, 0xFF));

@@ -29,7 +29,7 @@ fn child_ingests_until_killed() {
     };
     let seed = count_from_env("TSBUCKET_CHILD_SEED", 1);
     let cycle = count_from_env("TSBUCKET_CHILD_CYCLE", 1) as i32;
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     // Small thresholds so background flushes, WAL-limit closes and memory closes all happen
     // within the short life of the child.
     let opts = DbOptions {
@@ -59,7 +59,7 @@ fn child_ingests_until_killed() {
         .map(|t| {
             let coll = coll.clone();
             let db = db.clone();
-            let mut rng = Rng(seed ^ (t as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D));
+            let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D));
             let writer = cycle * 10 + t;
             std::thread::spawn(move || {
                 let mut batch = 1i64;
@@ -160,7 +160,7 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
     let cycles = count_from_env("TSBUCKET_KILL_CYCLES", 25);
     let seed = seed_from_env(0x6b_696c_6c39);
     eprintln!("kill9: {cycles} cycles, TSBUCKET_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     // Per cycle's collection: what the check after that cycle found, and its document count.

@@ -51,7 +51,7 @@ fn every_crash_image_after_each_acknowledged_step_holds_exactly_the_acknowledged
     let seed = seed_from_env(3);
     let seeds_per_mode = count_from_env("TSBUCKET_CRASH_SEEDS", 2);
     let steps = count_from_env("TSBUCKET_CRASH_STEPS", 40);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let fs = MemFs::new();
     let db = Database::open_with("/db", busy_options(&fs)).unwrap();
     let mut out = Outcome::default();
@@ -185,7 +185,7 @@ fn crash_images_taken_while_three_writers_and_the_flusher_run_keep_every_acked_b
         .map(|w| {
             let (c, acked, stop) = (c.clone(), acked.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut rng = Rng(w as u64);
+                let mut rng = Rng::new(w as u64);
                 // Bounded, so the images (and their checks) stay small while writers race.
                 let mut b = 1;
                 while !stop.load(Ordering::Relaxed) && b <= 120 {

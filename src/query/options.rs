@@ -78,17 +78,7 @@ impl Projection {
             let mut out = Document::new();
             for (k, v) in &d {
                 let keep_id = k == "_id" && self.id;
-                let sub: Vec<&str> = self
-                    .paths
-                    .iter()
-                    .filter_map(|p| {
-                        if p == k {
-                            Some("")
-                        } else {
-                            p.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('.'))
-                        }
-                    })
-                    .collect();
+                let sub = sub_paths(self.paths.iter().map(String::as_str), k);
                 if keep_id || sub.contains(&"") {
                     out.insert(k.clone(), v.clone());
                 } else if !sub.is_empty() {
@@ -111,21 +101,26 @@ impl Projection {
     }
 }
 
+/// What remains of each projected path below field `k`: `""` for the field itself, `"b.c"` for
+/// `"k.b.c"`; paths not under `k` are dropped.
+fn sub_paths<'a>(paths: impl Iterator<Item = &'a str>, k: &str) -> Vec<&'a str> {
+    paths
+        .filter_map(|p| {
+            if p == k {
+                Some("")
+            } else {
+                p.strip_prefix(k).and_then(|r| r.strip_prefix('.'))
+            }
+        })
+        .collect()
+}
+
 fn include_sub(v: &Bson, paths: &[&str]) -> Option<Bson> {
     match v {
         Bson::Document(d) => {
             let mut out = Document::new();
             for (k, x) in d {
-                let sub: Vec<&str> = paths
-                    .iter()
-                    .filter_map(|p| {
-                        if p == k {
-                            Some("")
-                        } else {
-                            p.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('.'))
-                        }
-                    })
-                    .collect();
+                let sub = sub_paths(paths.iter().copied(), k);
                 if sub.contains(&"") {
                     out.insert(k.clone(), x.clone());
                 } else if !sub.is_empty() {

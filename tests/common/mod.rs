@@ -10,17 +10,17 @@ use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::vfs::{MemFs, Vfs};
 use tsbucket::{Collection, Database, DbOptions, Error, TimeseriesOptions};
 
-/// SplitMix64: deterministic from a printed seed, so every failure can be replayed.
+/// The crate's seeded generator (SplitMix64): deterministic from a printed seed, so every
+/// failure can be replayed.
 #[derive(Debug, Clone)]
-pub struct Rng(pub u64);
+pub struct Rng(tsbucket::workload::rng::Rng);
 
 impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(tsbucket::workload::rng::Rng::new(seed))
+    }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in `lo..=hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
