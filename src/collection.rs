@@ -7,7 +7,7 @@ use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
 use crate::query::options::{parse_sort, sort_docs, Projection};
-use crate::query::read::{load, select, Cursor, Explain, Plan};
+use crate::query::read::{load, select, Cursor, Explain, Plan, Scan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::raw::RawDocumentBuf;
@@ -158,7 +158,7 @@ impl Collection {
         })
     }
 
-    fn plan(&self, filter: &Document) -> Result<(Plan, Vec<crate::query::read::Source>, Explain)> {
+    fn plan(&self, filter: &Document) -> Result<(Plan, Vec<Scan>, Explain)> {
         let f = Filter::parse(filter)?;
         self.with_state(|c| {
             let o = &c.entry.options;
@@ -251,7 +251,7 @@ impl Collection {
         })?;
         let mut out = Vec::new();
         for s in &sources {
-            let b = load(s)?;
+            let b = load(&s.src)?;
             let raw = raw_bucket(&b, &time_field);
             if f.matches(&raw) {
                 out.push(raw);

@@ -1,160 +1,16 @@
-//! Planning and running reads: which buckets can hold matches (pruning by the `_id` index,
-//! `control` time bounds and the meta value), and a cursor that unpacks one bucket at a time.
+//! Running reads: which buckets can hold matches (the `_id` index range, then each bucket's
+//! [`Verdict`]), and a cursor that unpacks one bucket at a time.
 
-use super::filter::{Filter, Pred};
+use super::filter::Filter;
+pub use super::plan::{BucketStats, Plan, Verdict};
 use super::unpack::row_document;
 use crate::bucket::BucketData;
-use crate::catalog::META_COLUMN;
 use crate::db::{CollState, IdKey};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
-use bson::{Bson, Document};
+use bson::Document;
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// What a filter lets us decide per bucket.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The whole filter, applied to every unpacked row.
-    pub filter: Filter,
-    /// Inclusive lower bound on the time field, milliseconds.
-    pub time_lo: i64,
-    /// Inclusive upper bound on the time field, milliseconds.
-    pub time_hi: i64,
-    /// Conjuncts that read only the meta field: decided once per bucket.
-    pub meta_conjuncts: Vec<Filter>,
-    time_field: String,
-    meta_field: Option<String>,
-}
-
-fn on_meta(f: &Filter, meta: &str) -> bool {
-    let mut paths = Vec::new();
-    f.paths(&mut paths);
-    !paths.is_empty()
-        && paths
-            .iter()
-            .all(|p| p == meta || p.strip_prefix(meta).is_some_and(|r| r.starts_with('.')))
-}
-
-fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) {
-    let ms = |v: &Bson| match v {
-        Bson::DateTime(t) => Some(t.timestamp_millis()),
-        _ => None,
-    };
-    match pred {
-        Pred::Eq(v) => {
-            if let Some(t) = ms(v) {
-                *lo = (*lo).max(t);
-                *hi = (*hi).min(t);
-            }
-        }
-        Pred::Gt(v) => {
-            if let Some(t) = ms(v) {
-                *lo = (*lo).max(t.saturating_add(1));
-            }
-        }
-        Pred::Gte(v) => {
-            if let Some(t) = ms(v) {
-                *lo = (*lo).max(t);
-            }
-        }
-        Pred::Lt(v) => {
-            if let Some(t) = ms(v) {
-                *hi = (*hi).min(t.saturating_sub(1));
-            }
-        }
-        Pred::Lte(v) => {
-            if let Some(t) = ms(v) {
-                *hi = (*hi).min(t);
-            }
-        }
-        Pred::In(vs) => {
-            let ts: Option<Vec<i64>> = vs.iter().map(ms).collect();
-            if let Some(ts) = ts {
-                if let (Some(a), Some(b)) = (ts.iter().min(), ts.iter().max()) {
-                    *lo = (*lo).max(*a);
-                    *hi = (*hi).min(*b);
-                }
-            }
-        }
-        Pred::All(ps) => ps.iter().for_each(|p| narrow(p, lo, hi)),
-        _ => {}
-    }
-}
-
-impl Plan {
-    /// Analyses `filter` for a collection with these fields.
-    pub fn new(filter: Filter, time_field: &str, meta_field: Option<&str>) -> Plan {
-        let mut lo = i64::MIN;
-        let mut hi = i64::MAX;
-        let mut meta_conjuncts = Vec::new();
-        for c in filter.conjuncts() {
-            if let Filter::Field { path, pred } = c {
-                if path == time_field {
-                    narrow(pred, &mut lo, &mut hi);
-                }
-            }
-            if let Some(m) = meta_field {
-                if on_meta(c, m) {
-                    meta_conjuncts.push(c.clone());
-                }
-            }
-        }
-        Plan {
-            filter,
-            time_lo: lo,
-            time_hi: hi,
-            meta_conjuncts,
-            time_field: time_field.to_string(),
-            meta_field: meta_field.map(str::to_string),
-        }
-    }
-
-    /// [`Plan::bucket_may_match`] for an open bucket, from its start, latest time and meta.
-    pub fn open_bucket_may_match(
-        &self,
-        meta: Option<&Bson>,
-        start_ms: i64,
-        max_time_ms: i64,
-        meta_varies: bool,
-    ) -> bool {
-        if max_time_ms < self.time_lo || start_ms > self.time_hi || self.time_lo > self.time_hi {
-            return false;
-        }
-        if self.meta_conjuncts.is_empty() || meta_varies {
-            return true;
-        }
-        self.meta_matches(meta)
-    }
-
-    fn meta_matches(&self, meta: Option<&Bson>) -> bool {
-        let mut d = Document::new();
-        if let (Some(f), Some(m)) = (self.meta_field.as_deref(), meta) {
-            d.insert(f, m.clone());
-        }
-        self.meta_conjuncts.iter().all(|c| c.matches(&d))
-    }
-
-    /// False when a bucket with these statistics cannot hold a matching row.
-    pub fn bucket_may_match(&self, meta: Option<&Bson>, min: &Document, max: &Document) -> bool {
-        let t = |d: &Document| match d.get(&self.time_field) {
-            Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
-            _ => None,
-        };
-        if let (Some(start), Some(end)) = (t(min), t(max)) {
-            if end < self.time_lo || start > self.time_hi {
-                return false;
-            }
-        }
-        if self.time_lo > self.time_hi {
-            return false;
-        }
-        if self.meta_conjuncts.is_empty() || max.contains_key(META_COLUMN) {
-            return true;
-        }
-        self.meta_matches(meta)
-    }
-}
 
 /// Where a bucket to scan lives.
 #[derive(Clone)]
@@ -163,6 +19,15 @@ pub enum Source {
     Mem(Arc<BucketData>),
     /// In a segment, by position.
     Seg(Arc<Segment>, u32),
+}
+
+/// A bucket chosen by [`select`] and what its statistics proved.
+#[derive(Clone)]
+pub struct Scan {
+    /// Where the bucket lives.
+    pub src: Source,
+    /// [`Verdict::All`] or [`Verdict::Some`] (pruned buckets are not returned).
+    pub verdict: Verdict,
 }
 
 /// How a read was carried out.
@@ -174,21 +39,39 @@ pub struct Explain {
     pub buckets_pruned_by_id: u64,
     /// Buckets skipped by their `control` statistics or meta value.
     pub buckets_pruned_by_stats: u64,
-    /// Buckets unpacked and tested row by row.
+    /// Buckets not pruned: `buckets_taken_whole + buckets_unpacked`.
     pub buckets_examined: u64,
+    /// Buckets whose statistics prove that every row matches: rows are not tested.
+    pub buckets_taken_whole: u64,
+    /// Buckets unpacked and tested row by row.
+    pub buckets_unpacked: u64,
+    /// Aggregation only: buckets answered from their statistics without decoding any column.
+    pub buckets_from_stats: u64,
     /// Inclusive time bounds derived from the filter (milliseconds), if any.
     pub time_bounds: Option<(i64, i64)>,
 }
 
-/// Picks the buckets of `c` that may match, reading the state under its lock. Open buckets are
-/// copied, so the result is a consistent snapshot that later writes do not change.
-pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Source>, Explain) {
+/// Picks the buckets of `c` that may match, reading the state under its lock, each with its
+/// verdict. Open buckets are copied, so the result is a consistent snapshot that later writes
+/// do not change.
+pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
     let mut ex = Explain {
         time_bounds: (plan.time_lo != i64::MIN || plan.time_hi != i64::MAX)
             .then_some((plan.time_lo, plan.time_hi)),
         ..Explain::default()
     };
     let mut out = Vec::new();
+    let mut keep = |ex: &mut Explain, src: Source, verdict: Verdict| match verdict {
+        Verdict::None => ex.buckets_pruned_by_stats += 1,
+        Verdict::All => {
+            ex.buckets_taken_whole += 1;
+            out.push(Scan { src, verdict });
+        }
+        Verdict::Some => {
+            ex.buckets_unpacked += 1;
+            out.push(Scan { src, verdict });
+        }
+    };
     let span = i64::from(c.entry.options.bucket_max_span_seconds()) * 1000;
     let total_seg = c.index.len() as u64;
     // A bucket holds times in [start, start + span): starts before `lo - span` cannot match.
@@ -204,11 +87,13 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Source>, Explain) {
             let Some(s) = seg.buckets().get(loc.index as usize) else {
                 continue;
             };
-            if plan.bucket_may_match(s.meta.as_ref(), &s.min, &s.max) {
-                out.push(Source::Seg(seg.clone(), loc.index));
-            } else {
-                ex.buckets_pruned_by_stats += 1;
-            }
+            let v = plan.verdict(&BucketStats {
+                meta: s.meta.as_ref(),
+                min: &s.min,
+                max: &s.max,
+                count: s.count,
+            });
+            keep(&mut ex, Source::Seg(seg.clone(), loc.index), v);
         }
     }
     ex.buckets_pruned_by_id = total_seg - in_range;
@@ -220,19 +105,30 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Source>, Explain) {
         .collect();
     ex.buckets_total = total_seg + frozen.len() as u64 + c.catalog.open_buckets() as u64;
     for b in frozen {
-        if plan.bucket_may_match(b.meta.as_ref(), &b.min, &b.max) {
-            out.push(Source::Mem(b));
-        } else {
-            ex.buckets_pruned_by_stats += 1;
-        }
+        let v = plan.verdict(&BucketStats {
+            meta: b.meta.as_ref(),
+            min: &b.min,
+            max: &b.max,
+            count: b.count,
+        });
+        keep(&mut ex, Source::Mem(b), v);
     }
     // Open buckets are pruned before they are copied: a copy is the expensive part.
     let open = c.catalog.snapshot_open_where(|b| {
         plan.open_bucket_may_match(b.meta.as_ref(), b.start_ms, b.max_time_ms, b.meta_varies())
     });
     ex.buckets_pruned_by_stats += c.catalog.open_buckets() as u64 - open.len() as u64;
-    out.extend(open.into_iter().map(|b| Source::Mem(Arc::new(b))));
-    ex.buckets_examined = out.len() as u64;
+    for b in open {
+        // The copy's statistics are complete: judge it like any closed bucket.
+        let v = plan.verdict(&BucketStats {
+            meta: b.meta.as_ref(),
+            min: &b.min,
+            max: &b.max,
+            count: b.count,
+        });
+        keep(&mut ex, Source::Mem(Arc::new(b)), v);
+    }
+    ex.buckets_examined = ex.buckets_taken_whole + ex.buckets_unpacked;
     (out, ex)
 }
 
@@ -268,7 +164,7 @@ pub fn matching_rows(
 
 /// Streams matching measurements, unpacking one bucket at a time.
 pub struct Cursor {
-    sources: std::vec::IntoIter<Source>,
+    sources: std::vec::IntoIter<Scan>,
     filter: Filter,
     meta_field: Option<String>,
     ready: VecDeque<Document>,
@@ -276,7 +172,7 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    pub(crate) fn new(sources: Vec<Source>, plan: Plan) -> Cursor {
+    pub(crate) fn new(sources: Vec<Scan>, plan: Plan) -> Cursor {
         Cursor {
             sources: sources.into_iter(),
             meta_field: plan.meta_field.clone(),
@@ -308,14 +204,13 @@ impl Iterator for Cursor {
             if self.failed {
                 return None;
             }
-            let src = self.sources.next()?;
-            let r = load(&src).and_then(|b| {
-                matching_rows(
-                    &b,
-                    &self.filter,
-                    self.meta_field.as_deref(),
-                    &mut self.ready,
-                )
+            let scan = self.sources.next()?;
+            let filter = match scan.verdict {
+                Verdict::All => &Filter::True,
+                _ => &self.filter,
+            };
+            let r = load(&scan.src).and_then(|b| {
+                matching_rows(&b, filter, self.meta_field.as_deref(), &mut self.ready)
             });
             if let Err(e) = r {
                 self.failed = true;
