@@ -124,7 +124,14 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
             }
             false
         }
-        Pred::All(ps) => ps.iter().fold(true, |exact, p| narrow(p, lo, hi) && exact),
+        Pred::All(ps) => {
+            // Every predicate must narrow the bounds, even after one that is not exact.
+            let mut exact = true;
+            for p in ps {
+                exact &= narrow(p, lo, hi);
+            }
+            exact
+        }
         _ => false,
     }
 }
