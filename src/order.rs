@@ -36,7 +36,7 @@ pub fn as_f64(v: &Bson) -> Option<f64> {
         Bson::Int32(i) => Some(f64::from(*i)),
         #[allow(
             clippy::cast_precision_loss,
-            reason = "comparison falls back to exact i64 below"
+            reason = "integers meet doubles in cmp_int_double, which is exact"
         )]
         Bson::Int64(i) => Some(*i as f64),
         Bson::Double(d) => Some(*d),
@@ -45,15 +45,43 @@ pub fn as_f64(v: &Bson) -> Option<f64> {
     }
 }
 
+/// An integer against a double, exactly: `2^53 + 1` is greater than the double `2^53`, and
+/// `i64::MAX` is less than the double `2^63` (converting the integer would make both equal).
+fn cmp_int_double(i: i64, d: f64) -> Ordering {
+    // 2^63 as a double; every double in [-2^63, 2^63) truncates to an exact i64.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if d.is_nan() {
+        return Ordering::Greater;
+    }
+    if d >= TWO_63 {
+        return Ordering::Less;
+    }
+    if d < -TWO_63 {
+        return Ordering::Greater;
+    }
+    let whole = d.trunc();
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "whole is integral and within i64's range"
+    )]
+    let w = whole as i64;
+    i.cmp(&w).then_with(|| {
+        // Equal integer parts: the double's fraction decides.
+        0.0f64.partial_cmp(&(d - whole)).unwrap_or(Ordering::Equal)
+    })
+}
+
 fn cmp_numbers(a: &Bson, b: &Bson) -> Ordering {
-    // Exact integer comparison where both sides are integers avoids f64 rounding of large i64.
     let int = |v: &Bson| match v {
         Bson::Int32(i) => Some(i64::from(*i)),
         Bson::Int64(i) => Some(*i),
         _ => None,
     };
-    if let (Some(x), Some(y)) = (int(a), int(b)) {
-        return x.cmp(&y);
+    match (a, b, int(a), int(b)) {
+        (_, _, Some(x), Some(y)) => return x.cmp(&y),
+        (_, Bson::Double(y), Some(x), None) => return cmp_int_double(x, *y),
+        (Bson::Double(x), _, None, Some(y)) => return cmp_int_double(y, *x).reverse(),
+        _ => {}
     }
     let x = as_f64(a).unwrap_or(f64::NAN);
     let y = as_f64(b).unwrap_or(f64::NAN);
@@ -167,6 +195,49 @@ mod tests {
             cmp_bson(&Bson::Int64(i64::MAX), &Bson::Int64(i64::MAX - 1)),
             Ordering::Greater
         );
+    }
+
+    /// Integers were converted to doubles before comparing with one, so `2^53 + 1` equalled
+    /// the double `2^53` and `i64::MAX` the double `2^63`: filters matched values they should
+    /// not have, and sorts tied values that differ.
+    #[test]
+    fn large_integers_compare_exactly_with_doubles() {
+        let two53 = 9_007_199_254_740_992_i64;
+        let cases = [
+            (
+                Bson::Int64(two53 + 1),
+                Bson::Double(two53 as f64),
+                Ordering::Greater,
+            ),
+            (
+                Bson::Int64(two53),
+                Bson::Double(two53 as f64),
+                Ordering::Equal,
+            ),
+            (
+                Bson::Int64(i64::MAX),
+                Bson::Double(9_223_372_036_854_775_808.0),
+                Ordering::Less,
+            ),
+            (
+                Bson::Int64(i64::MIN),
+                Bson::Double(-9_223_372_036_854_775_808.0),
+                Ordering::Equal,
+            ),
+            (
+                Bson::Int64(i64::MIN),
+                Bson::Double(-1e300),
+                Ordering::Greater,
+            ),
+            (Bson::Int32(-3), Bson::Double(-2.5), Ordering::Less),
+            (Bson::Int32(2), Bson::Double(2.5), Ordering::Less),
+            (Bson::Int32(0), Bson::Double(-0.0), Ordering::Equal),
+            (Bson::Int32(0), Bson::Double(f64::NAN), Ordering::Greater),
+        ];
+        for (i, d, want) in cases {
+            assert_eq!(cmp_bson(&i, &d), want, "{i:?} vs {d:?}");
+            assert_eq!(cmp_bson(&d, &i), want.reverse(), "{d:?} vs {i:?}");
+        }
     }
 
     #[test]
