@@ -178,14 +178,16 @@ pub fn parse_sort(s: &Document) -> Result<Vec<(String, bool)>> {
 }
 
 /// The value a document sorts by at `path`: missing sorts as null; for arrays, the smallest
-/// element ascending and the largest descending (MongoDB's rule).
+/// element ascending and the largest descending; an empty array sorts before null, as
+/// `undefined` (MongoDB's rules).
 fn sort_key(d: &Document, path: &str, asc: bool) -> Bson {
     let mut vals = Vec::new();
     collect_doc(d, path, &mut vals);
     let mut flat: Vec<&Bson> = Vec::new();
     for v in vals {
         match v {
-            Bson::Array(a) if !a.is_empty() => flat.extend(a.iter()),
+            Bson::Array(a) if a.is_empty() => flat.push(&Bson::Undefined),
+            Bson::Array(a) => flat.extend(a.iter()),
             other => flat.push(other),
         }
     }
@@ -247,5 +249,22 @@ mod tests {
         assert_eq!(v, vec![doc! {}, doc! {"a": 1}, doc! {"a": 2}]);
         sort_docs(&mut v, &parse_sort(&doc! {"a": -1}).unwrap());
         assert_eq!(v, vec![doc! {"a": 2}, doc! {"a": 1}, doc! {}]);
+    }
+
+    /// An empty array used to sort as an array, after every number and string; MongoDB sorts it
+    /// before null and missing fields in both directions' order (last when descending).
+    #[test]
+    fn empty_array_sorts_before_missing() {
+        let mut v = vec![doc! {"a": 1}, doc! {}, doc! {"a": []}, doc! {"a": [0, 7]}];
+        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
+        assert_eq!(
+            v,
+            vec![doc! {"a": []}, doc! {}, doc! {"a": [0, 7]}, doc! {"a": 1}]
+        );
+        sort_docs(&mut v, &parse_sort(&doc! {"a": -1}).unwrap());
+        assert_eq!(
+            v,
+            vec![doc! {"a": [0, 7]}, doc! {"a": 1}, doc! {}, doc! {"a": []}]
+        );
     }
 }
