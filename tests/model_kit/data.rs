@@ -139,7 +139,8 @@ pub fn number() -> BoxedStrategy<Val> {
     prop_oneof![
         4 => (-3i32..=3).prop_map(Val::I32),
         3 => (-3i64..=3).prop_map(Val::I64),
-        4 => prop::sample::select(vec![-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0]).prop_map(Val::F64),
+        4 => prop::sample::select(vec![-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+            .prop_map(Val::F64),
         1 => prop::sample::select(vec![i32::MIN, i32::MAX]).prop_map(Val::I32),
         1 => prop::sample::select(vec![TWO_53, TWO_53 + 1, -TWO_53 - 1, i64::MAX, i64::MIN])
             .prop_map(Val::I64),
@@ -198,7 +199,13 @@ fn small_doc() -> BoxedStrategy<Val> {
 /// The value of measurement field `i` of [`FIELDS`].
 pub fn field_value(i: usize) -> BoxedStrategy<Val> {
     match FIELDS[i] {
-        "s" => prop_oneof![6 => string(), 2 => any::<bool>().prop_map(Val::Bool), 1 => Just(Val::Null), 1 => number()].boxed(),
+        "s" => prop_oneof![
+            6 => string(),
+            2 => any::<bool>().prop_map(Val::Bool),
+            1 => Just(Val::Null),
+            1 => number(),
+        ]
+        .boxed(),
         "e" => prop_oneof![4 => small_doc(), 1 => number(), 1 => Just(Val::Null)].boxed(),
         "arr" => prop_oneof![4 => small_array(), 1 => number(), 1 => string()].boxed(),
         _ => prop_oneof![20 => number(), 1 => string(), 1 => any::<bool>().prop_map(Val::Bool),
@@ -232,7 +239,12 @@ pub fn meta_value() -> BoxedStrategy<Option<Val>> {
         });
     prop_oneof![
         5 => doc.prop_map(Some),
-        2 => prop_oneof![(0i32..3).prop_map(Val::I32), Just(Val::F64(1.0)), Just(Val::Str("h1"))].prop_map(Some),
+        2 => prop_oneof![
+            (0i32..3).prop_map(Val::I32),
+            Just(Val::F64(1.0)),
+            Just(Val::Str("h1")),
+        ]
+        .prop_map(Some),
         1 => Just(Some(Val::Null)),
         1 => Just(None),
     ]
@@ -346,7 +358,12 @@ pub struct Batch {
 fn batch() -> impl Strategy<Value = Batch> {
     (
         1usize..=40,
-        prop_oneof![4 => Just(After::Nothing), 2 => Just(After::Flush), 1 => Just(After::Reopen), 1 => Just(After::FlushReopen)],
+        prop_oneof![
+            4 => Just(After::Nothing),
+            2 => Just(After::Flush),
+            1 => Just(After::Reopen),
+            1 => Just(After::FlushReopen),
+        ],
         prop::bool::weighted(0.25),
     )
         .prop_map(|(len, after, check)| Batch { len, after, check })
@@ -398,21 +415,27 @@ impl fmt::Debug for Collection {
 /// explicit `_id`s.
 pub fn collection(max_rows: usize, shared_ids: bool) -> impl Strategy<Value = Collection> {
     (
-        prop_oneof![3 => Just(Bucketing::Minute), 1 => Just(Bucketing::Second), 2 => Just(Bucketing::Default)],
+        prop_oneof![
+            3 => Just(Bucketing::Minute),
+            1 => Just(Bucketing::Second),
+            2 => Just(Bucketing::Default),
+        ],
         prop::option::weighted(0.3, 2u32..=8),
         prop::collection::vec(meta_value(), 2..=6),
         prop::collection::vec(row(shared_ids), 0..=max_rows),
         prop::bool::weighted(0.3),
         prop::collection::vec(batch(), 1..=8),
     )
-        .prop_map(|(bucketing, max_count, series, rows, in_order, batches)| Collection {
-            bucketing,
-            max_count,
-            series,
-            rows,
-            in_order,
-            batches,
-        })
+        .prop_map(
+            |(bucketing, max_count, series, rows, in_order, batches)| Collection {
+                bucketing,
+                max_count,
+                series,
+                rows,
+                in_order,
+                batches,
+            },
+        )
 }
 
 impl Collection {

@@ -4,7 +4,7 @@ use super::data::{string, Ctx, Val, FIELDS, NEAR_2106, NEAR_EPOCH, TIME_RANGE};
 use super::matcher::lookup;
 use proptest::prelude::*;
 use std::fmt;
-use tsbucket::bson::{Bson, Document};
+use tsbucket::bson::{doc, Bson, Document};
 use tsbucket::FindOptions;
 
 /// Paths filters and options use: the time field, the meta field and its subfields, every
@@ -83,8 +83,17 @@ fn literal(path: &'static str) -> BoxedStrategy<Val> {
             1 => Just(Val::Null),
         ]
         .boxed(),
-        "_id" => prop_oneof![4 => (0u16..220).prop_map(Val::Oid), 1 => (1000u16..1003).prop_map(Val::Oid), 1 => scalar()].boxed(),
-        "m" => prop_oneof![3 => meta_value().prop_map(|m| m.unwrap_or(Val::Null)), 1 => scalar()].boxed(),
+        "_id" => prop_oneof![
+            4 => (0u16..220).prop_map(Val::Oid),
+            1 => (1000u16..1003).prop_map(Val::Oid),
+            1 => scalar(),
+        ]
+        .boxed(),
+        "m" => prop_oneof![
+            3 => meta_value().prop_map(|m| m.unwrap_or(Val::Null)),
+            1 => scalar(),
+        ]
+        .boxed(),
         "m.a" | "m.b" | "m.c" => prop_oneof![
             4 => (0i32..3).prop_map(Val::I32),
             1 => (0i64..3).prop_map(Val::I64),
@@ -93,9 +102,14 @@ fn literal(path: &'static str) -> BoxedStrategy<Val> {
             1 => scalar(),
         ]
         .boxed(),
-        "e.a" | "nope" => scalar(),
+        "e.a" | "nope" | "_id.a" => scalar(),
+        "_id.t" => time().prop_map(Val::Date).boxed(),
+        "n" => prop_oneof![3 => (0i32..6).prop_map(Val::I32), 1 => number()].boxed(),
         p => {
-            let i = FIELDS.iter().position(|f| *f == p).expect("a measurement field");
+            let i = FIELDS
+                .iter()
+                .position(|f| *f == p)
+                .expect("a measurement field");
             prop_oneof![3 => field_value(i), 1 => scalar()].boxed()
         }
     }
@@ -136,7 +150,12 @@ fn ops(path: &'static str) -> BoxedStrategy<Cond> {
 }
 
 fn field_clause() -> BoxedStrategy<Clause> {
-    prop::sample::select(PATHS.to_vec())
+    field_clause_on(PATHS.to_vec())
+}
+
+/// A predicate on one of `paths`.
+pub fn field_clause_on(paths: Vec<&'static str>) -> BoxedStrategy<Clause> {
+    prop::sample::select(paths)
         .prop_flat_map(|p| {
             let cond = prop_oneof![
                 1 => operand(p).prop_map(Cond::Implicit),
@@ -254,9 +273,9 @@ fn filter_doc(ops: &Operands<'_>, clauses: &[Clause]) -> Document {
                 let v = ops.bson(p, v);
                 // An operand document whose first field starts with '$' would read as
                 // operators; an explicit $eq keeps it an equality.
-                if matches!(&v, Bson::Document(x) if x.keys().next().is_some_and(|k| k.starts_with('$')))
-                {
-                    d.insert(*p, tsbucket::bson::doc! {"$eq": v});
+                let dollar = |x: &Document| x.keys().next().is_some_and(|k| k.starts_with('$'));
+                if matches!(&v, Bson::Document(x) if dollar(x)) {
+                    d.insert(*p, doc! {"$eq": v});
                 } else {
                     d.insert(*p, v);
                 }
@@ -309,10 +328,10 @@ const PROJECTION_GROUPS: [&[&str]; 8] = [
 
 const SORT_PATHS: [&str; 9] = ["t", "x", "y", "z", "m", "m.a", "s", "e", "arr"];
 
-/// Random find options.
-pub fn find() -> BoxedStrategy<Find> {
-    let projection = prop::collection::vec((0..PROJECTION_GROUPS.len(), 0usize..3), 0..=3)
-        .prop_map(|picks| {
+/// A projection: paths (at most one per group), inclusion or exclusion, and `_id: 0/1`.
+pub fn projection() -> BoxedStrategy<(Vec<&'static str>, bool, Option<bool>)> {
+    let paths =
+        prop::collection::vec((0..PROJECTION_GROUPS.len(), 0usize..3), 0..=3).prop_map(|picks| {
             let mut seen = Vec::new();
             let mut out = Vec::new();
             for (g, c) in picks {
@@ -324,6 +343,16 @@ pub fn find() -> BoxedStrategy<Find> {
             }
             out
         });
+    (
+        paths,
+        any::<bool>(),
+        prop::option::weighted(0.3, any::<bool>()),
+    )
+        .boxed()
+}
+
+/// Random find options.
+pub fn find() -> BoxedStrategy<Find> {
     let sort = prop::collection::vec(
         (prop::sample::select(SORT_PATHS.to_vec()), any::<bool>()),
         0..=2,
@@ -341,16 +370,14 @@ pub fn find() -> BoxedStrategy<Find> {
         out
     });
     (
-        projection,
-        any::<bool>(),
-        prop::option::weighted(0.3, any::<bool>()),
+        projection(),
         sort,
         any::<bool>(),
         prop::option::weighted(0.4, 0u64..12),
         prop::option::weighted(0.4, -4i64..12),
     )
         .prop_map(
-            |(projection, include, id, sort, tiebreak, skip, limit)| Find {
+            |((projection, include, id), sort, tiebreak, skip, limit)| Find {
                 projection,
                 include,
                 id,

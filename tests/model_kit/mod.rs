@@ -8,4 +8,6 @@ pub mod filters;
 pub mod harness;
 pub mod matcher;
 pub mod order;
+pub mod pipegen;
+pub mod pipeline;
 pub mod project;
