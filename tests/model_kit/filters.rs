@@ -8,9 +8,11 @@ use tsbucket::bson::{doc, Bson, Document};
 use tsbucket::FindOptions;
 
 /// Paths filters and options use: the time field, the meta field and its subfields, every
-/// measurement field, a subfield of the embedded document, `_id`, and a field nobody has.
-pub const PATHS: [&str; 14] = [
-    "t", "m", "m.a", "m.b", "m.c", "x", "y", "z", "s", "e", "e.a", "arr", "_id", "nope",
+/// measurement field, a subfield of the embedded document, array positions, `_id`, and a
+/// field nobody has.
+pub const PATHS: [&str; 16] = [
+    "t", "m", "m.a", "m.b", "m.c", "x", "y", "z", "s", "e", "e.a", "arr", "arr.0", "arr.1", "_id",
+    "nope",
 ];
 
 /// A query operator.
@@ -102,7 +104,7 @@ fn literal(path: &'static str) -> BoxedStrategy<Val> {
             1 => scalar(),
         ]
         .boxed(),
-        "e.a" | "nope" | "_id.a" => scalar(),
+        "e.a" | "nope" | "_id.a" | "arr.0" | "arr.1" => scalar(),
         "_id.t" => time().prop_map(Val::Date).boxed(),
         "n" => prop_oneof![3 => (0i32..6).prop_map(Val::I32), 1 => number()].boxed(),
         p => {
