@@ -301,7 +301,8 @@ pub fn build(steps: &[Step], ctx: &Ctx, docs: &[Document]) -> Built {
                 Some(doc! {"$sort": s})
             }
             Step::Skip(n) if shape.ordered => Some(doc! {"$skip": i64::from(*n)}),
-            Step::Limit(n) if shape.ordered => Some(doc! {"$limit": i64::from(*n)}),
+            // Drivers send small counts as int32 or int64: both must work.
+            Step::Limit(n) if shape.ordered => Some(doc! {"$limit": i32::from(*n)}),
             Step::Group { key, accs, count } if shape.measurements => {
                 let (g, fields) = group_doc(key, accs, *count, shape.ordered);
                 shape = Shape {
