@@ -57,6 +57,8 @@ struct BucketLoc {
     /// Indexes into the segment's shape table.
     shapes: Vec<u32>,
     row_shapes: Vec<u32>,
+    /// Bit `c` set when column `c` (below 64) has a value in every row: every shape lists it.
+    dense: u64,
 }
 
 /// Byte accounting of a segment file; the `*_bytes*` fields of a file add up to its length
@@ -263,6 +265,52 @@ impl Segment {
     /// column indexes refer to the bucket's full column list, not to the returned subset.
     pub fn read_bucket_columns(&self, i: usize, names: &[&str]) -> Result<BucketData> {
         self.read(i, Some(names))
+    }
+
+    /// True when every row of bucket `i` has field `name` (every field order the bucket uses
+    /// lists it), read from the directory without decoding data.
+    pub fn column_in_every_row(&self, i: usize, name: &str) -> bool {
+        let Some(s) = self.buckets.get(i) else {
+            return false;
+        };
+        let Some(col) = s
+            .loc
+            .columns
+            .iter()
+            .position(|&(n, _)| self.names.get(n as usize).is_some_and(|x| x == name))
+        else {
+            return false;
+        };
+        if col < 64 {
+            return s.loc.dense & (1 << col) != 0;
+        }
+        !s.loc.shapes.is_empty()
+            && s.loc.shapes.iter().all(|&sh| {
+                self.shapes
+                    .get(sh as usize)
+                    .is_some_and(|shape| shape.contains(&(col as u32)))
+            })
+    }
+
+    /// The names of bucket `i`'s columns in stored order (the positions shapes refer to).
+    pub fn column_names(&self, i: usize) -> Result<Vec<&str>> {
+        let s = self.summary(i)?;
+        s.loc
+            .columns
+            .iter()
+            .map(|&(n, _)| {
+                self.names
+                    .get(n as usize)
+                    .map(String::as_str)
+                    .ok_or_else(|| {
+                        Error::corruption(
+                            &self.path,
+                            self.dir_offset,
+                            format!("bucket {i}: column name index {n} out of range"),
+                        )
+                    })
+            })
+            .collect()
     }
 
     /// Checks everything: every page checksum, every column decodes to `count` rows, shapes
@@ -721,6 +769,7 @@ fn parse_directory(
         let (mut s, delta) =
             parse_entry(&mut c, &names, &metas, shapes.len(), &prev_id, &mut oid_ctx)
                 .map_err(|e| format!("bucket {i}: {e}"))?;
+        s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
         match delta {
             0 => {}
             1 => {
@@ -771,6 +820,21 @@ fn parse_directory(
         shapes,
         buckets,
     })
+}
+
+/// The columns (below 64) that every one of a bucket's shapes lists.
+fn dense_mask(bucket_shapes: &[u32], shapes: &[Vec<u32>]) -> u64 {
+    let mut mask = if bucket_shapes.is_empty() { 0 } else { !0 };
+    for &sh in bucket_shapes {
+        let mut m = 0u64;
+        for &c in shapes.get(sh as usize).map_or(&[][..], Vec::as_slice) {
+            if c < 64 {
+                m |= 1 << c;
+            }
+        }
+        mask &= m;
+    }
+    mask
 }
 
 /// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
@@ -877,6 +941,7 @@ fn parse_entry(
         columns,
         shapes,
         row_shapes,
+        dense: 0,
     };
     Ok((
         BucketSummary {
