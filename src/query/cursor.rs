@@ -32,6 +32,20 @@ pub struct Cursor {
     failed: bool,
 }
 
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match self.mode {
+            Mode::Scan(_) => "scan",
+            Mode::Merge(_) => "time merge",
+            Mode::Docs(_) => "sorted",
+        };
+        f.debug_struct("Cursor")
+            .field("mode", &mode)
+            .field("buckets_read", &self.buckets_read())
+            .finish()
+    }
+}
+
 enum Mode {
     Scan(ScanState),
     Merge(TimeMerge),
@@ -91,8 +105,9 @@ impl ScanState {
                 self.meta_field.as_deref(),
             )?;
             self.buckets_read += 1;
+            let bound = rows.bind(if whole { &Filter::True } else { &self.filter });
             for r in 0..rows.len() {
-                if !whole && !self.filter.matches_row(&rows.row(r)) {
+                if !bound.matches(&rows, r) {
                     continue;
                 }
                 if *skip > 0 {

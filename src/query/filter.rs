@@ -319,20 +319,30 @@ fn eq_matches(vals: &[&Bson], operand: &Bson) -> bool {
     })
 }
 
-/// The value at `path` below `v` when reaching it crosses no array (`Ok(None)` when it is
-/// missing); `Err(())` when an array is in the way and every branch must be collected.
-fn resolve_plain<'a>(mut v: &'a Bson, path: &str) -> std::result::Result<Option<&'a Bson>, ()> {
+/// What lies at a path below a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reach<'a> {
+    /// This one value, reached without crossing an array.
+    Value(&'a Bson),
+    /// Nothing, and no array was crossed.
+    Missing,
+    /// An array is in the way: every branch must be collected.
+    ThroughArray,
+}
+
+/// Follows `path` below `v` through embedded documents only.
+pub fn resolve_plain<'a>(mut v: &'a Bson, path: &str) -> Reach<'a> {
     for part in path.split('.') {
         v = match v {
             Bson::Document(d) => match d.get(part) {
                 Some(x) => x,
-                None => return Ok(None),
+                None => return Reach::Missing,
             },
-            Bson::Array(_) => return Err(()),
-            _ => return Ok(None),
+            Bson::Array(_) => return Reach::ThroughArray,
+            _ => return Reach::Missing,
         };
     }
-    Ok(Some(v))
+    Reach::Value(v)
 }
 
 impl Pred {
@@ -363,9 +373,9 @@ impl Pred {
             return self.matches(&[v]);
         };
         match resolve_plain(v, rest) {
-            Ok(Some(x)) => self.matches(&[x]),
-            Ok(None) => self.matches(&[]),
-            Err(()) => {
+            Reach::Value(x) => self.matches(&[x]),
+            Reach::Missing => self.matches(&[]),
+            Reach::ThroughArray => {
                 let mut vals = Vec::new();
                 collect_value(v, rest, &mut vals);
                 self.matches(&vals)

@@ -81,7 +81,7 @@ fn bound(src: &Source, time_field: &str, asc: bool) -> i64 {
     let (min, max) = match src {
         Source::Mem(b) => (time_of(&b.min, time_field), time_of(&b.max, time_field)),
         Source::Seg(seg, i) => match seg.buckets().get(*i as usize) {
-            Some(s) => (time_of(&s.min, time_field), time_of(&s.max, time_field)),
+            Some(s) => (Some(s.time_range().0), Some(s.time_range().1)),
             None => (None, None),
         },
     };
@@ -149,8 +149,9 @@ impl TimeMerge {
                 Err(e) => return Some(Err(e)),
             };
             self.buckets_read += 1;
+            let bound = rows.bind(if test { &s.filter } else { &Filter::True });
             for r in 0..rows.len() {
-                if test && !s.filter.matches_row(&rows.row(r)) {
+                if !bound.matches(&rows, r) {
                     continue;
                 }
                 let t = rows.time_ms(r);

@@ -5,7 +5,7 @@
 //! [`Plan::verdict`] says whether a bucket can be skipped, must be unpacked and tested row by
 //! row, or is known to match in every row.
 
-use super::filter::{split_path, Filter, Pred};
+use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
 use super::prune::{field_verdict, over_range};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::order::type_rank;
@@ -55,6 +55,9 @@ pub struct BucketStats<'a> {
     /// Whether every row has a given top-level field. Without it only the time field is known
     /// to be in every row, and predicates on other fields never take a bucket whole.
     pub dense: Option<&'a dyn Fn(&str) -> bool>,
+    /// The bucket's start and latest time in milliseconds when the caller has them at hand
+    /// (else they are read from `min` and `max`).
+    pub time: Option<(i64, i64)>,
 }
 
 impl std::fmt::Debug for BucketStats<'_> {
@@ -65,6 +68,7 @@ impl std::fmt::Debug for BucketStats<'_> {
             .field("max", &self.max)
             .field("count", &self.count)
             .field("dense", &self.dense.is_some())
+            .field("time", &self.time)
             .finish()
     }
 }
@@ -83,6 +87,15 @@ impl<'a> BucketStats<'a> {
             max,
             count,
             dense: None,
+            time: None,
+        }
+    }
+
+    /// Adds the bucket's start and latest time, milliseconds.
+    pub fn with_time(self, start_ms: i64, end_ms: i64) -> BucketStats<'a> {
+        BucketStats {
+            time: Some((start_ms, end_ms)),
+            ..self
         }
     }
 
@@ -120,7 +133,8 @@ pub struct Plan {
     /// `time_lo..=time_hi` states exactly; then a bucket inside the bounds with a matching meta
     /// matches in every row.
     pub exact: bool,
-    /// The conjuncts in the order buckets are judged: the time field, the meta field, the rest.
+    /// The conjuncts judged per bucket, meta field first; time conjuncts that the bounds state
+    /// exactly are left to the bounds.
     ordered: Vec<Filter>,
     pub(crate) time_field: String,
     pub(crate) meta_field: Option<String>,
@@ -130,10 +144,6 @@ fn on_meta(f: &Filter, meta: &str) -> bool {
     let mut paths = Vec::new();
     f.paths(&mut paths);
     !paths.is_empty() && paths.iter().all(|p| split_path(p).0 == meta)
-}
-
-fn on_field(f: &Filter, field: &str) -> bool {
-    matches!(f, Filter::Field { path, .. } if path == field)
 }
 
 /// Narrows `lo..=hi` by a predicate on the time field; returns true when the predicate is
@@ -204,6 +214,35 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
     }
 }
 
+/// True when `v` holds no embedded document, so field order cannot change how it compares.
+fn order_free(v: &Bson) -> bool {
+    match v {
+        Bson::Document(_) => false,
+        Bson::Array(a) => a.iter().all(order_free),
+        _ => true,
+    }
+}
+
+/// A predicate on the meta field (at `rest` below it) against the bucket's meta value. Rows
+/// carry that value, except that some may order the fields of embedded documents differently
+/// (`meta_varies`): that only matters when the predicate sees a document.
+fn judge_meta(pred: &Pred, rest: Option<&str>, b: &BucketStats<'_>) -> Verdict {
+    let at = match (b.meta, rest) {
+        (None, _) => Reach::Missing,
+        (Some(m), None) => Reach::Value(m),
+        (Some(m), Some(r)) => resolve_plain(m, r),
+    };
+    let same_in_every_row = match at {
+        Reach::Value(v) => order_free(v),
+        Reach::Missing => true,
+        Reach::ThroughArray => false,
+    };
+    if !same_in_every_row && b.meta_varies() {
+        return Verdict::Some;
+    }
+    Verdict::of(pred.matches_at(b.meta, rest))
+}
+
 fn time_ms(d: &Document, field: &str) -> Option<i64> {
     match d.get(field) {
         Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
@@ -218,7 +257,7 @@ impl Plan {
         let mut hi = i64::MAX;
         let mut meta_conjuncts = Vec::new();
         let mut exact = true;
-        let (mut time, mut meta, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut meta, mut rest) = (Vec::new(), Vec::new());
         for c in filter.conjuncts() {
             let mut decided = false;
             if let Filter::Field { path, pred } = c {
@@ -226,6 +265,7 @@ impl Plan {
                     decided = narrow(pred, &mut lo, &mut hi);
                 }
             }
+            let bounded = decided;
             if let Some(m) = meta_field {
                 if on_meta(c, m) {
                     meta_conjuncts.push(c.clone());
@@ -233,22 +273,19 @@ impl Plan {
                     decided = true;
                 }
             }
-            if on_field(c, time_field) {
-                time.push(c.clone());
-            } else if !meta_field.is_some_and(|m| on_meta(c, m)) {
+            if !bounded && !meta_field.is_some_and(|m| on_meta(c, m)) {
                 rest.push(c.clone());
             }
             exact &= decided;
         }
-        time.append(&mut meta);
-        time.append(&mut rest);
+        meta.append(&mut rest);
         Plan {
             filter,
             time_lo: lo,
             time_hi: hi,
             meta_conjuncts,
             exact,
-            ordered: time,
+            ordered: meta,
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
         }
@@ -322,15 +359,22 @@ impl Plan {
         if self.time_lo > self.time_hi {
             return Verdict::None;
         }
-        if let (Some(start), Some(end)) = (
-            time_ms(b.min, &self.time_field),
-            time_ms(b.max, &self.time_field),
-        ) {
+        let mut out = Verdict::All;
+        if self.time_lo != i64::MIN || self.time_hi != i64::MAX {
+            let (start, end) = b.time.unwrap_or_else(|| {
+                (
+                    time_ms(b.min, &self.time_field).unwrap_or(i64::MIN),
+                    time_ms(b.max, &self.time_field).unwrap_or(i64::MAX),
+                )
+            });
             if end < self.time_lo || start > self.time_hi {
                 return Verdict::None;
             }
+            // Rows lie in [start, end]: inside the bounds, the time conjuncts hold for all.
+            if start < self.time_lo || end > self.time_hi {
+                out = Verdict::Some;
+            }
         }
-        let mut out = Verdict::All;
         for c in &self.ordered {
             match self.judge(c, b) {
                 Verdict::None => return Verdict::None,
@@ -376,11 +420,7 @@ impl Plan {
     fn judge_field(&self, path: &str, pred: &Pred, b: &BucketStats<'_>) -> Verdict {
         let (head, rest) = split_path(path);
         if self.meta_field.as_deref() == Some(head) {
-            // Every row carries the bucket's meta value unless rows differ in field order.
-            if b.meta_varies() {
-                return Verdict::Some;
-            }
-            return Verdict::of(pred.matches_at(b.meta, rest));
+            return judge_meta(pred, rest, b);
         }
         // Rows never show bookkeeping fields.
         if is_hidden(head) {
@@ -401,7 +441,7 @@ impl Plan {
             // Scalars have no sub-fields: every row has nothing at the path.
             return Verdict::of(pred.matches(&[]));
         }
-        let dense = head == self.time_field || b.is_dense(head);
+        let dense = || head == self.time_field || b.is_dense(head);
         field_verdict(over_range(pred, lo, hi), dense, pred.matches(&[]))
     }
 

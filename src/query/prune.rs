@@ -40,13 +40,20 @@ impl Tri {
     }
 }
 
-/// The verdict for a bucket whose rows hold values of `tri` where present; `dense` when every
-/// row has the field, `missing` is what the predicate says for a row that lacks it.
-pub fn field_verdict(tri: Tri, dense: bool, missing: bool) -> Verdict {
-    match tri {
-        Tri::Always if dense || missing => Verdict::All,
-        Tri::Never if dense || !missing => Verdict::None,
-        _ => Verdict::Some,
+/// The verdict for a bucket whose rows hold values of `tri` where present; `dense` says
+/// whether every row has the field (asked only when it matters), `missing` is what the
+/// predicate says for a row that lacks it.
+pub fn field_verdict(tri: Tri, dense: impl FnOnce() -> bool, missing: bool) -> Verdict {
+    let decided = match tri {
+        Tri::Always => Verdict::All,
+        Tri::Never => Verdict::None,
+        Tri::Maybe => return Verdict::Some,
+    };
+    // Rows without the field decide the same way, or there are none.
+    if missing == (tri == Tri::Always) || dense() {
+        decided
+    } else {
+        Verdict::Some
     }
 }
 
@@ -218,11 +225,12 @@ mod tests {
 
     #[test]
     fn missing_rows_weigh_in_unless_dense() {
-        assert_eq!(field_verdict(Tri::Always, false, false), Verdict::Some);
-        assert_eq!(field_verdict(Tri::Always, true, false), Verdict::All);
-        assert_eq!(field_verdict(Tri::Always, false, true), Verdict::All);
-        assert_eq!(field_verdict(Tri::Never, false, true), Verdict::Some);
-        assert_eq!(field_verdict(Tri::Never, false, false), Verdict::None);
-        assert_eq!(field_verdict(Tri::Maybe, true, true), Verdict::Some);
+        let (yes, no) = (|| true, || false);
+        assert_eq!(field_verdict(Tri::Always, no, false), Verdict::Some);
+        assert_eq!(field_verdict(Tri::Always, yes, false), Verdict::All);
+        assert_eq!(field_verdict(Tri::Always, no, true), Verdict::All);
+        assert_eq!(field_verdict(Tri::Never, no, true), Verdict::Some);
+        assert_eq!(field_verdict(Tri::Never, no, false), Verdict::None);
+        assert_eq!(field_verdict(Tri::Maybe, yes, true), Verdict::Some);
     }
 }

@@ -106,9 +106,14 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
                 continue;
             };
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
-            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count);
-            let v = plan.verdict(&stats.with_dense(&dense));
-            keep(&mut ex, Source::Seg(seg.clone(), loc.index), v);
+            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
+                .with_time(s.time_range().0, s.time_range().1)
+                .with_dense(&dense);
+            keep(
+                &mut ex,
+                Source::Seg(seg.clone(), loc.index),
+                plan.verdict(&stats),
+            );
         }
     }
     ex.buckets_pruned_by_id = total_seg - seg_in_range;
@@ -207,9 +212,8 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
             continue;
         }
         let rows = Rows::load(&s.src, &need, plan.time_field(), plan.meta_field())?;
-        n += (0..rows.len())
-            .filter(|&r| plan.filter.matches_row(&rows.row(r)))
-            .count() as u64;
+        let bound = rows.bind(&plan.filter);
+        n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
     }
     Ok(n)
 }

@@ -2,7 +2,7 @@
 //! decoded, rows are tested against the filter without building documents, and a document is
 //! built only for a row that is returned.
 
-use super::filter::Fields;
+use super::filter::{split_path, Fields, Filter, Pred};
 use super::read::Source;
 use crate::bucket::{BucketData, META_SLOT};
 use crate::catalog::{is_hidden, META_COLUMN};
@@ -201,6 +201,84 @@ impl Rows {
             d.insert(c.name.clone(), v.clone());
         }
         Ok(d)
+    }
+}
+
+/// Where a filter leaf finds its first path component in a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// In this column of the loaded data.
+    Column(usize),
+    /// In the meta value.
+    Meta,
+    /// Nowhere: no row has it.
+    Missing,
+}
+
+/// A filter with its fields resolved to a bucket's columns once, so testing a row is a
+/// column index per leaf instead of a name lookup.
+pub enum Bound<'f> {
+    /// Matches everything.
+    True,
+    /// All must match.
+    And(Vec<Bound<'f>>),
+    /// At least one must match.
+    Or(Vec<Bound<'f>>),
+    /// None may match.
+    Nor(Vec<Bound<'f>>),
+    /// A predicate on the values below a field.
+    Leaf(At, Option<&'f str>, &'f Pred),
+}
+
+impl Rows {
+    /// Resolves `filter`'s fields against this bucket's columns.
+    pub fn bind<'f>(&self, filter: &'f Filter) -> Bound<'f> {
+        let list = |v: &'f [Filter]| v.iter().map(|f| self.bind(f)).collect();
+        match filter {
+            Filter::True => Bound::True,
+            Filter::And(v) => Bound::And(list(v)),
+            Filter::Or(v) => Bound::Or(list(v)),
+            Filter::Nor(v) => Bound::Nor(list(v)),
+            Filter::Field { path, pred } => {
+                let (head, rest) = split_path(path);
+                let at = if self.meta_field.as_deref() == Some(head) {
+                    At::Meta
+                } else if is_hidden(head) {
+                    At::Missing
+                } else {
+                    match self.data.columns.iter().position(|c| c.name == head) {
+                        Some(i) => At::Column(i),
+                        None => At::Missing,
+                    }
+                };
+                Bound::Leaf(at, rest, pred)
+            }
+        }
+    }
+}
+
+impl Bound<'_> {
+    /// True when row `row` of `rows` (the bucket this was bound to) matches.
+    pub fn matches(&self, rows: &Rows, row: usize) -> bool {
+        match self {
+            Bound::True => true,
+            Bound::And(v) => v.iter().all(|b| b.matches(rows, row)),
+            Bound::Or(v) => v.iter().any(|b| b.matches(rows, row)),
+            Bound::Nor(v) => !v.iter().any(|b| b.matches(rows, row)),
+            Bound::Leaf(at, rest, pred) => {
+                let v = match *at {
+                    At::Column(c) => rows
+                        .data
+                        .columns
+                        .get(c)
+                        .and_then(|c| c.values.get(row))
+                        .and_then(Option::as_ref),
+                    At::Meta => rows.meta_at(row),
+                    At::Missing => None,
+                };
+                pred.matches_at(v, *rest)
+            }
+        }
     }
 }
 

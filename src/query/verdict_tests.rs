@@ -55,6 +55,9 @@ fn operand() -> impl Strategy<Value = Bson> {
         Just(Bson::Null),
         Just(Bson::Double(f64::NAN)),
         (0i64..40).prop_map(|s| date(s * 100)),
+        // The meta value in both field orders rows may use.
+        Just(Bson::Document(doc! {"h": "a", "r": 1})),
+        Just(Bson::Document(doc! {"r": 1, "h": "a"})),
     ]
 }
 
@@ -208,11 +211,16 @@ proptest! {
             for x in ["t", "x", "y", "z"] {
                 prop_assert_eq!(on_disk(x), mem(x), "dense {}", x);
             }
-            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count);
+            let ms = |d: &Document| d.get_datetime("t").unwrap().timestamp_millis();
+            prop_assert_eq!(s.time_range(), (ms(&s.min), ms(&s.max)));
+            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
+                .with_time(s.time_range().0, s.time_range().1);
             check(plan.verdict(&stats.with_dense(&on_disk)), n, docs.len(), &what)?;
             let rows = Rows::load(&Source::Seg(seg.clone(), i as u32), &need, "t", Some("m")).unwrap();
+            let bound = rows.bind(&filter);
             for (r, hit) in hits.iter().enumerate() {
                 prop_assert_eq!(filter.matches_row(&rows.row(r)), *hit, "row {} of {}", r, what);
+                prop_assert_eq!(bound.matches(&rows, r), *hit, "bound row {} of {}", r, what);
             }
         }
     }

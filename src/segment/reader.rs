@@ -42,6 +42,16 @@ pub struct BucketSummary {
     /// `control.max`.
     pub max: Document,
     loc: BucketLoc,
+    /// `control.min` and `control.max` of the time field in milliseconds, read once at open.
+    time_range: (i64, i64),
+}
+
+impl BucketSummary {
+    /// The bucket's start (`control.min` of the time field, the rounded start) and latest time,
+    /// milliseconds.
+    pub fn time_range(&self) -> (i64, i64) {
+        self.time_range
+    }
 }
 
 /// Where a bucket's data lives and how it is cut into columns.
@@ -674,7 +684,7 @@ fn parse_directory(
     raw: &[u8],
     footer: &Footer,
     header_len: u64,
-    _info: &SegmentHeaderInfo,
+    info: &SegmentHeaderInfo,
 ) -> std::result::Result<Directory, String> {
     let mut c = Cursor::new(raw);
     let v = c.u8()?;
@@ -770,6 +780,14 @@ fn parse_directory(
             parse_entry(&mut c, &names, &metas, shapes.len(), &prev_id, &mut oid_ctx)
                 .map_err(|e| format!("bucket {i}: {e}"))?;
         s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
+        let ms = |d: &Document| match d.get(&info.time_field) {
+            Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+            _ => None,
+        };
+        s.time_range = (
+            ms(&s.min).unwrap_or_else(|| s.id.timestamp().timestamp_millis()),
+            ms(&s.max).unwrap_or(i64::MAX),
+        );
         match delta {
             0 => {}
             1 => {
@@ -951,6 +969,7 @@ fn parse_entry(
             min,
             max,
             loc,
+            time_range: (i64::MIN, i64::MAX),
         },
         page_delta,
     ))
