@@ -38,13 +38,17 @@ pub struct Scan {
 pub struct Explain {
     /// Buckets in the collection (segments and memory).
     pub buckets_total: u64,
-    /// Buckets skipped by the `_id` index range (time prefix).
+    /// Buckets skipped by the `_id` index range: their start (the `_id`'s time prefix) lies
+    /// outside the filter's time bounds with the lower bound widened by the bucket span. Buckets
+    /// still in memory are counted the same way.
     pub buckets_pruned_by_id: u64,
-    /// Buckets skipped by their `control` statistics or meta value.
+    /// Buckets in the `_id` range skipped because their `control.min/max`, the fields their
+    /// rows have, or their meta value prove that no row matches.
     pub buckets_pruned_by_stats: u64,
     /// Buckets not pruned: `buckets_taken_whole + buckets_unpacked`.
     pub buckets_examined: u64,
-    /// Buckets whose statistics prove that every row matches: rows are not tested.
+    /// Buckets whose statistics prove that every row matches: rows are not tested, and
+    /// counting reads nothing but `control.count`.
     pub buckets_taken_whole: u64,
     /// Buckets unpacked and tested row by row.
     pub buckets_unpacked: u64,
