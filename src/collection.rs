@@ -6,8 +6,9 @@ use crate::error::{Error, Result};
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
-use crate::query::options::{parse_sort, sort_docs, Projection};
-use crate::query::read::{load, select, Cursor, Explain, Plan, Scan};
+use crate::query::cursor::FindSpec;
+use crate::query::options::{parse_sort, Projection};
+use crate::query::read::{count, load, select, Cursor, Explain, Plan, Scan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::raw::RawDocumentBuf;
@@ -174,36 +175,40 @@ impl Collection {
         Ok(Cursor::new(sources, plan))
     }
 
-    /// [`Collection::find`] with projection, sort, skip and limit.
+    /// [`Collection::find`] with projection, sort, skip and limit. Only the columns the
+    /// filter, projection and sort read are decoded. A sort on the time field alone streams
+    /// buckets in time order, so with a limit only the buckets that can hold the first rows
+    /// are read; other sorts read every match.
     pub fn find_with(&self, filter: Document, options: FindOptions) -> Result<Cursor> {
         let projection = options
             .projection
             .as_ref()
+            .filter(|p| !p.is_empty())
             .map(Projection::parse)
             .transpose()?;
-        let sort = options.sort.as_ref().map(parse_sort).transpose()?;
-        let skip = options.skip.unwrap_or(0) as usize;
+        let sort = options
+            .sort
+            .as_ref()
+            .map(parse_sort)
+            .transpose()?
+            .unwrap_or_default();
         let limit = match options.limit {
-            None | Some(0) => usize::MAX,
-            Some(l) => l.unsigned_abs() as usize,
+            None | Some(0) => None,
+            Some(l) => Some(l.unsigned_abs()),
         };
-        let cursor = self.find(filter)?;
-        let mut docs: Vec<Document> = if sort.is_some() {
-            cursor.collect::<Result<_>>()?
-        } else {
-            cursor.skip(skip).take(limit).collect::<Result<_>>()?
+        let spec = FindSpec {
+            projection,
+            sort,
+            skip: options.skip.unwrap_or(0),
+            limit,
         };
-        if let Some(keys) = &sort {
-            sort_docs(&mut docs, keys);
-            docs = docs.into_iter().skip(skip).take(limit).collect();
-        }
-        if let Some(p) = &projection {
-            docs = docs.into_iter().map(|d| p.apply(d)).collect();
-        }
-        Ok(Cursor::from_docs(docs))
+        let (plan, sources, _) = self.plan(&filter)?;
+        Cursor::find(sources, plan, spec)
     }
 
-    /// Number of measurements matching `filter`.
+    /// Number of measurements matching `filter`. Buckets whose statistics prove every row
+    /// matches count by their `control.count` without being read; the others decode only the
+    /// columns the filter reads.
     pub fn count_documents(&self, filter: Document) -> Result<u64> {
         if filter.is_empty() {
             return self.with_state(|c| {
@@ -218,21 +223,12 @@ impl Collection {
                     .iter()
                     .chain(c.catalog.closed().iter())
                     .map(|b| u64::from(b.count))
-                    .sum::<u64>()
-                    + c.catalog
-                        .snapshot_open()
-                        .iter()
-                        .map(|b| u64::from(b.count))
-                        .sum::<u64>();
-                seg + mem
+                    .sum::<u64>();
+                seg + mem + c.catalog.open_measurements()
             });
         }
-        let mut n = 0;
-        for d in self.find(filter)? {
-            d?;
-            n += 1;
-        }
-        Ok(n)
+        let (plan, sources, _) = self.plan(&filter)?;
+        count(&sources, &plan)
     }
 
     /// How a read with `filter` would be carried out.

@@ -3,10 +3,12 @@
 //! Matching follows MongoDB: dotted paths descend into embedded documents and through arrays;
 //! a predicate on an array field matches when the array itself or any element matches;
 //! comparisons only match values of the same canonical type (`{x: {$gt: 5}}` never matches a
-//! string); `{x: null}` matches documents where `x` is missing.
+//! string); `{x: null}` matches documents where `x` is missing. As in MongoDB, a missing
+//! field also satisfies `$lt`/`$lte: MaxKey` and `$gt`/`$gte: MinKey`, and NaN satisfies no
+//! `$lt`/`$gt` and only the `$lte`/`$gte`/`$eq` of another NaN.
 
 use crate::error::{Error, Result};
-use crate::order::{cmp_bson, type_rank};
+use crate::order::{as_f64, cmp_bson, type_rank};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 
@@ -57,6 +59,26 @@ pub enum Pred {
     All(Vec<Pred>),
 }
 
+/// Top-level field access for matching: documents, and rows read straight from columns.
+pub trait Fields {
+    /// The value of top-level field `name`, if the row has it.
+    fn field(&self, name: &str) -> Option<&Bson>;
+}
+
+impl Fields for Document {
+    fn field(&self, name: &str) -> Option<&Bson> {
+        self.get(name)
+    }
+}
+
+/// Splits a dotted path into its first component and the rest.
+pub fn split_path(path: &str) -> (&str, Option<&str>) {
+    match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    }
+}
+
 fn bad(msg: impl Into<String>) -> Error {
     Error::BadValue(msg.into())
 }
@@ -77,15 +99,19 @@ impl Filter {
 
     /// True when `doc` matches.
     pub fn matches(&self, doc: &Document) -> bool {
+        self.matches_row(doc)
+    }
+
+    /// True when `row` matches; rows read straight from columns need no document.
+    pub fn matches_row<R: Fields + ?Sized>(&self, row: &R) -> bool {
         match self {
             Filter::True => true,
-            Filter::And(v) => v.iter().all(|f| f.matches(doc)),
-            Filter::Or(v) => v.iter().any(|f| f.matches(doc)),
-            Filter::Nor(v) => !v.iter().any(|f| f.matches(doc)),
+            Filter::And(v) => v.iter().all(|f| f.matches_row(row)),
+            Filter::Or(v) => v.iter().any(|f| f.matches_row(row)),
+            Filter::Nor(v) => !v.iter().any(|f| f.matches_row(row)),
             Filter::Field { path, pred } => {
-                let mut vals = Vec::new();
-                collect_doc(doc, path, &mut vals);
-                pred.matches(&vals)
+                let (head, rest) = split_path(path);
+                pred.matches_at(row.field(head), rest)
             }
         }
     }
@@ -127,6 +153,8 @@ fn parse_entry(k: &str, v: &Bson) -> Result<Filter> {
         "$and" => Ok(Filter::And(parse_list(k, v)?)),
         "$or" => Ok(Filter::Or(parse_list(k, v)?)),
         "$nor" => Ok(Filter::Nor(parse_list(k, v)?)),
+        // A note for the server's logs in MongoDB; it never affects matching.
+        "$comment" => Ok(Filter::True),
         _ if k.starts_with('$') => Err(bad(format!("unknown top level operator: {k}"))),
         _ => {
             if k.is_empty() || k.split('.').any(str::is_empty) {
@@ -148,7 +176,7 @@ fn parse_value(v: &Bson) -> Result<Pred> {
     match v {
         Bson::Document(d) if is_operator_doc(d) => parse_operators(d),
         Bson::RegularExpression(_) => Err(bad("regular expressions are not supported in filters")),
-        other => Ok(Pred::Eq(other.clone())),
+        other => Ok(Pred::Eq(operand(other)?)),
     }
 }
 
@@ -156,12 +184,12 @@ fn parse_operators(d: &Document) -> Result<Pred> {
     let mut preds = Vec::new();
     for (op, arg) in d {
         let p = match op.as_str() {
-            "$eq" => Pred::Eq(arg.clone()),
-            "$ne" => Pred::Ne(arg.clone()),
-            "$gt" => Pred::Gt(arg.clone()),
-            "$gte" => Pred::Gte(arg.clone()),
-            "$lt" => Pred::Lt(arg.clone()),
-            "$lte" => Pred::Lte(arg.clone()),
+            "$eq" => Pred::Eq(operand(arg)?),
+            "$ne" => Pred::Ne(operand(arg)?),
+            "$gt" => Pred::Gt(operand(arg)?),
+            "$gte" => Pred::Gte(operand(arg)?),
+            "$lt" => Pred::Lt(operand(arg)?),
+            "$lte" => Pred::Lte(operand(arg)?),
             "$in" | "$nin" => {
                 let Bson::Array(a) = arg else {
                     return Err(bad(format!("{op} needs an array")));
@@ -170,6 +198,9 @@ fn parse_operators(d: &Document) -> Result<Pred> {
                     return Err(bad(format!(
                         "regular expressions in {op} are not supported"
                     )));
+                }
+                for x in a {
+                    operand(x)?;
                 }
                 if op == "$in" {
                     Pred::In(a.clone())
@@ -205,6 +236,14 @@ fn parse_operators(d: &Document) -> Result<Pred> {
     })
 }
 
+/// A comparison operand; MongoDB refuses `undefined` ("cannot compare to undefined").
+fn operand(v: &Bson) -> Result<Bson> {
+    match v {
+        Bson::Undefined => Err(bad("cannot compare to undefined")),
+        other => Ok(other.clone()),
+    }
+}
+
 fn truthy(v: &Bson) -> bool {
     match v {
         Bson::Boolean(b) => *b,
@@ -218,10 +257,7 @@ fn truthy(v: &Bson) -> bool {
 
 /// Collects the values at `path` in `doc`, descending through arrays as MongoDB does.
 pub fn collect_doc<'a>(doc: &'a Document, path: &str, out: &mut Vec<&'a Bson>) {
-    let (head, rest) = match path.split_once('.') {
-        Some((h, r)) => (h, Some(r)),
-        None => (path, None),
-    };
+    let (head, rest) = split_path(path);
     if let Some(v) = doc.get(head) {
         match rest {
             None => out.push(v),
@@ -230,14 +266,12 @@ pub fn collect_doc<'a>(doc: &'a Document, path: &str, out: &mut Vec<&'a Bson>) {
     }
 }
 
-fn collect_value<'a>(v: &'a Bson, path: &str, out: &mut Vec<&'a Bson>) {
+/// Collects the values at `path` below the value `v` (the path is relative to `v`).
+pub fn collect_value<'a>(v: &'a Bson, path: &str, out: &mut Vec<&'a Bson>) {
     match v {
         Bson::Document(d) => collect_doc(d, path, out),
         Bson::Array(a) => {
-            let (head, rest) = match path.split_once('.') {
-                Some((h, r)) => (h, Some(r)),
-                None => (path, None),
-            };
+            let (head, rest) = split_path(path);
             if let Some(e) = head.parse::<usize>().ok().and_then(|i| a.get(i)) {
                 match rest {
                     None => out.push(e),
@@ -285,16 +319,42 @@ fn eq_matches(vals: &[&Bson], operand: &Bson) -> bool {
     })
 }
 
+/// What lies at a path below a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reach<'a> {
+    /// This one value, reached without crossing an array.
+    Value(&'a Bson),
+    /// Nothing, and no array was crossed.
+    Missing,
+    /// An array is in the way: every branch must be collected.
+    ThroughArray,
+}
+
+/// Follows `path` below `v` through embedded documents only.
+pub fn resolve_plain<'a>(mut v: &'a Bson, path: &str) -> Reach<'a> {
+    for part in path.split('.') {
+        v = match v {
+            Bson::Document(d) => match d.get(part) {
+                Some(x) => x,
+                None => return Reach::Missing,
+            },
+            Bson::Array(_) => return Reach::ThroughArray,
+            _ => return Reach::Missing,
+        };
+    }
+    Reach::Value(v)
+}
+
 impl Pred {
     /// True when the values found at the path satisfy the predicate.
     pub fn matches(&self, vals: &[&Bson]) -> bool {
         match self {
             Pred::Eq(x) => eq_matches(vals, x),
             Pred::Ne(x) => !eq_matches(vals, x),
-            Pred::Gt(x) => range(vals, x, |o| o == Ordering::Greater),
-            Pred::Gte(x) => range(vals, x, |o| o != Ordering::Less),
-            Pred::Lt(x) => range(vals, x, |o| o == Ordering::Less),
-            Pred::Lte(x) => range(vals, x, |o| o != Ordering::Greater),
+            Pred::Gt(x) => range(vals, x, Cmp::Gt),
+            Pred::Gte(x) => range(vals, x, Cmp::Gte),
+            Pred::Lt(x) => range(vals, x, Cmp::Lt),
+            Pred::Lte(x) => range(vals, x, Cmp::Lte),
             Pred::In(xs) => xs.iter().any(|x| eq_matches(vals, x)),
             Pred::Nin(xs) => !xs.iter().any(|x| eq_matches(vals, x)),
             Pred::Exists(e) => vals.is_empty() != *e,
@@ -302,14 +362,95 @@ impl Pred {
             Pred::All(ps) => ps.iter().all(|p| p.matches(vals)),
         }
     }
+
+    /// Matches the values at `rest` below `top` (the value of the path's first component, if
+    /// any), without collecting them into a list unless the path crosses an array.
+    pub fn matches_at(&self, top: Option<&Bson>, rest: Option<&str>) -> bool {
+        let Some(v) = top else {
+            return self.matches(&[]);
+        };
+        let Some(rest) = rest else {
+            return self.matches(&[v]);
+        };
+        match resolve_plain(v, rest) {
+            Reach::Value(x) => self.matches(&[x]),
+            Reach::Missing => self.matches(&[]),
+            Reach::ThroughArray => {
+                let mut vals = Vec::new();
+                collect_value(v, rest, &mut vals);
+                self.matches(&vals)
+            }
+        }
+    }
 }
 
-fn range(vals: &[&Bson], x: &Bson, ok: fn(Ordering) -> bool) -> bool {
-    // `{$gte: null}` / `{$lte: null}` match missing fields like `{$eq: null}`.
-    if matches!(x, Bson::Null) && ok(Ordering::Equal) && eq_matches(vals, x) {
+/// A range operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    /// `$gt`
+    Gt,
+    /// `$gte`
+    Gte,
+    /// `$lt`
+    Lt,
+    /// `$lte`
+    Lte,
+}
+
+impl Cmp {
+    fn accepts(self, o: Ordering) -> bool {
+        match self {
+            Cmp::Gt => o == Ordering::Greater,
+            Cmp::Gte => o != Ordering::Less,
+            Cmp::Lt => o == Ordering::Less,
+            Cmp::Lte => o != Ordering::Greater,
+        }
+    }
+
+    fn inclusive(self) -> bool {
+        matches!(self, Cmp::Gte | Cmp::Lte)
+    }
+}
+
+/// True for a double or decimal NaN.
+pub fn is_nan(v: &Bson) -> bool {
+    match v {
+        Bson::Double(d) => d.is_nan(),
+        Bson::Decimal128(_) => as_f64(v).is_some_and(f64::is_nan),
+        _ => false,
+    }
+}
+
+/// One value against a range operand, MongoDB's way: only within a type bracket (MinKey and
+/// MaxKey compare with everything), and NaN is only ever equal to NaN.
+pub fn cmp_matches(v: &Bson, x: &Bson, op: Cmp) -> bool {
+    let Some(o) = cmp_same_type(v, x) else {
+        return false;
+    };
+    // MinKey and MaxKey bound NaN like any other value; among numbers NaN is special.
+    let (nv, nx) = (is_nan(v), is_nan(x));
+    if (nv || nx) && type_rank(v) == type_rank(x) {
+        return op.inclusive() && nv && nx;
+    }
+    op.accepts(o)
+}
+
+fn range(vals: &[&Bson], x: &Bson, op: Cmp) -> bool {
+    if vals.is_empty() {
+        // A missing field compares like MongoDB's EOO: equal to null, below MaxKey and above
+        // MinKey.
+        return match x {
+            Bson::Null => op.inclusive(),
+            Bson::MaxKey => matches!(op, Cmp::Lt | Cmp::Lte),
+            Bson::MinKey => matches!(op, Cmp::Gt | Cmp::Gte),
+            _ => false,
+        };
+    }
+    // `{$gte: null}` / `{$lte: null}` match null and undefined values like `{$eq: null}`.
+    if matches!(x, Bson::Null) && op.inclusive() && eq_matches(vals, x) {
         return true;
     }
-    any_value(vals, &|v| cmp_same_type(v, x).is_some_and(ok))
+    any_value(vals, &|v| cmp_matches(v, x, op))
 }
 
 #[cfg(test)]
@@ -363,6 +504,115 @@ mod tests {
         assert!(m(doc! {"a": {"$nin": [2, 3]}}, d.clone()));
         assert!(m(doc! {"a": {"$not": {"$gt": 1}}}, d.clone()));
         assert!(m(doc! {"c": {"$exists": false}}, d));
+    }
+
+    #[test]
+    fn null_matches_missing_and_null_but_not_empty_arrays() {
+        assert!(m(doc! {"a": {"$in": [null, 5]}}, doc! {}));
+        assert!(m(doc! {"a": {"$in": [null]}}, doc! {"a": null}));
+        assert!(!m(doc! {"a": {"$in": [null]}}, doc! {"a": []}));
+        assert!(m(doc! {"a": {"$in": [null]}}, doc! {"a": [1, null]}));
+        assert!(!m(doc! {"a": {"$nin": [null]}}, doc! {}));
+        assert!(m(doc! {"a": {"$ne": null}}, doc! {"a": []}));
+        assert!(m(doc! {"a": {"$gte": null}}, doc! {}));
+        assert!(!m(doc! {"a": {"$gt": null}}, doc! {}));
+        assert!(!m(doc! {"a": {"$gt": null}}, doc! {"a": 1}));
+        assert!(m(doc! {"a.b": null}, doc! {"a": 5}));
+    }
+
+    #[test]
+    fn ne_and_nin_on_arrays_exclude_any_element() {
+        let d = doc! {"a": [1, 2, 3]};
+        assert!(!m(doc! {"a": {"$ne": 2}}, d.clone()));
+        assert!(m(doc! {"a": {"$ne": 4}}, d.clone()));
+        assert!(!m(doc! {"a": {"$nin": [4, 3]}}, d.clone()));
+        assert!(m(doc! {"a": {"$nin": [4, 5]}}, d.clone()));
+        assert!(!m(doc! {"a": {"$ne": [1, 2, 3]}}, d));
+    }
+
+    #[test]
+    fn exists_follows_dotted_paths_through_arrays() {
+        let d = doc! {"a": [{"b": 1}, {"c": 2}, 7], "n": [[{"b": 1}]]};
+        assert!(m(doc! {"a.b": {"$exists": true}}, d.clone()));
+        assert!(m(doc! {"a.c": {"$exists": true}}, d.clone()));
+        assert!(!m(doc! {"a.d": {"$exists": true}}, d.clone()));
+        assert!(m(doc! {"a.2": {"$exists": true}}, d.clone()));
+        assert!(!m(doc! {"a.3": {"$exists": true}}, d.clone()));
+        assert!(m(doc! {"a.0.b": {"$exists": true}}, d.clone()));
+        // Arrays directly inside arrays are not searched by field name.
+        assert!(!m(doc! {"n.b": {"$exists": true}}, d.clone()));
+        assert!(m(doc! {"n.b": {"$exists": false}}, d));
+    }
+
+    #[test]
+    fn min_and_max_key_bound_every_value_and_missing_fields() {
+        for d in [
+            doc! {"a": 1},
+            doc! {"a": "s"},
+            doc! {"a": null},
+            doc! {},
+            doc! {"a": []},
+        ] {
+            assert!(m(doc! {"a": {"$lt": Bson::MaxKey}}, d.clone()), "{d}");
+            assert!(m(doc! {"a": {"$lte": Bson::MaxKey}}, d.clone()), "{d}");
+            assert!(m(doc! {"a": {"$gt": Bson::MinKey}}, d.clone()), "{d}");
+            assert!(!m(doc! {"a": {"$gt": Bson::MaxKey}}, d.clone()), "{d}");
+            assert!(!m(doc! {"a": {"$lt": Bson::MinKey}}, d.clone()), "{d}");
+            assert!(!m(doc! {"a": Bson::MaxKey}, d.clone()), "{d}");
+        }
+        assert!(m(doc! {"a": Bson::MaxKey}, doc! {"a": Bson::MaxKey}));
+        assert!(m(
+            doc! {"a": {"$gte": Bson::MaxKey}},
+            doc! {"a": Bson::MaxKey}
+        ));
+        assert!(!m(doc! {"a": {"$gt": 5}}, doc! {"a": Bson::MaxKey}));
+    }
+
+    #[test]
+    fn nan_only_equals_nan() {
+        let nan = doc! {"a": f64::NAN};
+        for f in [
+            doc! {"a": {"$lt": 0}},
+            doc! {"a": {"$lte": 0}},
+            doc! {"a": {"$gt": 0}},
+            doc! {"a": {"$gte": f64::NEG_INFINITY}},
+            doc! {"a": {"$lt": f64::NAN}},
+            doc! {"a": 0},
+        ] {
+            assert!(!m(f.clone(), nan.clone()), "{f}");
+        }
+        for f in [
+            doc! {"a": f64::NAN},
+            doc! {"a": {"$gte": f64::NAN}},
+            doc! {"a": {"$lte": f64::NAN}},
+            doc! {"a": {"$gt": Bson::MinKey}},
+        ] {
+            assert!(m(f.clone(), nan.clone()), "{f}");
+        }
+        assert!(!m(doc! {"a": {"$gte": f64::NAN}}, doc! {"a": 1}));
+        assert!(!m(doc! {"a": {"$lt": f64::NAN}}, doc! {"a": 1}));
+    }
+
+    #[test]
+    fn numbers_compare_across_types_and_brackets_hold() {
+        let d = doc! {"i": 5, "l": 5i64, "f": 5.0, "s": "5", "b": true};
+        assert!(m(doc! {"i": 5.0, "l": 5, "f": 5i64}, d.clone()));
+        assert!(m(doc! {"l": {"$gt": 4.5, "$lt": 5.5}}, d.clone()));
+        assert!(!m(doc! {"s": {"$gt": 1}}, d.clone()));
+        assert!(!m(doc! {"b": {"$gte": 0}}, d.clone()));
+        assert!(m(doc! {"b": {"$gt": false}}, d));
+    }
+
+    #[test]
+    fn comment_is_ignored_and_undefined_operands_refused() {
+        assert!(m(doc! {"$comment": "why", "a": 1}, doc! {"a": 1}));
+        for f in [
+            doc! {"a": Bson::Undefined},
+            doc! {"a": {"$gt": Bson::Undefined}},
+            doc! {"a": {"$in": [1, Bson::Undefined]}},
+        ] {
+            assert_eq!(Filter::parse(&f).unwrap_err().code(), Some(2), "{f}");
+        }
     }
 
     #[test]

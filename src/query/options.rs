@@ -1,6 +1,7 @@
 //! Find options: projection, sort, skip and limit, applied to unpacked measurements.
 
 use super::filter::collect_doc;
+use super::rows::{heads, Need};
 use crate::error::{Error, Result};
 use crate::order::cmp_bson;
 use bson::{Bson, Document};
@@ -62,6 +63,11 @@ impl Projection {
                 }
                 _ => {}
             }
+            if let Some(p) = paths.iter().find(|p: &&String| collides(p, k)) {
+                return Err(Error::BadValue(format!(
+                    "path collision in the projection: '{p}' and '{k}'"
+                )));
+            }
             paths.push(k.clone());
         }
         Ok(Projection {
@@ -70,6 +76,29 @@ impl Projection {
             paths,
             id,
         })
+    }
+
+    /// The top-level fields the projection reads.
+    pub fn need(&self) -> Need {
+        if self.include {
+            let mut v = heads(&self.paths);
+            if self.id && !v.iter().any(|x| x == "_id") {
+                v.push("_id".to_string());
+            }
+            Need::Only(v)
+        } else {
+            // Only whole top-level fields can be left undecoded; sub-paths need their field.
+            let mut v: Vec<String> = self
+                .paths
+                .iter()
+                .filter(|p| !p.contains('.'))
+                .cloned()
+                .collect();
+            if !self.id {
+                v.push("_id".to_string());
+            }
+            Need::AllBut(v)
+        }
     }
 
     /// Applies the projection to one document.
@@ -99,6 +128,12 @@ impl Projection {
             d
         }
     }
+}
+
+/// True when one path is the other or lies inside it (`a` and `a.b`).
+fn collides(a: &str, b: &str) -> bool {
+    let under = |x: &str, y: &str| x.strip_prefix(y).is_some_and(|r| r.starts_with('.'));
+    a == b || under(a, b) || under(b, a)
 }
 
 /// What remains of each projected path below field `k`: `""` for the field itself, `"b.c"` for
@@ -201,16 +236,39 @@ fn sort_key(d: &Document, path: &str, asc: bool) -> Bson {
 
 /// Sorts documents by the keys (stable).
 pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
-    docs.sort_by(|a, b| {
-        for (k, asc) in keys {
-            let o = cmp_bson(&sort_key(a, k, *asc), &sort_key(b, k, *asc));
-            let o = if *asc { o } else { o.reverse() };
-            if o != Ordering::Equal {
-                return o;
-            }
+    docs.sort_by(|a, b| cmp_docs(a, b, keys));
+}
+
+fn cmp_docs(a: &Document, b: &Document, keys: &[(String, bool)]) -> Ordering {
+    for (k, asc) in keys {
+        let o = cmp_bson(&sort_key(a, k, *asc), &sort_key(b, k, *asc));
+        let o = if *asc { o } else { o.reverse() };
+        if o != Ordering::Equal {
+            return o;
         }
-        Ordering::Equal
-    });
+    }
+    Ordering::Equal
+}
+
+/// The first `n` documents of `docs` in sort order, keeping at most about `2n` in memory
+/// while they arrive (ties keep arrival order).
+pub fn top_sorted<E>(
+    docs: impl Iterator<Item = std::result::Result<Document, E>>,
+    keys: &[(String, bool)],
+    n: usize,
+) -> std::result::Result<Vec<Document>, E> {
+    let mut out: Vec<Document> = Vec::new();
+    let cap = n.saturating_mul(2).max(1024);
+    for d in docs {
+        out.push(d?);
+        if out.len() >= cap && out.len() > n {
+            sort_docs(&mut out, keys);
+            out.truncate(n);
+        }
+    }
+    sort_docs(&mut out, keys);
+    out.truncate(n);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -239,6 +297,54 @@ mod tests {
                 .unwrap_err()
                 .code(),
             Some(2)
+        );
+    }
+
+    #[test]
+    fn projection_path_collisions_are_bad_value() {
+        for p in [doc! {"a": 1, "a.b": 1}, doc! {"a.b": 0, "a": 0}] {
+            assert_eq!(Projection::parse(&p).unwrap_err().code(), Some(2), "{p}");
+        }
+        assert!(Projection::parse(&doc! {"a.b": 1, "a.c": 1, "ab": 1}).is_ok());
+    }
+
+    #[test]
+    fn projection_needs_only_its_fields() {
+        let p = Projection::parse(&doc! {"m.h": 1, "v": 1}).unwrap();
+        assert_eq!(
+            p.need(),
+            Need::Only(vec!["m".into(), "v".into(), "_id".into()])
+        );
+        let p = Projection::parse(&doc! {"_id": 0, "v": 1}).unwrap();
+        assert_eq!(p.need(), Need::Only(vec!["v".into()]));
+        let p = Projection::parse(&doc! {"_id": 0, "m.h": 0, "w": 0}).unwrap();
+        assert_eq!(p.need(), Need::AllBut(vec!["w".into(), "_id".into()]));
+        let p = Projection::parse(&doc! {"_id": 1}).unwrap();
+        assert_eq!(p.need(), Need::Only(vec!["_id".into()]));
+    }
+
+    #[test]
+    fn top_sorted_keeps_the_first_n_in_order() {
+        let docs = (0..5000i64).map(|i| Ok::<_, ()>(doc! {"a": (i * 7919) % 5000}));
+        let keys = parse_sort(&doc! {"a": -1}).unwrap();
+        let top = top_sorted(docs, &keys, 3).unwrap();
+        assert_eq!(
+            top,
+            vec![
+                doc! {"a": 4999i64},
+                doc! {"a": 4998i64},
+                doc! {"a": 4997i64}
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_arrays_sort_below_null() {
+        let mut v = vec![doc! {"a": null}, doc! {"a": []}, doc! {"a": [3, 1]}];
+        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
+        assert_eq!(
+            v,
+            vec![doc! {"a": []}, doc! {"a": null}, doc! {"a": [3, 1]}]
         );
     }
 

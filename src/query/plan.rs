@@ -1,10 +1,14 @@
 //! What a filter lets us decide per bucket, from the bucket's statistics alone: the time
-//! bounds (for the `_id` index range and `control.min/max` of the time field) and the
-//! conjuncts that read only the meta field. [`Plan::verdict`] says whether a bucket can be
-//! skipped, must be unpacked and tested row by row, or is known to match in every row.
+//! bounds (for the `_id` index range), predicates on the meta field (decided once per bucket
+//! against its meta value) and predicates on measurement fields and the time field (decided
+//! from `control.min/max`, MongoDB's bucket-level rewrite, plus which fields every row has).
+//! [`Plan::verdict`] says whether a bucket can be skipped, must be unpacked and tested row by
+//! row, or is known to match in every row.
 
-use super::filter::{Filter, Pred};
-use crate::catalog::META_COLUMN;
+use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
+use super::prune::{field_verdict, over_range};
+use crate::catalog::{is_hidden, META_COLUMN};
+use crate::order::type_rank;
 use bson::{Bson, Document};
 
 /// What a bucket's statistics prove about a filter.
@@ -18,8 +22,26 @@ pub enum Verdict {
     All,
 }
 
+impl Verdict {
+    fn of(b: bool) -> Verdict {
+        if b {
+            Verdict::All
+        } else {
+            Verdict::None
+        }
+    }
+
+    fn not(self) -> Verdict {
+        match self {
+            Verdict::None => Verdict::All,
+            Verdict::All => Verdict::None,
+            Verdict::Some => Verdict::Some,
+        }
+    }
+}
+
 /// A bucket's statistics as the planner sees them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct BucketStats<'a> {
     /// The bucket's meta value (`None` when its measurements had no meta field).
     pub meta: Option<&'a Bson>,
@@ -30,13 +52,69 @@ pub struct BucketStats<'a> {
     pub max: &'a Document,
     /// Measurements in the bucket.
     pub count: u32,
+    /// Whether every row has a given top-level field. Without it only the time field is known
+    /// to be in every row, and predicates on other fields never take a bucket whole.
+    pub dense: Option<&'a dyn Fn(&str) -> bool>,
+    /// The bucket's start and latest time in milliseconds when the caller has them at hand
+    /// (else they are read from `min` and `max`).
+    pub time: Option<(i64, i64)>,
 }
 
-impl BucketStats<'_> {
+impl std::fmt::Debug for BucketStats<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketStats")
+            .field("meta", &self.meta)
+            .field("min", &self.min)
+            .field("max", &self.max)
+            .field("count", &self.count)
+            .field("dense", &self.dense.is_some())
+            .field("time", &self.time)
+            .finish()
+    }
+}
+
+impl<'a> BucketStats<'a> {
+    /// Statistics without knowledge of which fields every row has.
+    pub fn new(
+        meta: Option<&'a Bson>,
+        min: &'a Document,
+        max: &'a Document,
+        count: u32,
+    ) -> BucketStats<'a> {
+        BucketStats {
+            meta,
+            min,
+            max,
+            count,
+            dense: None,
+            time: None,
+        }
+    }
+
+    /// Adds the bucket's start and latest time, milliseconds.
+    pub fn with_time(self, start_ms: i64, end_ms: i64) -> BucketStats<'a> {
+        BucketStats {
+            time: Some((start_ms, end_ms)),
+            ..self
+        }
+    }
+
+    /// Adds which top-level fields every row has.
+    pub fn with_dense(self, dense: &'a dyn Fn(&str) -> bool) -> BucketStats<'a> {
+        BucketStats {
+            dense: Some(dense),
+            ..self
+        }
+    }
+
     /// True when rows carry meta values that differ from the bucket's (field order only), so
     /// meta conjuncts must be tested per row.
     pub fn meta_varies(&self) -> bool {
         self.max.contains_key(META_COLUMN)
+    }
+
+    fn is_dense(&self, field: &str) -> bool {
+        self.dense.is_some_and(|d| d(field))
     }
 }
 
@@ -55,6 +133,9 @@ pub struct Plan {
     /// `time_lo..=time_hi` states exactly; then a bucket inside the bounds with a matching meta
     /// matches in every row.
     pub exact: bool,
+    /// The conjuncts judged per bucket, meta field first; time conjuncts that the bounds state
+    /// exactly are left to the bounds.
+    ordered: Vec<Filter>,
     pub(crate) time_field: String,
     pub(crate) meta_field: Option<String>,
 }
@@ -62,10 +143,7 @@ pub struct Plan {
 fn on_meta(f: &Filter, meta: &str) -> bool {
     let mut paths = Vec::new();
     f.paths(&mut paths);
-    !paths.is_empty()
-        && paths
-            .iter()
-            .all(|p| p == meta || p.strip_prefix(meta).is_some_and(|r| r.starts_with('.')))
+    !paths.is_empty() && paths.iter().all(|p| split_path(p).0 == meta)
 }
 
 /// Narrows `lo..=hi` by a predicate on the time field; returns true when the predicate is
@@ -136,6 +214,35 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
     }
 }
 
+/// True when `v` holds no embedded document, so field order cannot change how it compares.
+fn order_free(v: &Bson) -> bool {
+    match v {
+        Bson::Document(_) => false,
+        Bson::Array(a) => a.iter().all(order_free),
+        _ => true,
+    }
+}
+
+/// A predicate on the meta field (at `rest` below it) against the bucket's meta value. Rows
+/// carry that value, except that some may order the fields of embedded documents differently
+/// (`meta_varies`): that only matters when the predicate sees a document.
+fn judge_meta(pred: &Pred, rest: Option<&str>, b: &BucketStats<'_>) -> Verdict {
+    let at = match (b.meta, rest) {
+        (None, _) => Reach::Missing,
+        (Some(m), None) => Reach::Value(m),
+        (Some(m), Some(r)) => resolve_plain(m, r),
+    };
+    let same_in_every_row = match at {
+        Reach::Value(v) => order_free(v),
+        Reach::Missing => true,
+        Reach::ThroughArray => false,
+    };
+    if !same_in_every_row && b.meta_varies() {
+        return Verdict::Some;
+    }
+    Verdict::of(pred.matches_at(b.meta, rest))
+}
+
 fn time_ms(d: &Document, field: &str) -> Option<i64> {
     match d.get(field) {
         Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
@@ -150,6 +257,7 @@ impl Plan {
         let mut hi = i64::MAX;
         let mut meta_conjuncts = Vec::new();
         let mut exact = true;
+        let (mut meta, mut rest) = (Vec::new(), Vec::new());
         for c in filter.conjuncts() {
             let mut decided = false;
             if let Filter::Field { path, pred } = c {
@@ -157,20 +265,27 @@ impl Plan {
                     decided = narrow(pred, &mut lo, &mut hi);
                 }
             }
+            let bounded = decided;
             if let Some(m) = meta_field {
                 if on_meta(c, m) {
                     meta_conjuncts.push(c.clone());
+                    meta.push(c.clone());
                     decided = true;
                 }
             }
+            if !bounded && !meta_field.is_some_and(|m| on_meta(c, m)) {
+                rest.push(c.clone());
+            }
             exact &= decided;
         }
+        meta.append(&mut rest);
         Plan {
             filter,
             time_lo: lo,
             time_hi: hi,
             meta_conjuncts,
             exact,
+            ordered: meta,
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
         }
@@ -184,6 +299,24 @@ impl Plan {
     /// The meta field's name, if the collection has one.
     pub fn meta_field(&self) -> Option<&str> {
         self.meta_field.as_deref()
+    }
+
+    /// The inclusive range of bucket starts (`control.min` of the time field, the `_id`'s time
+    /// prefix) that can hold a matching row, for buckets spanning at most `span_ms`; `None`
+    /// when no bucket can. A bucket starting at `s` holds times in `[s, s + span)`, so the
+    /// lower bound is widened by the span, as MongoDB does for its `_id` index scan.
+    pub fn start_range(&self, span_ms: i64) -> Option<(i64, i64)> {
+        if self.time_lo > self.time_hi {
+            return None;
+        }
+        let lo = if self.time_lo == i64::MIN {
+            i64::MIN
+        } else {
+            self.time_lo
+                .saturating_sub(span_ms.max(1))
+                .saturating_add(1)
+        };
+        Some((lo, self.time_hi))
     }
 
     /// [`Plan::verdict`]'s pruning half for an open bucket, from its start, latest time and
@@ -206,11 +339,19 @@ impl Plan {
 
     /// True when the bucket meta value satisfies every meta conjunct.
     pub fn meta_matches(&self, meta: Option<&Bson>) -> bool {
-        let mut d = Document::new();
-        if let (Some(f), Some(m)) = (self.meta_field.as_deref(), meta) {
-            d.insert(f, m.clone());
+        self.meta_conjuncts.iter().all(|c| self.meta_holds(c, meta))
+    }
+
+    /// Matches a filter that reads only the meta field against a meta value directly: paths
+    /// are taken relative to the value, so no document is built per bucket.
+    fn meta_holds(&self, f: &Filter, meta: Option<&Bson>) -> bool {
+        match f {
+            Filter::True => true,
+            Filter::And(v) => v.iter().all(|f| self.meta_holds(f, meta)),
+            Filter::Or(v) => v.iter().any(|f| self.meta_holds(f, meta)),
+            Filter::Nor(v) => !v.iter().any(|f| self.meta_holds(f, meta)),
+            Filter::Field { path, pred } => pred.matches_at(meta, split_path(path).1),
         }
-        self.meta_conjuncts.iter().all(|c| c.matches(&d))
     }
 
     /// What a bucket's statistics prove about the filter.
@@ -218,37 +359,95 @@ impl Plan {
         if self.time_lo > self.time_hi {
             return Verdict::None;
         }
-        let (start, end) = (
-            time_ms(b.min, &self.time_field),
-            time_ms(b.max, &self.time_field),
-        );
-        if let (Some(start), Some(end)) = (start, end) {
+        let mut out = Verdict::All;
+        if self.time_lo != i64::MIN || self.time_hi != i64::MAX {
+            let (start, end) = b.time.unwrap_or_else(|| {
+                (
+                    time_ms(b.min, &self.time_field).unwrap_or(i64::MIN),
+                    time_ms(b.max, &self.time_field).unwrap_or(i64::MAX),
+                )
+            });
             if end < self.time_lo || start > self.time_hi {
                 return Verdict::None;
             }
+            // Rows lie in [start, end]: inside the bounds, the time conjuncts hold for all.
+            if start < self.time_lo || end > self.time_hi {
+                out = Verdict::Some;
+            }
         }
-        let meta_varies = b.meta_varies();
-        if !self.meta_conjuncts.is_empty() && !meta_varies && !self.meta_matches(b.meta) {
-            return Verdict::None;
+        for c in &self.ordered {
+            match self.judge(c, b) {
+                Verdict::None => return Verdict::None,
+                Verdict::Some => out = Verdict::Some,
+                Verdict::All => {}
+            }
         }
-        let inside =
-            matches!((start, end), (Some(s), Some(e)) if s >= self.time_lo && e <= self.time_hi);
-        if self.exact && inside && (self.meta_conjuncts.is_empty() || !meta_varies) {
-            Verdict::All
-        } else {
-            Verdict::Some
+        out
+    }
+
+    fn judge(&self, f: &Filter, b: &BucketStats<'_>) -> Verdict {
+        match f {
+            Filter::True => Verdict::All,
+            Filter::And(v) => {
+                let mut out = Verdict::All;
+                for f in v {
+                    match self.judge(f, b) {
+                        Verdict::None => return Verdict::None,
+                        Verdict::Some => out = Verdict::Some,
+                        Verdict::All => {}
+                    }
+                }
+                out
+            }
+            Filter::Or(v) => self.judge_any(v, b),
+            Filter::Nor(v) => self.judge_any(v, b).not(),
+            Filter::Field { path, pred } => self.judge_field(path, pred, b),
         }
+    }
+
+    fn judge_any(&self, v: &[Filter], b: &BucketStats<'_>) -> Verdict {
+        let mut out = Verdict::None;
+        for f in v {
+            match self.judge(f, b) {
+                Verdict::All => return Verdict::All,
+                Verdict::Some => out = Verdict::Some,
+                Verdict::None => {}
+            }
+        }
+        out
+    }
+
+    fn judge_field(&self, path: &str, pred: &Pred, b: &BucketStats<'_>) -> Verdict {
+        let (head, rest) = split_path(path);
+        if self.meta_field.as_deref() == Some(head) {
+            return judge_meta(pred, rest, b);
+        }
+        // Rows never show bookkeeping fields.
+        if is_hidden(head) {
+            return Verdict::of(pred.matches(&[]));
+        }
+        let (lo, hi) = match (b.min.get(head), b.max.get(head)) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            // control holds every field some row has: no row has this one.
+            (None, None) => return Verdict::of(pred.matches(&[])),
+            _ => return Verdict::Some,
+        };
+        // Bounds of documents and arrays are taken element-wise: they bound no single value.
+        let composite = |v: &Bson| matches!(v, Bson::Document(_) | Bson::Array(_));
+        if composite(lo) || composite(hi) || type_rank(lo) != type_rank(hi) {
+            return Verdict::Some;
+        }
+        if rest.is_some() {
+            // Scalars have no sub-fields: every row has nothing at the path.
+            return Verdict::of(pred.matches(&[]));
+        }
+        let dense = || head == self.time_field || b.is_dense(head);
+        field_verdict(over_range(pred, lo, hi), dense, pred.matches(&[]))
     }
 
     /// False when a bucket with these statistics cannot hold a matching row.
     pub fn bucket_may_match(&self, meta: Option<&Bson>, min: &Document, max: &Document) -> bool {
-        let stats = BucketStats {
-            meta,
-            min,
-            max,
-            count: 0,
-        };
-        self.verdict(&stats) != Verdict::None
+        self.verdict(&BucketStats::new(meta, min, max, 0)) != Verdict::None
     }
 }
 
@@ -267,12 +466,14 @@ mod tests {
 
     fn verdict(p: &Plan, meta: Bson, lo: i64, hi: i64) -> Verdict {
         let (min, max) = (doc! {"t": t(lo)}, doc! {"t": t(hi)});
-        p.verdict(&BucketStats {
-            meta: Some(&meta),
-            min: &min,
-            max: &max,
-            count: 2,
-        })
+        p.verdict(&BucketStats::new(Some(&meta), &min, &max, 2))
+    }
+
+    /// A bucket with control `min`/`max` where `dense` fields are in every row.
+    fn judge(p: &Plan, min: Document, max: Document, dense: &[&str]) -> Verdict {
+        let meta = Bson::Document(doc! {"h": "a"});
+        let d = |f: &str| dense.contains(&f);
+        p.verdict(&BucketStats::new(Some(&meta), &min, &max, 3).with_dense(&d))
     }
 
     #[test]
@@ -288,12 +489,119 @@ mod tests {
     }
 
     #[test]
-    fn measurement_conjuncts_need_rows() {
-        let p = plan(doc! {"t": {"$gte": t(100)}, "x": 5});
+    fn measurement_conjuncts_prune_by_control() {
+        let p = plan(doc! {"t": {"$gte": t(100)}, "x": {"$gt": 5}});
         assert!(!p.exact);
-        let a = Bson::Document(doc! {"h": "a"});
-        assert_eq!(verdict(&p, a.clone(), 100, 199), Verdict::Some);
-        assert_eq!(verdict(&p, a, 0, 99), Verdict::None);
+        let lo = doc! {"t": t(100), "x": 1};
+        let hi = |x: i32| doc! {"t": t(199), "x": x};
+        assert_eq!(judge(&p, lo.clone(), hi(5), &["x"]), Verdict::None);
+        assert_eq!(judge(&p, lo.clone(), hi(9), &["x"]), Verdict::Some);
+        let lo6 = doc! {"t": t(100), "x": 6.5};
+        assert_eq!(judge(&p, lo6.clone(), hi(9), &["x"]), Verdict::All);
+        // Some row may lack x: it would not match.
+        assert_eq!(judge(&p, lo6, hi(9), &[]), Verdict::Some);
+        // Before the time bound.
+        assert_eq!(
+            judge(
+                &p,
+                doc! {"t": t(0), "x": 6},
+                doc! {"t": t(99), "x": 9},
+                &["x"]
+            ),
+            Verdict::None
+        );
+    }
+
+    #[test]
+    fn a_field_no_row_has_decides_every_row_alike() {
+        let (min, max) = (doc! {"t": t(0), "y": 1}, doc! {"t": t(9), "y": 2});
+        for (f, want) in [
+            (doc! {"x": {"$gt": 5}}, Verdict::None),
+            (doc! {"x": null}, Verdict::All),
+            (doc! {"x": {"$exists": false}}, Verdict::All),
+            (doc! {"x": {"$ne": 5}}, Verdict::All),
+            (doc! {"x": {"$lt": Bson::MaxKey}}, Verdict::All),
+            (doc! {"x.a": 1}, Verdict::None),
+        ] {
+            assert_eq!(
+                judge(&plan(f.clone()), min.clone(), max.clone(), &[]),
+                want,
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
+    fn composite_bounds_and_hidden_fields_do_not_prune() {
+        let min = doc! {"t": t(0), "a": [1, 2], "d": {"v": 1}, "\u{1}sum": {"a": 3}};
+        let max = doc! {"t": t(9), "a": [5, 9], "d": {"v": 4}, "\u{1}sum": {"a": 3}};
+        for f in [
+            doc! {"a": 3},
+            doc! {"a": {"$gt": 100}},
+            doc! {"d.v": 9},
+            doc! {"d": {"$gt": {"v": 100}}},
+        ] {
+            assert_eq!(
+                judge(&plan(f.clone()), min.clone(), max.clone(), &["a", "d"]),
+                Verdict::Some,
+                "{f}"
+            );
+        }
+        let hidden = plan(doc! {"\u{1}sum": {"$exists": true}});
+        assert_eq!(judge(&hidden, min, max, &[]), Verdict::None);
+    }
+
+    #[test]
+    fn time_field_operators_are_sound() {
+        let (min, max) = (doc! {"t": t(100)}, doc! {"t": t(199)});
+        for (f, want) in [
+            (doc! {"t": {"$gt": t(99)}}, Verdict::All),
+            (doc! {"t": {"$gt": t(100)}}, Verdict::Some),
+            (doc! {"t": {"$ne": t(150)}}, Verdict::Some),
+            (doc! {"t": {"$ne": t(250)}}, Verdict::All),
+            (doc! {"t": {"$nin": [t(50), t(250)]}}, Verdict::All),
+            (doc! {"t": {"$in": [t(50), t(250)]}}, Verdict::None),
+            (doc! {"t": {"$exists": true}}, Verdict::All),
+            (doc! {"t": {"$exists": false}}, Verdict::None),
+            (doc! {"t": {"$gt": 5}}, Verdict::None),
+            (
+                doc! {"$or": [{"t": {"$lt": t(50)}}, {"t": {"$gt": t(300)}}]},
+                Verdict::None,
+            ),
+            (
+                doc! {"$or": [{"t": {"$lt": t(150)}}, {"t": {"$gte": t(150)}}]},
+                Verdict::Some,
+            ),
+            (doc! {"$nor": [{"t": {"$lt": t(50)}}]}, Verdict::All),
+        ] {
+            assert_eq!(
+                judge(&plan(f.clone()), min.clone(), max.clone(), &[]),
+                want,
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
+    fn meta_conjuncts_match_the_meta_value_in_place() {
+        let p = plan(doc! {"m.h": {"$in": ["a", "c"]}, "m": {"$exists": true}});
+        assert!(p.meta_matches(Some(&Bson::Document(doc! {"h": "a"}))));
+        assert!(!p.meta_matches(Some(&Bson::Document(doc! {"h": "b"}))));
+        assert!(!p.meta_matches(None));
+        let arr = plan(doc! {"m.h": "b"});
+        let meta = Bson::Document(doc! {"h": ["a", "b"]});
+        assert!(arr.meta_matches(Some(&meta)));
+        let nested = Bson::Array(vec![Bson::Document(doc! {"h": "b"})]);
+        assert!(arr.meta_matches(Some(&nested)));
+    }
+
+    #[test]
+    fn start_range_widens_the_lower_bound_by_the_span() {
+        let p = plan(doc! {"t": {"$gte": t(10_000), "$lte": t(20_000)}});
+        assert_eq!(p.start_range(3_000), Some((7_001, 20_000)));
+        assert_eq!(plan(doc! {}).start_range(3_000), Some((i64::MIN, i64::MAX)));
+        let empty = plan(doc! {"t": {"$gt": t(5), "$lt": t(3)}});
+        assert_eq!(empty.start_range(3_000), None);
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! Running reads: which buckets can hold matches (the `_id` index range, then each bucket's
-//! [`Verdict`]), and a cursor that unpacks one bucket at a time.
+//! [`Verdict`]), counting without unpacking what the statistics decide.
 
+pub use super::cursor::Cursor;
 use super::filter::Filter;
 pub use super::plan::{BucketStats, Plan, Verdict};
+use super::rows::{heads, Need, Rows};
 use super::unpack::row_document;
 use crate::bucket::BucketData;
-use crate::db::{CollState, IdKey};
+use crate::db::CollState;
 use crate::error::{Error, Result};
 use crate::segment::Segment;
-use bson::Document;
+use bson::{Bson, Document};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -35,13 +38,17 @@ pub struct Scan {
 pub struct Explain {
     /// Buckets in the collection (segments and memory).
     pub buckets_total: u64,
-    /// Buckets skipped by the `_id` index range (time prefix).
+    /// Buckets skipped by the `_id` index range: their start (the `_id`'s time prefix) lies
+    /// outside the filter's time bounds with the lower bound widened by the bucket span. Buckets
+    /// still in memory are counted the same way.
     pub buckets_pruned_by_id: u64,
-    /// Buckets skipped by their `control` statistics or meta value.
+    /// Buckets in the `_id` range skipped because their `control.min/max`, the fields their
+    /// rows have, or their meta value prove that no row matches.
     pub buckets_pruned_by_stats: u64,
     /// Buckets not pruned: `buckets_taken_whole + buckets_unpacked`.
     pub buckets_examined: u64,
-    /// Buckets whose statistics prove that every row matches: rows are not tested.
+    /// Buckets whose statistics prove that every row matches: rows are not tested, and
+    /// counting reads nothing but `control.count`.
     pub buckets_taken_whole: u64,
     /// Buckets unpacked and tested row by row.
     pub buckets_unpacked: u64,
@@ -51,9 +58,25 @@ pub struct Explain {
     pub time_bounds: Option<(i64, i64)>,
 }
 
+/// Bucket start (`control.min` of the time field, else the `_id`'s time prefix), milliseconds.
+fn start_of(min: &Document, time_field: &str, id: &bson::oid::ObjectId) -> i64 {
+    match min.get(time_field) {
+        Some(Bson::DateTime(t)) => t.timestamp_millis(),
+        _ => id.timestamp().timestamp_millis(),
+    }
+}
+
+/// True when every row of an in-memory bucket has top-level field `name`.
+fn mem_dense(b: &BucketData, name: &str) -> bool {
+    b.columns
+        .iter()
+        .any(|c| c.name == name && c.values.iter().all(Option::is_some))
+}
+
 /// Picks the buckets of `c` that may match, reading the state under its lock, each with its
-/// verdict. Open buckets are copied, so the result is a consistent snapshot that later writes
-/// do not change.
+/// verdict. Every bucket, flushed or in memory, is first checked against the `_id` range (its
+/// start against the time bounds widened by the span), then judged by its statistics. Open
+/// buckets are copied, so the result is a consistent snapshot that later writes do not change.
 pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
     let mut ex = Explain {
         time_bounds: (plan.time_lo != i64::MIN || plan.time_hi != i64::MAX)
@@ -73,61 +96,68 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         }
     };
     let span = i64::from(c.entry.options.bucket_max_span_seconds()) * 1000;
+    let range = plan.start_range(span);
+    let in_range = |start: i64| range.is_some_and(|(lo, hi)| (lo..=hi).contains(&start));
     let total_seg = c.index.len() as u64;
-    // A bucket holds times in [start, start + span): starts before `lo - span` cannot match.
-    let lo_key: IdKey = (plan.time_lo.saturating_sub(span), [0; 12]);
-    let hi_key: IdKey = (plan.time_hi, [0xFF; 12]);
-    let mut in_range = 0u64;
-    if lo_key <= hi_key {
-        for (_, loc) in c.index.range(lo_key..=hi_key) {
-            in_range += 1;
+    let mut seg_in_range = 0u64;
+    if let Some((lo, hi)) = range {
+        for (_, loc) in c.index.range((lo, [0; 12])..=(hi, [0xFF; 12])) {
+            seg_in_range += 1;
             let Some(seg) = c.segments.get(&loc.segment) else {
                 continue;
             };
             let Some(s) = seg.buckets().get(loc.index as usize) else {
                 continue;
             };
-            let v = plan.verdict(&BucketStats {
-                meta: s.meta.as_ref(),
-                min: &s.min,
-                max: &s.max,
-                count: s.count,
-            });
-            keep(&mut ex, Source::Seg(seg.clone(), loc.index), v);
+            let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
+            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
+                .with_time(s.time_range().0, s.time_range().1)
+                .with_dense(&dense);
+            keep(
+                &mut ex,
+                Source::Seg(seg.clone(), loc.index),
+                plan.verdict(&stats),
+            );
         }
     }
-    ex.buckets_pruned_by_id = total_seg - in_range;
-    let frozen: Vec<Arc<BucketData>> = c
-        .flushing
-        .iter()
-        .cloned()
-        .chain(c.catalog.closed().iter().cloned())
-        .collect();
-    ex.buckets_total = total_seg + frozen.len() as u64 + c.catalog.open_buckets() as u64;
+    ex.buckets_pruned_by_id = total_seg - seg_in_range;
+    let time_field = plan.time_field();
+    let frozen = c.flushing.iter().chain(c.catalog.closed().iter());
     for b in frozen {
-        let v = plan.verdict(&BucketStats {
-            meta: b.meta.as_ref(),
-            min: &b.min,
-            max: &b.max,
-            count: b.count,
-        });
-        keep(&mut ex, Source::Mem(b), v);
+        ex.buckets_total += 1;
+        if !in_range(start_of(&b.min, time_field, &b.id)) {
+            ex.buckets_pruned_by_id += 1;
+            continue;
+        }
+        let dense = |f: &str| mem_dense(b, f);
+        let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
+        let v = plan.verdict(&stats.with_dense(&dense));
+        keep(&mut ex, Source::Mem(b.clone()), v);
     }
     // Open buckets are pruned before they are copied: a copy is the expensive part.
+    let (by_id, by_stats) = (Cell::new(0u64), Cell::new(0u64));
     let open = c.catalog.snapshot_open_where(|b| {
-        plan.open_bucket_may_match(b.meta.as_ref(), b.start_ms, b.max_time_ms, b.meta_varies())
+        if !in_range(b.start_ms) {
+            by_id.set(by_id.get() + 1);
+            return false;
+        }
+        let ok =
+            plan.open_bucket_may_match(b.meta.as_ref(), b.start_ms, b.max_time_ms, b.meta_varies());
+        if !ok {
+            by_stats.set(by_stats.get() + 1);
+        }
+        ok
     });
-    ex.buckets_pruned_by_stats += c.catalog.open_buckets() as u64 - open.len() as u64;
+    ex.buckets_pruned_by_id += by_id.get();
+    ex.buckets_pruned_by_stats += by_stats.get();
     for b in open {
         // The copy's statistics are complete: judge it like any closed bucket.
-        let v = plan.verdict(&BucketStats {
-            meta: b.meta.as_ref(),
-            min: &b.min,
-            max: &b.max,
-            count: b.count,
-        });
+        let dense = |f: &str| mem_dense(&b, f);
+        let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
+        let v = plan.verdict(&stats.with_dense(&dense));
         keep(&mut ex, Source::Mem(Arc::new(b)), v);
     }
+    ex.buckets_total += total_seg + c.catalog.open_buckets() as u64;
     ex.buckets_examined = ex.buckets_taken_whole + ex.buckets_unpacked;
     (out, ex)
 }
@@ -137,6 +167,17 @@ pub fn load(src: &Source) -> Result<Arc<BucketData>> {
     match src {
         Source::Mem(b) => Ok(b.clone()),
         Source::Seg(seg, i) => Ok(Arc::new(seg.read_bucket(*i as usize)?)),
+    }
+}
+
+/// Number of measurements in the bucket at `src`, from its statistics.
+pub fn count_of(src: &Source) -> u64 {
+    match src {
+        Source::Mem(b) => u64::from(b.count),
+        Source::Seg(seg, i) => seg
+            .buckets()
+            .get(*i as usize)
+            .map_or(0, |s| u64::from(s.count)),
     }
 }
 
@@ -162,60 +203,21 @@ pub fn matching_rows(
     Ok(())
 }
 
-/// Streams matching measurements, unpacking one bucket at a time.
-pub struct Cursor {
-    sources: std::vec::IntoIter<Scan>,
-    filter: Filter,
-    meta_field: Option<String>,
-    ready: VecDeque<Document>,
-    failed: bool,
-}
-
-impl Cursor {
-    pub(crate) fn new(sources: Vec<Scan>, plan: Plan) -> Cursor {
-        Cursor {
-            sources: sources.into_iter(),
-            meta_field: plan.meta_field.clone(),
-            filter: plan.filter,
-            ready: VecDeque::new(),
-            failed: false,
+/// Counts the rows of `scans` that match `plan`: buckets taken whole count by their statistics
+/// without being read; the others decode only the columns the filter reads.
+pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
+    let mut paths = Vec::new();
+    plan.filter.paths(&mut paths);
+    let need = Need::Only(heads(&paths));
+    let mut n = 0;
+    for s in scans {
+        if s.verdict == Verdict::All {
+            n += count_of(&s.src);
+            continue;
         }
+        let rows = Rows::load(&s.src, &need, plan.time_field(), plan.meta_field())?;
+        let bound = rows.bind(&plan.filter);
+        n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
     }
-
-    pub(crate) fn from_docs(docs: Vec<Document>) -> Cursor {
-        Cursor {
-            sources: Vec::new().into_iter(),
-            filter: Filter::True,
-            meta_field: None,
-            ready: docs.into(),
-            failed: false,
-        }
-    }
-}
-
-impl Iterator for Cursor {
-    type Item = Result<Document>;
-
-    fn next(&mut self) -> Option<Result<Document>> {
-        loop {
-            if let Some(d) = self.ready.pop_front() {
-                return Some(Ok(d));
-            }
-            if self.failed {
-                return None;
-            }
-            let scan = self.sources.next()?;
-            let filter = match scan.verdict {
-                Verdict::All => &Filter::True,
-                _ => &self.filter,
-            };
-            let r = load(&scan.src).and_then(|b| {
-                matching_rows(&b, filter, self.meta_field.as_deref(), &mut self.ready)
-            });
-            if let Err(e) = r {
-                self.failed = true;
-                return Some(Err(e));
-            }
-        }
-    }
+    Ok(n)
 }

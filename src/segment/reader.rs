@@ -42,6 +42,16 @@ pub struct BucketSummary {
     /// `control.max`.
     pub max: Document,
     loc: BucketLoc,
+    /// `control.min` and `control.max` of the time field in milliseconds, read once at open.
+    time_range: (i64, i64),
+}
+
+impl BucketSummary {
+    /// The bucket's start (`control.min` of the time field, the rounded start) and latest time,
+    /// milliseconds.
+    pub fn time_range(&self) -> (i64, i64) {
+        self.time_range
+    }
 }
 
 /// Where a bucket's data lives and how it is cut into columns.
@@ -57,6 +67,8 @@ struct BucketLoc {
     /// Indexes into the segment's shape table.
     shapes: Vec<u32>,
     row_shapes: Vec<u32>,
+    /// Bit `c` set when column `c` (below 64) has a value in every row: every shape lists it.
+    dense: u64,
 }
 
 /// Byte accounting of a segment file; the `*_bytes*` fields of a file add up to its length
@@ -263,6 +275,52 @@ impl Segment {
     /// column indexes refer to the bucket's full column list, not to the returned subset.
     pub fn read_bucket_columns(&self, i: usize, names: &[&str]) -> Result<BucketData> {
         self.read(i, Some(names))
+    }
+
+    /// True when every row of bucket `i` has field `name` (every field order the bucket uses
+    /// lists it), read from the directory without decoding data.
+    pub fn column_in_every_row(&self, i: usize, name: &str) -> bool {
+        let Some(s) = self.buckets.get(i) else {
+            return false;
+        };
+        let Some(col) = s
+            .loc
+            .columns
+            .iter()
+            .position(|&(n, _)| self.names.get(n as usize).is_some_and(|x| x == name))
+        else {
+            return false;
+        };
+        if col < 64 {
+            return s.loc.dense & (1 << col) != 0;
+        }
+        !s.loc.shapes.is_empty()
+            && s.loc.shapes.iter().all(|&sh| {
+                self.shapes
+                    .get(sh as usize)
+                    .is_some_and(|shape| shape.contains(&(col as u32)))
+            })
+    }
+
+    /// The names of bucket `i`'s columns in stored order (the positions shapes refer to).
+    pub fn column_names(&self, i: usize) -> Result<Vec<&str>> {
+        let s = self.summary(i)?;
+        s.loc
+            .columns
+            .iter()
+            .map(|&(n, _)| {
+                self.names
+                    .get(n as usize)
+                    .map(String::as_str)
+                    .ok_or_else(|| {
+                        Error::corruption(
+                            &self.path,
+                            self.dir_offset,
+                            format!("bucket {i}: column name index {n} out of range"),
+                        )
+                    })
+            })
+            .collect()
     }
 
     /// Checks everything: every page checksum, every column decodes to `count` rows, shapes
@@ -626,7 +684,7 @@ fn parse_directory(
     raw: &[u8],
     footer: &Footer,
     header_len: u64,
-    _info: &SegmentHeaderInfo,
+    info: &SegmentHeaderInfo,
 ) -> std::result::Result<Directory, String> {
     let mut c = Cursor::new(raw);
     let v = c.u8()?;
@@ -721,6 +779,15 @@ fn parse_directory(
         let (mut s, delta) =
             parse_entry(&mut c, &names, &metas, shapes.len(), &prev_id, &mut oid_ctx)
                 .map_err(|e| format!("bucket {i}: {e}"))?;
+        s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
+        let ms = |d: &Document| match d.get(&info.time_field) {
+            Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+            _ => None,
+        };
+        s.time_range = (
+            ms(&s.min).unwrap_or_else(|| s.id.timestamp().timestamp_millis()),
+            ms(&s.max).unwrap_or(i64::MAX),
+        );
         match delta {
             0 => {}
             1 => {
@@ -771,6 +838,21 @@ fn parse_directory(
         shapes,
         buckets,
     })
+}
+
+/// The columns (below 64) that every one of a bucket's shapes lists.
+fn dense_mask(bucket_shapes: &[u32], shapes: &[Vec<u32>]) -> u64 {
+    let mut mask = if bucket_shapes.is_empty() { 0 } else { !0 };
+    for &sh in bucket_shapes {
+        let mut m = 0u64;
+        for &c in shapes.get(sh as usize).map_or(&[][..], Vec::as_slice) {
+            if c < 64 {
+                m |= 1 << c;
+            }
+        }
+        mask &= m;
+    }
+    mask
 }
 
 /// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
@@ -877,6 +959,7 @@ fn parse_entry(
         columns,
         shapes,
         row_shapes,
+        dense: 0,
     };
     Ok((
         BucketSummary {
@@ -886,6 +969,7 @@ fn parse_entry(
             min,
             max,
             loc,
+            time_range: (i64::MIN, i64::MAX),
         },
         page_delta,
     ))

@@ -1,0 +1,279 @@
+//! The cursor `find` returns: it reads one bucket at a time, decoding only the columns the
+//! filter, projection and sort need, and stops as soon as skip and limit are satisfied. A sort
+//! on the time field alone streams in time order across buckets; other sorts read every match
+//! (keeping only the first `skip + limit` when there is a limit).
+
+use super::filter::Filter;
+use super::merge::{MergeSpec, TimeMerge};
+use super::options::{top_sorted, Projection};
+use super::read::{count_of, Plan, Scan, Verdict};
+use super::rows::{heads, Need, Rows};
+use crate::error::Result;
+use bson::Document;
+use std::collections::VecDeque;
+
+/// Parsed find options.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FindSpec {
+    pub projection: Option<Projection>,
+    /// Sort keys with ascending flags; empty for no sort.
+    pub sort: Vec<(String, bool)>,
+    pub skip: u64,
+    /// `None` for no limit.
+    pub limit: Option<u64>,
+}
+
+/// Streams matching measurements.
+pub struct Cursor {
+    mode: Mode,
+    projection: Option<Projection>,
+    skip: u64,
+    left: u64,
+    failed: bool,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match self.mode {
+            Mode::Scan(_) => "scan",
+            Mode::Merge(_) => "time merge",
+            Mode::Docs(_) => "sorted",
+        };
+        f.debug_struct("Cursor")
+            .field("mode", &mode)
+            .field("buckets_read", &self.buckets_read())
+            .finish()
+    }
+}
+
+enum Mode {
+    Scan(ScanState),
+    Merge(TimeMerge),
+    Docs(VecDeque<Document>),
+}
+
+/// Buckets read in the order `select` returned them.
+struct ScanState {
+    sources: std::vec::IntoIter<Scan>,
+    filter: Filter,
+    need_whole: Need,
+    need_test: Need,
+    time_field: String,
+    meta_field: Option<String>,
+    ready: VecDeque<Document>,
+    buckets_read: u64,
+}
+
+impl ScanState {
+    fn new(sources: Vec<Scan>, plan: Plan, need: Need) -> ScanState {
+        let mut paths = Vec::new();
+        plan.filter.paths(&mut paths);
+        ScanState {
+            sources: sources.into_iter(),
+            need_test: need.with(&heads(&paths)),
+            need_whole: need,
+            time_field: plan.time_field.clone(),
+            meta_field: plan.meta_field.clone(),
+            filter: plan.filter,
+            ready: VecDeque::new(),
+            buckets_read: 0,
+        }
+    }
+
+    /// Fills `ready` from the next bucket that has rows to return, skipping `skip` matches
+    /// first (whole buckets without reading them when their statistics prove every row
+    /// matches) and stopping after `left` documents. False when no bucket is left.
+    fn fill(&mut self, skip: &mut u64, left: u64) -> Result<bool> {
+        loop {
+            let Some(scan) = self.sources.next() else {
+                return Ok(false);
+            };
+            let whole = scan.verdict == Verdict::All;
+            if whole && *skip >= count_of(&scan.src) {
+                *skip -= count_of(&scan.src);
+                continue;
+            }
+            let need = if whole {
+                &self.need_whole
+            } else {
+                &self.need_test
+            };
+            let rows = Rows::load(
+                &scan.src,
+                need,
+                &self.time_field,
+                self.meta_field.as_deref(),
+            )?;
+            self.buckets_read += 1;
+            let bound = rows.bind(if whole { &Filter::True } else { &self.filter });
+            for r in 0..rows.len() {
+                if !bound.matches(&rows, r) {
+                    continue;
+                }
+                if *skip > 0 {
+                    *skip -= 1;
+                    continue;
+                }
+                self.ready.push_back(rows.document(r)?);
+                if self.ready.len() as u64 >= left {
+                    break;
+                }
+            }
+            if !self.ready.is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+impl Cursor {
+    pub(crate) fn new(sources: Vec<Scan>, plan: Plan) -> Cursor {
+        Cursor::scan(sources, plan, Need::All, None, 0, u64::MAX)
+    }
+
+    fn scan(
+        sources: Vec<Scan>,
+        plan: Plan,
+        need: Need,
+        projection: Option<Projection>,
+        skip: u64,
+        left: u64,
+    ) -> Cursor {
+        Cursor {
+            mode: Mode::Scan(ScanState::new(sources, plan, need)),
+            projection,
+            skip,
+            left,
+            failed: false,
+        }
+    }
+
+    pub(crate) fn from_docs(docs: Vec<Document>) -> Cursor {
+        Cursor {
+            mode: Mode::Docs(docs.into()),
+            projection: None,
+            skip: 0,
+            left: u64::MAX,
+            failed: false,
+        }
+    }
+
+    /// A cursor over `sources` with projection, sort, skip and limit.
+    pub(crate) fn find(sources: Vec<Scan>, plan: Plan, spec: FindSpec) -> Result<Cursor> {
+        let left = spec.limit.unwrap_or(u64::MAX);
+        let mut need = spec.projection.as_ref().map_or(Need::All, Projection::need);
+        let sort_paths: Vec<String> = spec.sort.iter().map(|(k, _)| k.clone()).collect();
+        need = need.with(&heads(&sort_paths));
+        let time_sort = match spec.sort.as_slice() {
+            [(k, asc)] if *k == plan.time_field => Some(*asc),
+            _ => None,
+        };
+        if let Some(asc) = time_sort {
+            let mut paths = Vec::new();
+            plan.filter.paths(&mut paths);
+            let merge = TimeMerge::new(
+                sources,
+                MergeSpec {
+                    need_test: need.with(&heads(&paths)),
+                    need_whole: need,
+                    time_field: plan.time_field.clone(),
+                    meta_field: plan.meta_field.clone(),
+                    filter: plan.filter,
+                    asc,
+                },
+            );
+            return Ok(Cursor {
+                mode: Mode::Merge(merge),
+                projection: spec.projection,
+                skip: spec.skip,
+                left,
+                failed: false,
+            });
+        }
+        if spec.sort.is_empty() {
+            return Ok(Cursor::scan(
+                sources,
+                plan,
+                need,
+                spec.projection,
+                spec.skip,
+                left,
+            ));
+        }
+        let all = Cursor::scan(sources, plan, need, None, 0, u64::MAX);
+        let n = spec.skip.saturating_add(left);
+        let docs = top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?;
+        let mut c = Cursor::from_docs(docs);
+        c.projection = spec.projection;
+        c.skip = spec.skip;
+        c.left = left;
+        Ok(c)
+    }
+
+    /// Buckets this cursor has read so far (decoded or copied from memory); buckets skipped
+    /// whole by their statistics are not counted.
+    pub fn buckets_read(&self) -> u64 {
+        match &self.mode {
+            Mode::Scan(s) => s.buckets_read,
+            Mode::Merge(m) => m.buckets_read,
+            Mode::Docs(_) => 0,
+        }
+    }
+
+    fn next_doc(&mut self) -> Option<Result<Document>> {
+        match &mut self.mode {
+            Mode::Docs(d) => loop {
+                let doc = d.pop_front()?;
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    continue;
+                }
+                return Some(Ok(doc));
+            },
+            Mode::Scan(s) => {
+                if s.ready.is_empty() {
+                    match s.fill(&mut self.skip, self.left) {
+                        Ok(true) => {}
+                        Ok(false) => return None,
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                s.ready.pop_front().map(Ok)
+            }
+            Mode::Merge(m) => loop {
+                let (rows, r) = match m.next_row()? {
+                    Ok(x) => x,
+                    Err(e) => return Some(Err(e)),
+                };
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    continue;
+                }
+                return Some(rows.document(r));
+            },
+        }
+    }
+}
+
+impl Iterator for Cursor {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        if self.failed || self.left == 0 {
+            return None;
+        }
+        match self.next_doc()? {
+            Ok(d) => {
+                self.left -= 1;
+                Some(Ok(match &self.projection {
+                    Some(p) => p.apply(d),
+                    None => d,
+                }))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

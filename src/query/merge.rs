@@ -1,0 +1,168 @@
+//! Rows in time order across buckets without sorting the collection: MongoDB's bounded sort.
+//!
+//! Buckets are visited in order of their start (ascending) or their latest time (descending).
+//! A row can be returned once no bucket still to visit can hold an earlier (later) row: its
+//! time is at or before the next bucket's start (at or after the next bucket's latest time).
+//! Rows within a bucket need not be in order; they wait in a heap.
+
+use super::filter::Filter;
+use super::read::{Scan, Source, Verdict};
+use super::rows::{Need, Rows};
+use crate::error::Result;
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+/// A row waiting to be returned.
+struct Pending {
+    /// The time, bit-inverted for ascending order so the max-heap pops the earliest first.
+    key: i64,
+    /// Arrival order: equal times come out in the order they were read.
+    seq: u64,
+    rows: Arc<Rows>,
+    row: usize,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.cmp(&o.key).then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+/// What the merge needs to read buckets.
+pub(crate) struct MergeSpec {
+    /// The filter rows of unproven buckets are tested with.
+    pub filter: Filter,
+    /// Columns for buckets taken whole.
+    pub need_whole: Need,
+    /// Columns for buckets tested row by row (`need_whole` plus the filter's).
+    pub need_test: Need,
+    /// The time field.
+    pub time_field: String,
+    /// The meta field.
+    pub meta_field: Option<String>,
+    /// Ascending time order.
+    pub asc: bool,
+}
+
+/// Matching rows of a set of buckets in time order.
+pub(crate) struct TimeMerge {
+    spec: MergeSpec,
+    /// Buckets in visiting order, each with its bound (start or latest time).
+    scans: Vec<(i64, Scan)>,
+    next: usize,
+    heap: BinaryHeap<Pending>,
+    seq: u64,
+    /// Buckets read so far.
+    pub buckets_read: u64,
+}
+
+fn time_of(d: &Document, field: &str) -> Option<i64> {
+    match d.get(field) {
+        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+        _ => None,
+    }
+}
+
+/// The bucket's start (`asc`) or latest time, from its statistics.
+fn bound(src: &Source, time_field: &str, asc: bool) -> i64 {
+    let (min, max) = match src {
+        Source::Mem(b) => (time_of(&b.min, time_field), time_of(&b.max, time_field)),
+        Source::Seg(seg, i) => match seg.buckets().get(*i as usize) {
+            Some(s) => (Some(s.time_range().0), Some(s.time_range().1)),
+            None => (None, None),
+        },
+    };
+    // Without statistics the bucket is visited first, which is always safe.
+    if asc {
+        min.unwrap_or(i64::MIN)
+    } else {
+        max.unwrap_or(i64::MAX)
+    }
+}
+
+impl TimeMerge {
+    /// A merge over `scans` (as [`super::read::select`] returned them).
+    pub fn new(scans: Vec<Scan>, spec: MergeSpec) -> TimeMerge {
+        let mut scans: Vec<(i64, Scan)> = scans
+            .into_iter()
+            .map(|s| (bound(&s.src, &spec.time_field, spec.asc), s))
+            .collect();
+        if spec.asc {
+            scans.sort_by_key(|s| s.0);
+        } else {
+            scans.sort_by_key(|s| std::cmp::Reverse(s.0));
+        }
+        TimeMerge {
+            spec,
+            scans,
+            next: 0,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            buckets_read: 0,
+        }
+    }
+
+    fn ready(&self, key: i64) -> bool {
+        match self.scans.get(self.next) {
+            None => true,
+            Some((b, _)) => {
+                if self.spec.asc {
+                    !key <= *b
+                } else {
+                    key >= *b
+                }
+            }
+        }
+    }
+
+    /// The next row in time order, as its bucket and row index.
+    pub fn next_row(&mut self) -> Option<Result<(Arc<Rows>, usize)>> {
+        loop {
+            if let Some(top) = self.heap.peek() {
+                if self.ready(top.key) {
+                    let p = self.heap.pop()?;
+                    return Some(Ok((p.rows, p.row)));
+                }
+            }
+            let (_, scan) = self.scans.get(self.next)?;
+            self.next += 1;
+            let s = &self.spec;
+            let (need, test) = match scan.verdict {
+                Verdict::All => (&s.need_whole, false),
+                _ => (&s.need_test, true),
+            };
+            let rows = match Rows::load(&scan.src, need, &s.time_field, s.meta_field.as_deref()) {
+                Ok(r) => Arc::new(r),
+                Err(e) => return Some(Err(e)),
+            };
+            self.buckets_read += 1;
+            let bound = rows.bind(if test { &s.filter } else { &Filter::True });
+            for r in 0..rows.len() {
+                if !bound.matches(&rows, r) {
+                    continue;
+                }
+                let t = rows.time_ms(r);
+                self.seq += 1;
+                self.heap.push(Pending {
+                    key: if s.asc { !t } else { t },
+                    seq: self.seq,
+                    rows: rows.clone(),
+                    row: r,
+                });
+            }
+        }
+    }
+}
