@@ -42,6 +42,7 @@ pub mod options;
 pub mod order;
 pub mod query;
 pub mod segment;
+pub mod sums;
 pub mod vfs;
 pub mod wal;
 pub mod workload;

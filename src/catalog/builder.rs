@@ -357,8 +357,27 @@ impl BucketBuilder {
     /// sorted too (bucket version 2).
     pub fn snapshot(&self) -> BucketData {
         let mut b = self.snapshot_unsorted();
-        sort_rows_by_time(&mut b, &self.time_field);
+        if sort_rows_by_time(&mut b, &self.time_field) {
+            // Double sums follow the stored row order, which is no longer the arrival order
+            // of the typed vectors: add up the sorted columns instead.
+            crate::sums::set_bucket_sums(&mut b, &self.time_field);
+        } else {
+            self.set_typed_sums(&mut b);
+        }
         b
+    }
+
+    /// Sets `b`'s sums from the typed column vectors (rows in arrival order = stored order).
+    fn set_typed_sums(&self, b: &mut BucketData) {
+        let sums: Document = self
+            .columns
+            .iter()
+            .filter(|c| c.name != self.time_field && !is_hidden(&c.name))
+            .filter_map(|c| Some((c.name.clone(), c.data.sum()?)))
+            .collect();
+        if !sums.is_empty() {
+            b.max.insert(crate::sums::SUM_KEY, sums);
+        }
     }
 
     fn snapshot_unsorted(&self) -> BucketData {
@@ -439,9 +458,10 @@ impl BucketBuilder {
 }
 
 /// Reorders every per-row vector of `b` by the time column (stable); a no-op when sorted.
-pub fn sort_rows_by_time(b: &mut BucketData, time_field: &str) {
+/// Returns true when rows moved.
+pub fn sort_rows_by_time(b: &mut BucketData, time_field: &str) -> bool {
     let Some(times) = b.columns.iter().find(|c| c.name == time_field) else {
-        return;
+        return false;
     };
     let t: Vec<i64> = times
         .values
@@ -452,7 +472,7 @@ pub fn sort_rows_by_time(b: &mut BucketData, time_field: &str) {
         })
         .collect();
     if t.windows(2).all(|w| w[0] <= w[1]) {
-        return;
+        return false;
     }
     let mut order: Vec<usize> = (0..t.len()).collect();
     order.sort_by_key(|&i| t[i]);
@@ -473,4 +493,5 @@ pub fn sort_rows_by_time(b: &mut BucketData, time_field: &str) {
             .map(|&i| b.row_shapes.get(i).copied().unwrap_or(0))
             .collect();
     }
+    true
 }

@@ -4,6 +4,7 @@
 
 use super::control::fold_extreme;
 use crate::order::{cmp_bson, type_rank};
+use crate::sums::SumFold;
 use bson::oid::ObjectId;
 use bson::raw::RawBsonRef;
 use bson::spec::ElementType;
@@ -136,6 +137,38 @@ impl Data {
         }
     }
 
+    /// The sum of the values in stored order under [`crate::sums`]' rules, `None` when the
+    /// column has a non-numeric value. Typed columns add without building `Bson` values.
+    pub fn sum(&self) -> Option<Bson> {
+        let exact = |s: i128, all_i32: bool| {
+            if let (true, Ok(x)) = (all_i32, i32::try_from(s)) {
+                Bson::Int32(x)
+            } else if let Ok(x) = i64::try_from(s) {
+                Bson::Int64(x)
+            } else {
+                Bson::Double(s as f64)
+            }
+        };
+        match self {
+            Data::I32(v) if !v.is_empty() => {
+                Some(exact(v.iter().map(|&x| i128::from(x)).sum(), true))
+            }
+            Data::I64(v) if !v.is_empty() => {
+                Some(exact(v.iter().map(|&x| i128::from(x)).sum(), false))
+            }
+            Data::F64(v) => {
+                let (&first, rest) = v.split_first()?;
+                Some(Bson::Double(rest.iter().fold(first, |a, &x| a + x)))
+            }
+            Data::Any(v) => {
+                let mut f = SumFold::default();
+                v.iter().for_each(|x| f.add(x));
+                f.finish()
+            }
+            _ => None,
+        }
+    }
+
     /// Minimum and maximum under MongoDB's order (element-wise for documents and arrays).
     pub fn min_max(&self) -> Option<(Bson, Bson)> {
         fn mm<T: Copy>(v: &[T], lt: impl Fn(T, T) -> bool) -> Option<(T, T)> {
@@ -218,6 +251,42 @@ mod tests {
         let (lo, hi) = d.min_max().unwrap();
         assert_eq!(lo, Bson::Double(0.5));
         assert_eq!(hi, Bson::Int64(2));
+    }
+
+    #[test]
+    fn typed_sums_agree_with_the_generic_fold() {
+        let cases: Vec<Vec<RawBsonRef<'_>>> = vec![
+            vec![RawBsonRef::Int32(i32::MAX), RawBsonRef::Int32(1)],
+            vec![RawBsonRef::Int32(-4), RawBsonRef::Int32(9)],
+            vec![RawBsonRef::Int64(i64::MAX), RawBsonRef::Int64(i64::MAX)],
+            vec![RawBsonRef::Int64(-3), RawBsonRef::Int64(7)],
+            vec![RawBsonRef::Double(-0.0)],
+            vec![
+                RawBsonRef::Double(0.1),
+                RawBsonRef::Double(0.2),
+                RawBsonRef::Double(0.3),
+            ],
+            vec![
+                RawBsonRef::Int32(1),
+                RawBsonRef::Double(0.5),
+                RawBsonRef::Int64(2),
+            ],
+            vec![RawBsonRef::Int32(1), RawBsonRef::String("x")],
+            vec![RawBsonRef::Boolean(true)],
+        ];
+        for vals in cases {
+            let mut d = Data::for_value(vals[0]);
+            for &v in &vals {
+                d.push(v);
+            }
+            let generic: Vec<Option<Bson>> = (0..d.len()).map(|i| Some(d.get(i))).collect();
+            let (a, b) = (d.sum(), crate::sums::column_sum(&generic));
+            let same = match (&a, &b) {
+                (Some(Bson::Double(x)), Some(Bson::Double(y))) => x.to_bits() == y.to_bits(),
+                _ => a == b,
+            };
+            assert!(same, "{vals:?}: {a:?} vs {b:?}");
+        }
     }
 
     #[test]

@@ -302,3 +302,88 @@ fn rows_are_sorted_by_time_with_every_column_permuted_alike() {
     assert_ne!(b.row_shapes[1], b.row_shapes[0]);
     assert_eq!(b.row_shapes[0], b.row_shapes[2]);
 }
+
+/// Sums of a snapshot must be what `sums::bucket_sums` finds in its stored rows, bit for bit,
+/// whichever path (typed vectors or sorted columns) computed them.
+fn assert_sums_match_rows(b: &BucketData) {
+    let want = crate::sums::bucket_sums(b, "t");
+    let got = b
+        .max
+        .get_document(crate::sums::SUM_KEY)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (k, w) in &want {
+        let g = got.get(k).unwrap();
+        let same = match (g, w) {
+            (Bson::Double(x), Bson::Double(y)) => x.to_bits() == y.to_bits(),
+            _ => g == w,
+        };
+        assert!(same, "{k}: {g} vs {w}");
+    }
+}
+
+#[test]
+fn open_and_closed_buckets_carry_sums_of_numeric_fields() {
+    let mut c = catalog(3600, 60);
+    let t0 = ms("2021-04-22T20:00:00Z");
+    // Arrival out of time order (the snapshot sorts rows), sparse and mixed numeric fields.
+    for (i, dt) in [5_000, 1_000, 3_000, 2_000, 4_000].iter().enumerate() {
+        let i = i as i32;
+        let mut d =
+            doc! {"t": DateTime::from_millis(t0 + dt), "m": "a", "i": i, "f": 0.1 * f64::from(i)};
+        if i % 2 == 0 {
+            d.insert(
+                "sparse",
+                if i == 2 {
+                    Bson::Int64(7)
+                } else {
+                    Bson::Int32(i)
+                },
+            );
+        }
+        d.insert("s", format!("x{i}"));
+        put(&mut c, d);
+    }
+    // In time order: the typed path.
+    for i in 0..4 {
+        put(
+            &mut c,
+            doc! {"t": DateTime::from_millis(t0 + i), "m": "b", "i": i32::MAX, "f": 0.1},
+        );
+    }
+    let open = buckets(&c);
+    assert_eq!(open.len(), 2);
+    for b in &open {
+        assert_sums_match_rows(b);
+        assert!(crate::sums::bucket_sum(&b.max, "s").is_none());
+        assert!(crate::sums::bucket_sum(&b.max, "t").is_none());
+        assert!(crate::sums::bucket_sum(&b.max, "m").is_none());
+        assert!(crate::sums::bucket_sum(&b.max, SEQ_COLUMN).is_none());
+    }
+    let a = open
+        .iter()
+        .find(|b| b.meta == Some(Bson::String("a".into())))
+        .unwrap();
+    assert_eq!(crate::sums::bucket_sum(&a.max, "i"), Some(&Bson::Int32(10)));
+    assert_eq!(
+        crate::sums::bucket_sum(&a.max, "sparse"),
+        Some(&Bson::Int64(11))
+    );
+    let b = open
+        .iter()
+        .find(|b| b.meta == Some(Bson::String("b".into())))
+        .unwrap();
+    assert_eq!(
+        crate::sums::bucket_sum(&b.max, "i"),
+        Some(&Bson::Int64(4 * i64::from(i32::MAX)))
+    );
+    c.close_all();
+    for b in c.take_closed() {
+        assert_sums_match_rows(&b);
+        assert!(open.iter().any(|o| o.max == b.max));
+    }
+}

@@ -34,8 +34,11 @@ pub const HEADER_MAGIC: [u8; 8] = *b"TSBSEGH\x01";
 pub const FOOTER_MAGIC: [u8; 8] = *b"TSBSEGF\x01";
 /// Format version written in the header, the footer and the directory. Readers refuse others.
 pub const FORMAT_VERSION: u16 = 1;
-/// Version byte at the start of the (decompressed) directory.
-pub const DIRECTORY_VERSION: u8 = 1;
+/// Version byte at the start of the (decompressed) directory that this build writes.
+/// Version 2 added the sums entry of `control.max` (value tag 0x21); readers accept 1 and 2.
+pub const DIRECTORY_VERSION: u8 = 2;
+/// Oldest directory version readers accept.
+pub const MIN_DIRECTORY_VERSION: u8 = 1;
 
 /// Page compression: the stored bytes are the page bytes.
 pub const PAGE_RAW: u8 = 0;

@@ -17,7 +17,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("1.seg");
 //! let t = DateTime::from_millis(1_700_000_000_000);
-//! let bucket = BucketData {
+//! let mut bucket = BucketData {
 //!     id: ObjectId::new(),
 //!     meta: Some(Bson::String("sensor-1".into())),
 //!     count: 1,
@@ -30,6 +30,8 @@
 //!     shapes: vec![vec![0, 1]],
 //!     row_shapes: vec![],
 //! };
+//! // control.max also carries per-field sums (`tsbucket::sums`), as the catalog's buckets do.
+//! tsbucket::sums::set_bucket_sums(&mut bucket, "t");
 //! let info = SegmentHeaderInfo { collection_id: 7, time_field: "t".into() };
 //! write_segment(&RealFs, &path, &info, &[&bucket])?;
 //! let seg = Segment::open(&RealFs, &path)?;
@@ -42,6 +44,7 @@
 pub mod format;
 mod order;
 mod reader;
+mod sum_entry;
 mod writer;
 
 #[cfg(test)]

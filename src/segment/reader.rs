@@ -14,11 +14,13 @@
 
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::order::{compare_bson, is_composite};
+use super::sum_entry::{get_sums, TAG_SUMS};
 use super::writer::{id_base_millis, max_refs};
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, Column, META_SLOT};
 use crate::codec::decode_column;
 use crate::error::{Error, Result};
+use crate::sums::{check_sums, one_row_sums, SUM_KEY};
 use crate::vfs::{FileBytes, Vfs};
 use bson::oid::ObjectId;
 use bson::{Bson, Document};
@@ -564,7 +566,7 @@ impl Segment {
         }
         // control.min/max: every key is a column with values; every column with values is in both.
         for (which, control) in [("min", &b.min), ("max", &b.max)] {
-            for k in control.keys() {
+            for k in control.keys().filter(|k| k.as_str() != SUM_KEY) {
                 let has_values = names
                     .get(k.as_str())
                     .is_some_and(|c| c.values.iter().any(Option::is_some));
@@ -625,6 +627,7 @@ impl Segment {
         if b.columns.iter().all(|c| c.name != self.info.time_field) {
             return Err(bad(format!("no time column {:?}", self.info.time_field)));
         }
+        check_sums(b, &self.info.time_field).map_err(bad)?;
         Ok(())
     }
 }
@@ -688,9 +691,10 @@ fn parse_directory(
 ) -> std::result::Result<Directory, String> {
     let mut c = Cursor::new(raw);
     let v = c.u8()?;
-    if v != f::DIRECTORY_VERSION {
+    if !(f::MIN_DIRECTORY_VERSION..=f::DIRECTORY_VERSION).contains(&v) {
         return Err(format!(
-            "unsupported directory version {v} (this build reads {})",
+            "unsupported directory version {v} (this build reads {} to {})",
+            f::MIN_DIRECTORY_VERSION,
             f::DIRECTORY_VERSION
         ));
     }
@@ -776,9 +780,16 @@ fn parse_directory(
     // Placement cursor: buckets fill pages in order, each page exactly.
     let (mut page, mut page_off) = (0usize, 0u64);
     for i in 0..n {
-        let (mut s, delta) =
-            parse_entry(&mut c, &names, &metas, shapes.len(), &prev_id, &mut oid_ctx)
-                .map_err(|e| format!("bucket {i}: {e}"))?;
+        let (mut s, delta) = parse_entry(
+            &mut c,
+            &names,
+            &metas,
+            shapes.len(),
+            &prev_id,
+            &mut oid_ctx,
+            &info.time_field,
+        )
+        .map_err(|e| format!("bucket {i}: {e}"))?;
         s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
         let ms = |d: &Document| match d.get(&info.time_field) {
             Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
@@ -866,6 +877,7 @@ fn parse_entry(
     shape_count: usize,
     prev_id: &[u8; 12],
     oid_ctx: &mut HashMap<u32, [u8; 12]>,
+    time_field: &str,
 ) -> std::result::Result<Entry, String> {
     let id = f::get_oid_delta(c, prev_id)?;
     let meta = match c.varint()? {
@@ -907,9 +919,22 @@ fn parse_entry(
         }
     }
     let mut max = Document::new();
-    for _ in 0..c.count()? {
+    let mut sums = Document::new();
+    let n = c.count()?;
+    for i in 0..n {
         let (_, k) = name(c)?;
         let tag = c.u8()?;
+        if (k == SUM_KEY) != (tag == TAG_SUMS) {
+            return Err(c.err(format!("value tag {tag:#04x} under control.max.{k:?}")));
+        }
+        if tag == TAG_SUMS {
+            // Its layout depends on the entries before it, so nothing may follow it.
+            if i + 1 != n {
+                return Err(c.err("the sums entry is not the last of control.max"));
+            }
+            sums = get_sums(c, &min, &max, count, time_field)?;
+            continue;
+        }
         let v = if tag == f::TAG_SAME_AS_MIN {
             min.get(&k)
                 .cloned()
@@ -920,6 +945,12 @@ fn parse_entry(
         if max.insert(k, v).is_some() {
             return Err(c.err("duplicate control.max field"));
         }
+    }
+    if count == 1 && sums.is_empty() {
+        sums = one_row_sums(&max, time_field);
+    }
+    if !sums.is_empty() {
+        max.insert(SUM_KEY, sums);
     }
 
     let n = c.count()?;

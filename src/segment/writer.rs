@@ -4,6 +4,7 @@
 //! place and the directory synced, so that a crash leaves either no segment or a complete one.
 
 use super::format::{self as f, Footer, ValueRefs};
+use super::sum_entry::{put_sums, SUM_KEY};
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, META_SLOT};
 use crate::codec::encode_column;
@@ -109,6 +110,22 @@ fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> 
                 b.count
             ));
         }
+        match b.max.get(SUM_KEY) {
+            None => {}
+            Some(Bson::Document(d)) => {
+                // Encoding is cheap next to the columns; doing it here keeps the file untouched.
+                put_sums(
+                    &mut Vec::new(),
+                    d,
+                    &b.min,
+                    &b.max,
+                    b.count,
+                    &info.time_field,
+                )
+                .or_else(bad)?;
+            }
+            Some(v) => return bad(format!("control.max.{SUM_KEY:?} is not a document: {v}")),
+        }
         if !b.row_shapes.is_empty() && b.row_shapes.len() != b.count as usize {
             return bad(format!(
                 "{} row shapes for {} rows",
@@ -120,7 +137,8 @@ fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> 
     Ok(())
 }
 
-/// Interns strings, meta values and shapes into the directory's tables.
+/// Interns strings, meta values and shapes into the directory's tables, and tracks the
+/// per-name ObjectId references of `control.min` values.
 #[derive(Default)]
 struct Tables {
     names: Vec<String>,
@@ -131,6 +149,8 @@ struct Tables {
     meta_ids: HashMap<Vec<u8>, u32>,
     shapes: Vec<Vec<u32>>,
     shape_ids: HashMap<Vec<u32>, u32>,
+    /// Per name, the previous bucket's `control.min` ObjectId: the reference for the next.
+    min_oids: OidContext,
 }
 
 impl Tables {
@@ -237,7 +257,6 @@ fn write_file(
     let mut col_lens = Vec::new();
     let mut prev_page = 0usize;
     let mut prev_id = [0u8; 12];
-    let mut oid_ctx = OidContext::new();
 
     for b in buckets {
         bucket_buf.clear();
@@ -267,11 +286,11 @@ fn write_file(
         encode_entry(
             &mut entries,
             &mut tables,
-            &mut oid_ctx,
             b,
             (page_index - prev_page) as u64,
             &prev_id,
             &col_lens,
+            &info.time_field,
         )?;
         prev_page = page_index;
         prev_id = b.id.bytes();
@@ -373,11 +392,11 @@ pub(crate) fn id_base_millis(id: &[u8; 12]) -> i64 {
 fn encode_entry(
     out: &mut Vec<u8>,
     t: &mut Tables,
-    oid_ctx: &mut OidContext,
     b: &BucketData,
     page_delta: u64,
     prev_id: &[u8; 12],
     col_lens: &[usize],
+    time_field: &str,
 ) -> Result<()> {
     let id = b.id.bytes();
     f::put_oid_delta(out, prev_id, &id);
@@ -392,16 +411,26 @@ fn encode_entry(
         let n = t.name(k);
         f::put_varint(out, u64::from(n));
         let refs = ValueRefs {
-            oid: oid_ctx.get(&n).copied().unwrap_or_default(),
+            oid: t.min_oids.get(&n).copied().unwrap_or_default(),
             millis: base,
         };
         f::put_value(out, v, &refs).map_err(Error::BadValue)?;
         if let Bson::ObjectId(o) = v {
-            oid_ctx.insert(n, o.bytes());
+            t.min_oids.insert(n, o.bytes());
         }
     }
-    f::put_varint(out, b.max.len() as u64);
+    // The sums entry goes last in its compact form (`sum_entry`), which needs the entries
+    // before it; one-row buckets store none (readers derive them from control.max).
+    let sums = match b.max.get(SUM_KEY) {
+        Some(Bson::Document(d)) if b.count > 1 && !d.is_empty() => Some(d),
+        _ => None,
+    };
+    let plain = b.max.len() - usize::from(b.max.contains_key(SUM_KEY));
+    f::put_varint(out, (plain + usize::from(sums.is_some())) as u64);
     for (k, v) in &b.max {
+        if k == SUM_KEY {
+            continue;
+        }
         let n = t.name(k);
         f::put_varint(out, u64::from(n));
         let min_v = b.min.get(k);
@@ -410,6 +439,11 @@ fn encode_entry(
         } else {
             f::put_value(out, v, &max_refs(min_v, base)).map_err(Error::BadValue)?;
         }
+    }
+    if let Some(sums) = sums {
+        f::put_varint(out, u64::from(t.name(SUM_KEY)));
+        put_sums(out, sums, &b.min, &b.max, b.count, time_field)
+            .map_err(|e| Error::BadValue(format!("bucket {}: {e}", b.id)))?;
     }
 
     f::put_varint(out, b.columns.len() as u64);
