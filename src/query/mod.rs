@@ -1,9 +1,18 @@
-//! Reading: filters, planning and pruning, unpacking buckets into measurements.
+//! Reading: filters, planning and pruning, unpacking buckets into measurements, aggregation.
 
+pub mod accum;
+pub(crate) mod agg;
+pub mod columns;
+pub mod expr;
+pub(crate) mod fastgroup;
 pub mod filter;
+pub mod group;
 pub mod options;
+pub mod pipeline;
 pub mod plan;
+pub mod project;
 pub mod read;
+pub mod rowmask;
 pub mod unpack;
 
 pub use filter::Filter;

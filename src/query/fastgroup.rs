@@ -1,0 +1,697 @@
+//! The columnar path for `[$match*] $group` and `[$match*] $sort {time} $group {$first/$last}`:
+//! buckets are aggregated one at a time without building row documents.
+//!
+//! Applies when the group key reads only the meta field and the time field (through
+//! `$dateTrunc` or as is) and every accumulator reads a constant, a meta path or a top-level
+//! field. Per bucket, best first:
+//! 1. taken whole, key constant over the bucket, every accumulator answerable from `control`
+//!    (counts, min/max, pre-computed sums, single-row buckets): no column is decoded;
+//! 2. otherwise the needed columns are decoded into typed vectors, rows are tested column-wise
+//!    when the bucket needs testing, and consecutive rows of one group feed the accumulators
+//!    in one typed loop;
+//! 3. buckets whose rows carry their own meta values, or whose filter needs documents, are
+//!    unpacked into small documents of the needed fields.
+//!
+//! Rows reach the accumulators in the order the document path would deliver them, so both
+//! paths give the same answers. After `$sort` on the time field, `$first`/`$last` become picks
+//! of the earliest/latest row (ties by stream position, as a stable sort keeps them), buckets
+//! are visited latest (or earliest) first, and a bucket whose time range cannot beat what its
+//! group already holds is skipped.
+
+use super::accum::{Acc, AccOp};
+use super::columns::{self, sum_stat, Col};
+use super::expr::{path_in_value, DateTrunc, Expr, Row};
+use super::filter::Filter;
+use super::group::{GroupSpec, GroupTable};
+use super::pipeline::Stage;
+use super::plan::{BucketStats, Plan, Verdict};
+use super::read::{Explain, Scan};
+use super::rowmask::RowFilter;
+use crate::error::Result;
+use crate::order::type_rank;
+use bson::{Bson, DateTime, Document};
+
+/// Where an accumulator's argument comes from.
+enum Arg {
+    Const(Bson),
+    /// A path below the meta value (`""` for the meta value itself).
+    Meta(String),
+    /// `columns[i]`, a top-level field.
+    Column(usize),
+}
+
+/// A use of the time field in the group key.
+enum Leaf {
+    Trunc(DateTrunc),
+    Raw,
+}
+
+impl Leaf {
+    /// The bin of time `t` as `[start, end)`.
+    fn range(&self, t: i64) -> Result<(i64, i64)> {
+        match self {
+            Leaf::Trunc(d) => d.bin_range(t),
+            Leaf::Raw => Ok((t, t.saturating_add(1))),
+        }
+    }
+}
+
+/// A row of a bucket as the key expression sees it: the bucket's meta value and a time.
+struct BucketRow<'a> {
+    time_field: &'a str,
+    meta_field: Option<&'a str>,
+    meta: Option<&'a Bson>,
+    time: Option<i64>,
+}
+
+impl Row for BucketRow<'_> {
+    fn path(&self, p: &str) -> Option<Bson> {
+        if p == self.time_field {
+            return self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
+        }
+        path_in_value(self.meta?, meta_rest(p, self.meta_field?)?)
+    }
+}
+
+/// The part of `p` below the meta field `m` (`""` for `m` itself).
+fn meta_rest<'a>(p: &'a str, m: &str) -> Option<&'a str> {
+    if p == m {
+        return Some("");
+    }
+    p.strip_prefix(m)?.strip_prefix('.')
+}
+
+/// How one accumulator is fed from a bucket's statistics.
+enum Feed {
+    /// `n` documents with this value.
+    N(Option<Bson>, u64),
+    /// A pre-computed sum over `n` numbers.
+    Sum(Bson, u64),
+    /// A pick of the single row at this time.
+    Pick(i64, Option<Bson>),
+}
+
+/// The columnar plan of a group.
+pub(crate) struct FastGroup {
+    spec: GroupSpec,
+    args: Vec<Arg>,
+    /// Per accumulator `(latest time wins, later position wins)` after a time sort.
+    picks: Option<Vec<(bool, bool)>>,
+    leaves: Vec<Leaf>,
+    /// The key or an argument reads the meta value.
+    reads_meta: bool,
+    /// Columns to decode.
+    columns: Vec<String>,
+    time_col: Option<usize>,
+    /// Positions in `columns` of the row filter's columns.
+    filter_cols: Vec<usize>,
+    row_filter: RowFilter,
+    /// Fields for row documents when a bucket needs them.
+    doc_fields: Vec<String>,
+    filter: Filter,
+    time_field: String,
+    meta_field: Option<String>,
+}
+
+fn time_of(d: &Document, f: &str) -> Option<i64> {
+    match d.get(f) {
+        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+        _ => None,
+    }
+}
+
+fn column_index(columns: &mut Vec<String>, name: &str) -> usize {
+    match columns.iter().position(|c| c == name) {
+        Some(i) => i,
+        None => {
+            columns.push(name.to_string());
+            columns.len() - 1
+        }
+    }
+}
+
+/// Collects the time leaves of a key expression; false when the key reads anything but the
+/// meta field and the time field (through `$dateTrunc` or as is).
+fn key_ok(
+    e: &Expr,
+    time: &str,
+    meta: Option<&str>,
+    leaves: &mut Vec<Leaf>,
+    meta_read: &mut bool,
+) -> bool {
+    match e {
+        Expr::Const(_) => true,
+        Expr::Path(p) if p == time => {
+            leaves.push(Leaf::Raw);
+            true
+        }
+        Expr::Path(p) => {
+            let m = meta.is_some_and(|m| meta_rest(p, m).is_some());
+            *meta_read |= m;
+            m
+        }
+        Expr::Doc(fields) => fields
+            .iter()
+            .all(|(_, e)| key_ok(e, time, meta, leaves, meta_read)),
+        Expr::Array(items) => items
+            .iter()
+            .all(|e| key_ok(e, time, meta, leaves, meta_read)),
+        Expr::DateTrunc(d) => match &d.date {
+            Expr::Path(p) if p == time => {
+                leaves.push(Leaf::Trunc((**d).clone()));
+                true
+            }
+            other => {
+                let before = leaves.len();
+                key_ok(other, time, meta, leaves, meta_read) && leaves.len() == before
+            }
+        },
+    }
+}
+
+fn prune(ex: &mut Explain, whole: bool) {
+    ex.buckets_pruned_by_stats += 1;
+    if whole {
+        ex.buckets_taken_whole = ex.buckets_taken_whole.saturating_sub(1);
+    } else {
+        ex.buckets_unpacked = ex.buckets_unpacked.saturating_sub(1);
+    }
+    ex.buckets_examined = ex.buckets_examined.saturating_sub(1);
+}
+
+/// The row among `rows` kept by a pick: (latest or earliest time, later or earlier row).
+fn best_row(times: &[Option<i64>], rows: &[u32], max_time: bool, late: bool) -> u32 {
+    let t = |r: u32| times.get(r as usize).copied().flatten().unwrap_or(i64::MIN);
+    let mut best = rows.first().copied().unwrap_or(0);
+    for &r in rows.iter().skip(1) {
+        let (a, b) = (t(r), t(best));
+        if (a != b && (a > b) == max_time) || (a == b && late) {
+            best = r;
+        }
+    }
+    best
+}
+
+impl FastGroup {
+    /// The columnar plan for `stages` (which follow the pushed-down filter of `plan`), and how
+    /// many stages it covers; `None` when the pipeline does not have the supported shape.
+    pub(crate) fn analyse(plan: &Plan, stages: &[Stage]) -> Option<(FastGroup, usize)> {
+        let time = plan.time_field();
+        let meta = plan.meta_field();
+        let (sort, spec, consumed) = match stages {
+            [Stage::Sort(keys), Stage::Group(g), ..] => match keys.as_slice() {
+                [(k, asc)] if k == time => (Some(*asc), g, 2),
+                _ => return None,
+            },
+            [Stage::Group(g), ..] => (None, g, 1),
+            _ => return None,
+        };
+        let picks = match sort {
+            None => None,
+            Some(asc) => Some(
+                spec.accs
+                    .iter()
+                    .map(|a| match a.op {
+                        // (latest time wins, later position wins among equal times)
+                        AccOp::First => Some((!asc, false)),
+                        AccOp::Last => Some((asc, true)),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+        };
+        let mut leaves = Vec::new();
+        let mut reads_meta = false;
+        if !key_ok(&spec.id, time, meta, &mut leaves, &mut reads_meta) {
+            return None;
+        }
+        let mut columns = Vec::new();
+        let mut args = Vec::with_capacity(spec.accs.len());
+        for a in &spec.accs {
+            args.push(match &a.arg {
+                Expr::Const(v) => Arg::Const(v.clone()),
+                Expr::Path(p) => match meta.and_then(|m| meta_rest(p, m)) {
+                    Some(rest) => {
+                        reads_meta = true;
+                        Arg::Meta(rest.to_string())
+                    }
+                    None if !p.contains('.') => Arg::Column(column_index(&mut columns, p)),
+                    None => return None,
+                },
+                _ => return None,
+            });
+        }
+        let time_col =
+            (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
+        let row_filter = RowFilter::new(&plan.filter, meta);
+        let filter_cols = row_filter
+            .columns
+            .iter()
+            .map(|c| column_index(&mut columns, c))
+            .collect();
+        // Row documents need every top-level field the filter reads, besides the columns.
+        let mut doc_fields = columns.clone();
+        let mut paths = Vec::new();
+        plan.filter.paths(&mut paths);
+        for p in paths {
+            let head = p.split('.').next().unwrap_or_default();
+            if meta != Some(head) {
+                column_index(&mut doc_fields, head);
+            }
+        }
+        let fg = FastGroup {
+            spec: spec.clone(),
+            args,
+            picks,
+            leaves,
+            reads_meta,
+            columns,
+            time_col,
+            filter_cols,
+            row_filter,
+            doc_fields,
+            filter: plan.filter.clone(),
+            time_field: time.to_string(),
+            meta_field: meta.map(str::to_string),
+        };
+        Some((fg, consumed))
+    }
+
+    fn row<'a>(&'a self, meta: Option<&'a Bson>, time: Option<i64>) -> BucketRow<'a> {
+        BucketRow {
+            time_field: &self.time_field,
+            meta_field: self.meta_field.as_deref(),
+            meta,
+            time,
+        }
+    }
+
+    fn key_at(&self, meta: Option<&Bson>, time: Option<i64>) -> Result<Bson> {
+        Ok(self
+            .spec
+            .id
+            .eval(&self.row(meta, time))?
+            .unwrap_or(Bson::Null))
+    }
+
+    fn stat_time(&self, d: &Document) -> Option<i64> {
+        time_of(d, &self.time_field)
+    }
+
+    /// The bins of the key's time leaves when every row of the bucket shares them (judged from
+    /// `control` times: the minimum is the rounded bucket start, a lower bound).
+    fn const_bins(&self, st: &BucketStats<'_>) -> Option<Vec<(i64, i64)>> {
+        if self.leaves.is_empty() {
+            return Some(Vec::new());
+        }
+        let hi = self.stat_time(st.max)?;
+        let lo = if st.count == 1 {
+            hi
+        } else {
+            self.stat_time(st.min)?
+        };
+        let mut out = Vec::with_capacity(self.leaves.len());
+        for leaf in &self.leaves {
+            let r = leaf.range(hi).ok()?;
+            if lo < r.0 {
+                return None;
+            }
+            out.push(r);
+        }
+        Some(out)
+    }
+
+    /// How every accumulator would be fed from the bucket's statistics alone, or `None`.
+    fn stat_feeds(&self, st: &BucketStats<'_>, scan: &Scan, out: &mut Vec<Feed>) -> Option<()> {
+        out.clear();
+        let n = u64::from(st.count);
+        let t_max = self.stat_time(st.max);
+        for (a, arg) in self.spec.accs.iter().zip(&self.args) {
+            let constant = |v: Option<Bson>| -> Option<Feed> {
+                match &self.picks {
+                    Some(_) if n == 1 => Some(Feed::Pick(t_max?, v)),
+                    Some(_) => None,
+                    None => Some(Feed::N(v, n)),
+                }
+            };
+            let feed = match arg {
+                Arg::Const(v) => constant(Some(v.clone()))?,
+                Arg::Meta(rest) => constant(st.meta.and_then(|m| path_in_value(m, rest)))?,
+                Arg::Column(c) => {
+                    let f = self.columns.get(*c)?;
+                    let numeric_op = matches!(a.op, AccOp::Sum | AccOp::Avg);
+                    if n == 1 {
+                        // The single row's value is control.max's (composites there are
+                        // element-wise, not the value: only sums may ignore them).
+                        let v = st.max.get(f);
+                        let composite = matches!(v, Some(Bson::Document(_) | Bson::Array(_)));
+                        if composite && (!numeric_op || self.picks.is_some()) {
+                            return None;
+                        }
+                        match &self.picks {
+                            Some(_) => Feed::Pick(t_max?, v.cloned()),
+                            None if composite => Feed::N(None, 1),
+                            None => Feed::N(v.cloned(), 1),
+                        }
+                    } else if self.picks.is_some() {
+                        return None;
+                    } else {
+                        match a.op {
+                            AccOp::Max if *f == self.time_field => {
+                                Feed::N(st.max.get(f).cloned(), 1)
+                            }
+                            AccOp::Min | AccOp::Max if *f != self.time_field => {
+                                let v = if a.op == AccOp::Min {
+                                    st.min.get(f)
+                                } else {
+                                    st.max.get(f)
+                                };
+                                if matches!(v, Some(Bson::Document(_) | Bson::Array(_))) {
+                                    return None;
+                                }
+                                Feed::N(v.cloned(), 1)
+                            }
+                            AccOp::Sum | AccOp::Avg => match st.max.get(f) {
+                                // No row has it, or its type class is not numbers.
+                                None => Feed::N(None, 0),
+                                Some(v) if type_rank(v) != 10 => Feed::N(None, 0),
+                                Some(_) => {
+                                    let s = sum_stat(st.max, f)?;
+                                    if type_rank(s) != 10 {
+                                        return None;
+                                    }
+                                    if a.op == AccOp::Avg && !columns::in_every_row(&scan.src, f) {
+                                        return None;
+                                    }
+                                    Feed::Sum(s.clone(), n)
+                                }
+                            },
+                            _ => return None,
+                        }
+                    }
+                }
+            };
+            out.push(feed);
+        }
+        Some(())
+    }
+
+    /// The group of a bucket whose key is constant (`bins` from [`FastGroup::const_bins`]):
+    /// found, or created when `create`. Consecutive buckets in the same bins share the last
+    /// answer while the key does not read the meta value.
+    fn const_group(
+        &self,
+        table: &mut GroupTable,
+        st: &BucketStats<'_>,
+        bins: &[(i64, i64)],
+        last: &mut Option<(Vec<(i64, i64)>, u32)>,
+        create: bool,
+    ) -> Result<Option<u32>> {
+        if let Some((b, g)) = last.as_ref() {
+            if !self.reads_meta && b.as_slice() == bins {
+                return Ok(Some(*g));
+            }
+        }
+        let key = self.key_at(st.meta, self.stat_time(st.max))?;
+        let g = if create {
+            Some(table.slot(&key))
+        } else {
+            table.find(&key)
+        };
+        if let Some(g) = g {
+            *last = Some((bins.to_vec(), g));
+        }
+        Ok(g)
+    }
+
+    /// Runs the group over the selected buckets; returns its output documents.
+    pub(crate) fn run(
+        &self,
+        scans: Vec<Scan>,
+        mut ex: Explain,
+    ) -> Result<(Vec<Document>, Explain)> {
+        let names = self.spec.accs.iter().map(|a| a.name.clone()).collect();
+        let fresh = match &self.picks {
+            Some(p) => p.iter().map(|&(m, l)| Acc::new_pick(m, l)).collect(),
+            None => self.spec.accs.iter().map(|a| Acc::new(a.op)).collect(),
+        };
+        let mut table = GroupTable::new(names, fresh);
+        let mut order: Vec<usize> = (0..scans.len()).collect();
+        if let Some(&(max_time, _)) = self.picks.as_ref().and_then(|p| p.first()) {
+            // Visit the buckets most likely to hold the winners first, so later ones skip.
+            let mut bound = Vec::with_capacity(scans.len());
+            for s in &scans {
+                let st = columns::stats(&s.src)?;
+                bound.push(if max_time {
+                    self.stat_time(st.max).map_or(i64::MIN, |t| -t)
+                } else {
+                    self.stat_time(st.min).unwrap_or(i64::MIN)
+                });
+            }
+            order.sort_by_key(|&i| bound.get(i).copied().unwrap_or(0));
+        }
+        let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+        let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
+        let mut feeds = Vec::new();
+        // The last constant key's bins and group, reused while the key does not read meta.
+        let mut last_const: Option<(Vec<(i64, i64)>, u32)> = None;
+        for idx in order {
+            let Some(scan) = scans.get(idx) else { continue };
+            let st = columns::stats(&scan.src)?;
+            let whole = scan.verdict == Verdict::All;
+            if !whole && !self.row_filter.may_match(&st) {
+                prune(&mut ex, whole);
+                continue;
+            }
+            let meta_varies = st.meta_varies();
+            let meta_ok = !(self.reads_meta && meta_varies);
+            // The key's bins when the key is constant over the bucket.
+            let bins = if meta_ok { self.const_bins(&st) } else { None };
+            if let (Some(_), Some(b)) = (&self.picks, &bins) {
+                let (hi, lo) = (self.stat_time(st.max), self.stat_time(st.min));
+                let settled = match self.const_group(&mut table, &st, b, &mut last_const, false)? {
+                    Some(g) => table.accs(g).iter().all(|a| match a {
+                        Acc::Pick { max_time: true, .. } => {
+                            hi.is_some_and(|t| !a.pick_may_change(t))
+                        }
+                        Acc::Pick { .. } => lo.is_some_and(|t| !a.pick_may_change(t)),
+                        _ => false,
+                    }),
+                    None => false,
+                };
+                if settled {
+                    prune(&mut ex, whole);
+                    continue;
+                }
+            }
+            if let (true, Some(b)) = (whole, &bins) {
+                if self.stat_feeds(&st, scan, &mut feeds).is_some() {
+                    let g = self
+                        .const_group(&mut table, &st, b, &mut last_const, true)?
+                        .unwrap_or(0);
+                    let pos = (idx as u64) << 32;
+                    for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
+                        match f {
+                            Feed::N(v, n) => acc.feed_n(v.as_ref(), n),
+                            Feed::Sum(s, n) => acc.feed_sum_stat(&s, n),
+                            Feed::Pick(t, v) => acc.pick(t, pos, || v),
+                        }
+                    }
+                    ex.buckets_from_stats += 1;
+                    continue;
+                }
+            }
+            let docs_needed = !meta_ok
+                || (!whole
+                    && (self.row_filter.needs_rows
+                        || (self.row_filter.reads_meta() && meta_varies)));
+            if docs_needed {
+                self.feed_docs(&mut table, scan, idx, whole, &doc_names)?;
+            } else {
+                let key_const = bins.is_some();
+                self.feed_columns(&mut table, scan, &st, idx, whole, key_const, &col_names)?;
+            }
+        }
+        Ok((table.into_docs()?, ex))
+    }
+
+    /// Feeds a bucket from its decoded columns.
+    #[allow(clippy::too_many_arguments)]
+    fn feed_columns(
+        &self,
+        table: &mut GroupTable,
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        idx: usize,
+        whole: bool,
+        key_const: bool,
+        col_names: &[&str],
+    ) -> Result<()> {
+        let n = st.count as usize;
+        let cols = columns::load(&scan.src, col_names)?;
+        let sel: Vec<u32> = if whole {
+            (0..n as u32).collect()
+        } else {
+            let fcols: Vec<&Col> = self
+                .filter_cols
+                .iter()
+                .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
+                .collect();
+            self.row_filter.select(st.meta, &fcols, n)
+        };
+        if sel.is_empty() {
+            return Ok(());
+        }
+        let times = self
+            .time_col
+            .and_then(|c| cols.get(c))
+            .map(|c| c.dates(n))
+            .unwrap_or_default();
+        let time = |r: u32| times.get(r as usize).copied().flatten();
+        // Runs of consecutive selected rows in one group: (group, range of `sel`).
+        let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+        match key_const {
+            true => {
+                let g = table.slot(&self.key_at(st.meta, self.stat_time(st.max))?);
+                runs.push((g, 0..sel.len()));
+            }
+            false => {
+                let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
+                let mut start = 0;
+                let mut cur: Option<(u32, Option<i64>)> = None;
+                for (k, &r) in sel.iter().enumerate() {
+                    let t = time(r);
+                    let same = match (cur, t) {
+                        (Some((_, Some(_))), Some(t)) => {
+                            bins.iter().all(|&(lo, hi)| lo <= t && t < hi)
+                        }
+                        (Some((_, None)), None) => true,
+                        _ => false,
+                    };
+                    if same {
+                        continue;
+                    }
+                    bins.clear();
+                    if let Some(t) = t {
+                        for leaf in &self.leaves {
+                            bins.push(leaf.range(t)?);
+                        }
+                    }
+                    let g = table.slot(&self.key_at(st.meta, t)?);
+                    match cur {
+                        Some((cg, _)) if cg == g => {}
+                        Some((cg, _)) => {
+                            runs.push((cg, start..k));
+                            start = k;
+                        }
+                        None => start = k,
+                    }
+                    cur = Some((g, t));
+                }
+                if let Some((g, _)) = cur {
+                    runs.push((g, start..sel.len()));
+                }
+            }
+        }
+        let metas: Vec<Option<Bson>> = self
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
+                _ => None,
+            })
+            .collect();
+        let value_at = |arg: &Arg, meta: &Option<Bson>, r: u32| -> Option<Bson> {
+            match arg {
+                Arg::Const(v) => Some(v.clone()),
+                Arg::Meta(_) => meta.clone(),
+                Arg::Column(c) => cols.get(*c).and_then(|c| c.values().get(r as usize)),
+            }
+        };
+        for (g, range) in runs {
+            let Some(rows) = sel.get(range) else { continue };
+            let accs = table.accs(g);
+            match &self.picks {
+                None => {
+                    for ((acc, arg), meta) in accs.iter_mut().zip(&self.args).zip(&metas) {
+                        match arg {
+                            Arg::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
+                            Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows.len() as u64),
+                            Arg::Column(c) => {
+                                let vals = cols.get(*c).map_or(Col::Missing.values(), Col::values);
+                                acc.feed_rows(&vals, rows);
+                            }
+                        }
+                    }
+                }
+                Some(picks) => {
+                    let mut best: [Option<u32>; 4] = [None; 4];
+                    for (((acc, arg), meta), &(max_time, late)) in
+                        accs.iter_mut().zip(&self.args).zip(&metas).zip(picks)
+                    {
+                        let slot = usize::from(max_time) * 2 + usize::from(late);
+                        let r = match best.get(slot).copied().flatten() {
+                            Some(r) => r,
+                            None => {
+                                let r = best_row(&times, rows, max_time, late);
+                                if let Some(b) = best.get_mut(slot) {
+                                    *b = Some(r);
+                                }
+                                r
+                            }
+                        };
+                        let pos = ((idx as u64) << 32) | u64::from(r);
+                        let t = time(r).unwrap_or(i64::MIN);
+                        acc.pick(t, pos, || value_at(arg, meta, r));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Feeds a bucket through small row documents (rows with their own meta values, or
+    /// filters that columns cannot test).
+    fn feed_docs(
+        &self,
+        table: &mut GroupTable,
+        scan: &Scan,
+        idx: usize,
+        whole: bool,
+        names: &[&str],
+    ) -> Result<()> {
+        let docs = columns::row_docs(&scan.src, names, self.meta_field.as_deref())?;
+        for (r, d) in docs.iter().enumerate() {
+            if !whole && !self.filter.matches(d) {
+                continue;
+            }
+            let id = self.spec.id.eval(d)?.unwrap_or(Bson::Null);
+            let g = table.slot(&id);
+            let pos = ((idx as u64) << 32) | r as u64;
+            let t = time_of(d, &self.time_field).unwrap_or(i64::MIN);
+            for (acc, a) in table.accs(g).iter_mut().zip(&self.spec.accs) {
+                let v = a.arg.eval(d)?;
+                match &self.picks {
+                    None => acc.feed(v.as_ref()),
+                    Some(_) => acc.pick(t, pos, || v),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_rows_follow_stable_sort_ties() {
+        let times = [Some(5), Some(9), Some(9), Some(1), Some(1)];
+        let rows = [0, 1, 2, 3, 4];
+        assert_eq!(best_row(&times, &rows, true, true), 2);
+        assert_eq!(best_row(&times, &rows, true, false), 1);
+        assert_eq!(best_row(&times, &rows, false, true), 4);
+        assert_eq!(best_row(&times, &rows, false, false), 3);
+    }
+}
