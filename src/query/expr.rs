@@ -27,11 +27,44 @@ pub enum Expr {
 pub trait Row {
     /// The value at an aggregation field path (`a.b`), `None` when missing.
     fn path(&self, path: &str) -> Option<Bson>;
+
+    /// Calls `f` with the value at `path`, borrowed where the row can lend it.
+    fn visit(&self, path: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+        f(self.path(path).as_ref());
+    }
 }
 
 impl Row for Document {
     fn path(&self, path: &str) -> Option<Bson> {
         path_in_doc(self, path)
+    }
+
+    fn visit(&self, path: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+        visit_in_doc(self, path, f);
+    }
+}
+
+/// [`path_in_doc`] lending the value instead of cloning it, unless an array lies on the way
+/// (then the value is built).
+pub fn visit_in_doc(d: &Document, path: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    match (d.get(head), rest) {
+        (None, _) => f(None),
+        (Some(v), None) => f(Some(v)),
+        (Some(v), Some(r)) => visit_in_value(v, r, f),
+    }
+}
+
+/// [`path_in_value`] lending the value where it can.
+pub fn visit_in_value(v: &Bson, path: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+    match v {
+        _ if path.is_empty() => f(Some(v)),
+        Bson::Document(d) => visit_in_doc(d, path, f),
+        Bson::Array(_) => f(path_in_value(v, path).as_ref()),
+        _ => f(None),
     }
 }
 

@@ -20,16 +20,18 @@
 
 use super::accum::{Acc, AccOp};
 use super::columns::{self, sum_stat, Col};
-use super::expr::{path_in_value, DateTrunc, Expr, Row};
+use super::expr::{path_in_value, visit_in_value, DateTrunc, Expr, Row};
 use super::filter::Filter;
 use super::group::{GroupSpec, GroupTable};
+use super::keycache::KeyCache;
 use super::pipeline::Stage;
 use super::plan::{BucketStats, Plan, Verdict};
-use super::read::{Explain, Scan};
+use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
 use crate::error::Result;
 use crate::order::type_rank;
 use bson::{Bson, DateTime, Document};
+use std::sync::Arc;
 
 /// Where an accumulator's argument comes from.
 enum Arg {
@@ -70,6 +72,18 @@ impl Row for BucketRow<'_> {
             return self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
         }
         path_in_value(self.meta?, meta_rest(p, self.meta_field?)?)
+    }
+
+    fn visit(&self, p: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+        if p == self.time_field {
+            let t = self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
+            return f(t.as_ref());
+        }
+        let rest = self.meta_field.and_then(|m| meta_rest(p, m));
+        match (self.meta, rest) {
+            (Some(m), Some(rest)) => visit_in_value(m, rest, f),
+            _ => f(None),
+        }
     }
 }
 
@@ -286,46 +300,43 @@ impl FastGroup {
         }
     }
 
-    fn key_at(&self, meta: Option<&Bson>, time: Option<i64>) -> Result<Bson> {
-        Ok(self
-            .spec
-            .id
-            .eval(&self.row(meta, time))?
-            .unwrap_or(Bson::Null))
-    }
-
     fn stat_time(&self, d: &Document) -> Option<i64> {
         time_of(d, &self.time_field)
     }
 
     /// The bins of the key's time leaves when every row of the bucket shares them (judged from
     /// `control` times: the minimum is the rounded bucket start, a lower bound).
-    fn const_bins(&self, st: &BucketStats<'_>) -> Option<Vec<(i64, i64)>> {
+    fn const_bins(&self, st: &BucketStats<'_>, hi: Option<i64>, out: &mut Vec<i64>) -> bool {
+        out.clear();
         if self.leaves.is_empty() {
-            return Some(Vec::new());
+            return true;
         }
-        let hi = self.stat_time(st.max)?;
+        let Some(hi) = hi else { return false };
         let lo = if st.count == 1 {
-            hi
+            Some(hi)
         } else {
-            self.stat_time(st.min)?
+            self.stat_time(st.min)
         };
-        let mut out = Vec::with_capacity(self.leaves.len());
+        let Some(lo) = lo else { return false };
         for leaf in &self.leaves {
-            let r = leaf.range(hi).ok()?;
-            if lo < r.0 {
-                return None;
+            match leaf.range(hi) {
+                Ok(r) if lo >= r.0 => out.push(r.0),
+                _ => return false,
             }
-            out.push(r);
         }
-        Some(out)
+        true
     }
 
     /// How every accumulator would be fed from the bucket's statistics alone, or `None`.
-    fn stat_feeds(&self, st: &BucketStats<'_>, scan: &Scan, out: &mut Vec<Feed>) -> Option<()> {
+    fn stat_feeds(
+        &self,
+        st: &BucketStats<'_>,
+        t_max: Option<i64>,
+        scan: &Scan,
+        out: &mut Vec<Feed>,
+    ) -> Option<()> {
         out.clear();
         let n = u64::from(st.count);
-        let t_max = self.stat_time(st.max);
         for (a, arg) in self.spec.accs.iter().zip(&self.args) {
             let constant = |v: Option<Bson>| -> Option<Feed> {
                 match &self.picks {
@@ -396,32 +407,90 @@ impl FastGroup {
         Some(())
     }
 
-    /// The group of a bucket whose key is constant (`bins` from [`FastGroup::const_bins`]):
-    /// found, or created when `create`. Consecutive buckets in the same bins share the last
-    /// answer while the key does not read the meta value.
-    fn const_group(
+    /// The group of the key on (`meta`, `t`), whose time leaves fall in bins starting at
+    /// `starts`: from the cache when `part` (the key's meta-dependent part) is known, else
+    /// found in (or, when `create`, added to) the table and remembered.
+    #[allow(clippy::too_many_arguments)]
+    fn group_of(
         &self,
         table: &mut GroupTable,
-        st: &BucketStats<'_>,
-        bins: &[(i64, i64)],
-        last: &mut Option<(Vec<(i64, i64)>, u32)>,
+        cache: &mut KeyCache,
+        part: Option<u32>,
+        starts: &[i64],
+        meta: Option<&Bson>,
+        t: Option<i64>,
         create: bool,
     ) -> Result<Option<u32>> {
-        if let Some((b, g)) = last.as_ref() {
-            if !self.reads_meta && b.as_slice() == bins {
-                return Ok(Some(*g));
-            }
+        if let Some(g) = part.and_then(|p| cache.get(p, starts)) {
+            return Ok(Some(g));
         }
-        let key = self.key_at(st.meta, self.stat_time(st.max))?;
+        let row = self.row(meta, t);
         let g = if create {
-            Some(table.slot(&key))
+            Some(table.slot_expr(&self.spec.id, &row)?)
         } else {
-            table.find(&key)
+            table.find_expr(&self.spec.id, &row)?
         };
-        if let Some(g) = g {
-            *last = Some((bins.to_vec(), g));
+        if let (Some(p), Some(g)) = (part, g) {
+            cache.put(p, starts, g);
         }
         Ok(g)
+    }
+
+    /// The meta-dependent part of the key for a bucket with this meta value (see
+    /// [`KeyCache::part`]).
+    fn key_part(
+        &self,
+        cache: &mut KeyCache,
+        meta: Option<&Bson>,
+        t: Option<i64>,
+    ) -> Result<Option<u32>> {
+        if t.is_none() && !self.leaves.is_empty() {
+            return Ok(None);
+        }
+        cache.part(
+            &self.spec.id,
+            &self.row(meta, t),
+            &self.time_field,
+            self.reads_meta,
+        )
+    }
+
+    /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
+    /// decompresses each page once, where `_id` order would jump between pages; that is free
+    /// when no accumulator depends on arrival order (`$first`/`$last`). Picks visit the
+    /// buckets likeliest to win first, so that later ones are skipped, and ties in file order.
+    fn visit_order(&self, scans: &[Scan]) -> Result<Vec<usize>> {
+        let place = |s: &Scan, k: usize| match &s.src {
+            Source::Seg(seg, i) => (0, Arc::as_ptr(seg) as usize, *i as usize),
+            Source::Mem(_) => (1, 0, k),
+        };
+        let mut order: Vec<usize> = (0..scans.len()).collect();
+        match self.picks.as_ref().and_then(|p| p.first()) {
+            Some(&(max_time, _)) => {
+                let mut keys = Vec::with_capacity(scans.len());
+                for s in scans {
+                    let st = columns::stats(&s.src)?;
+                    let bound = if max_time {
+                        self.stat_time(st.max).map_or(i64::MAX, |t| -t)
+                    } else {
+                        self.stat_time(st.min).unwrap_or(i64::MAX)
+                    };
+                    keys.push((bound, place(s, keys.len())));
+                }
+                order.sort_unstable_by_key(|&i| keys.get(i).copied());
+            }
+            None => {
+                let ordered = self
+                    .spec
+                    .accs
+                    .iter()
+                    .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
+                if !ordered {
+                    order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i)));
+                }
+            }
+        }
+        Ok(order)
     }
 
     /// Runs the group over the selected buckets; returns its output documents.
@@ -436,25 +505,12 @@ impl FastGroup {
             None => self.spec.accs.iter().map(|a| Acc::new(a.op)).collect(),
         };
         let mut table = GroupTable::new(names, fresh);
-        let mut order: Vec<usize> = (0..scans.len()).collect();
-        if let Some(&(max_time, _)) = self.picks.as_ref().and_then(|p| p.first()) {
-            // Visit the buckets most likely to hold the winners first, so later ones skip.
-            let mut bound = Vec::with_capacity(scans.len());
-            for s in &scans {
-                let st = columns::stats(&s.src)?;
-                bound.push(if max_time {
-                    self.stat_time(st.max).map_or(i64::MIN, |t| -t)
-                } else {
-                    self.stat_time(st.min).unwrap_or(i64::MIN)
-                });
-            }
-            order.sort_by_key(|&i| bound.get(i).copied().unwrap_or(0));
-        }
+        let order = self.visit_order(&scans)?;
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
         let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
         let mut feeds = Vec::new();
-        // The last constant key's bins and group, reused while the key does not read meta.
-        let mut last_const: Option<(Vec<(i64, i64)>, u32)> = None;
+        let mut cache = KeyCache::default();
+        let mut bins = Vec::new();
         for idx in order {
             let Some(scan) = scans.get(idx) else { continue };
             let st = columns::stats(&scan.src)?;
@@ -463,43 +519,48 @@ impl FastGroup {
                 prune(&mut ex, whole);
                 continue;
             }
-            let meta_varies = st.meta_varies();
+            // Reading `control` is the cost of a bucket answered from it: look each entry up
+            // once.
+            let meta_varies = (self.reads_meta || self.row_filter.reads_meta()) && st.meta_varies();
             let meta_ok = !(self.reads_meta && meta_varies);
+            let hi = self.stat_time(st.max);
             // The key's bins when the key is constant over the bucket.
-            let bins = if meta_ok { self.const_bins(&st) } else { None };
-            if let (Some(_), Some(b)) = (&self.picks, &bins) {
-                let (hi, lo) = (self.stat_time(st.max), self.stat_time(st.min));
-                let settled = match self.const_group(&mut table, &st, b, &mut last_const, false)? {
-                    Some(g) => table.accs(g).iter().all(|a| match a {
+            let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
+            let part = match key_const {
+                true => self.key_part(&mut cache, st.meta, hi)?,
+                false => None,
+            };
+            if let (Some(_), true) = (&self.picks, key_const) {
+                let lo = self.stat_time(st.min);
+                let g = self.group_of(&mut table, &mut cache, part, &bins, st.meta, hi, false)?;
+                let settled = g.is_some_and(|g| {
+                    table.accs(g).iter().all(|a| match a {
                         Acc::Pick { max_time: true, .. } => {
                             hi.is_some_and(|t| !a.pick_may_change(t))
                         }
                         Acc::Pick { .. } => lo.is_some_and(|t| !a.pick_may_change(t)),
                         _ => false,
-                    }),
-                    None => false,
-                };
+                    })
+                });
                 if settled {
                     prune(&mut ex, whole);
                     continue;
                 }
             }
-            if let (true, Some(b)) = (whole, &bins) {
-                if self.stat_feeds(&st, scan, &mut feeds).is_some() {
-                    let g = self
-                        .const_group(&mut table, &st, b, &mut last_const, true)?
-                        .unwrap_or(0);
-                    let pos = (idx as u64) << 32;
-                    for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
-                        match f {
-                            Feed::N(v, n) => acc.feed_n(v.as_ref(), n),
-                            Feed::Sum(s, n) => acc.feed_sum_stat(&s, n),
-                            Feed::Pick(t, v) => acc.pick(t, pos, || v),
-                        }
+            if whole && key_const && self.stat_feeds(&st, hi, scan, &mut feeds).is_some() {
+                let g = self
+                    .group_of(&mut table, &mut cache, part, &bins, st.meta, hi, true)?
+                    .unwrap_or(0);
+                let pos = (idx as u64) << 32;
+                for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
+                    match f {
+                        Feed::N(v, n) => acc.feed_n(v.as_ref(), n),
+                        Feed::Sum(s, n) => acc.feed_sum_stat(&s, n),
+                        Feed::Pick(t, v) => acc.pick(t, pos, || v),
                     }
-                    ex.buckets_from_stats += 1;
-                    continue;
                 }
+                ex.buckets_from_stats += 1;
+                continue;
             }
             let docs_needed = !meta_ok
                 || (!whole
@@ -508,8 +569,9 @@ impl FastGroup {
             if docs_needed {
                 self.feed_docs(&mut table, scan, idx, whole, &doc_names)?;
             } else {
-                let key_const = bins.is_some();
-                self.feed_columns(&mut table, scan, &st, idx, whole, key_const, &col_names)?;
+                let key = key_const.then_some((hi, part, bins.as_slice()));
+                let mut sink = (&mut table, &mut cache);
+                self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
             }
         }
         Ok((table.into_docs()?, ex))
@@ -519,12 +581,12 @@ impl FastGroup {
     #[allow(clippy::too_many_arguments)]
     fn feed_columns(
         &self,
-        table: &mut GroupTable,
+        (table, cache): &mut (&mut GroupTable, &mut KeyCache),
         scan: &Scan,
         st: &BucketStats<'_>,
         idx: usize,
         whole: bool,
-        key_const: bool,
+        key: Option<(Option<i64>, Option<u32>, &[i64])>,
         col_names: &[&str],
     ) -> Result<()> {
         let n = st.count as usize;
@@ -550,15 +612,18 @@ impl FastGroup {
         let time = |r: u32| times.get(r as usize).copied().flatten();
         // Runs of consecutive selected rows in one group: (group, range of `sel`).
         let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
-        match key_const {
-            true => {
-                let g = table.slot(&self.key_at(st.meta, self.stat_time(st.max))?);
-                runs.push((g, 0..sel.len()));
+        match key {
+            Some((hi, part, starts)) => {
+                let g = self.group_of(table, cache, part, starts, st.meta, hi, true)?;
+                runs.push((g.unwrap_or(0), 0..sel.len()));
             }
-            false => {
+            None => {
                 let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
+                let mut starts: Vec<i64> = Vec::with_capacity(self.leaves.len());
                 let mut start = 0;
                 let mut cur: Option<(u32, Option<i64>)> = None;
+                // The key's meta-dependent part, from the first row with a time.
+                let mut part: Option<Option<u32>> = None;
                 for (k, &r) in sel.iter().enumerate() {
                     let t = time(r);
                     let same = match (cur, t) {
@@ -572,12 +637,21 @@ impl FastGroup {
                         continue;
                     }
                     bins.clear();
+                    starts.clear();
                     if let Some(t) = t {
                         for leaf in &self.leaves {
-                            bins.push(leaf.range(t)?);
+                            let b = leaf.range(t)?;
+                            bins.push(b);
+                            starts.push(b.0);
+                        }
+                        if part.is_none() {
+                            part = Some(self.key_part(cache, st.meta, Some(t))?);
                         }
                     }
-                    let g = table.slot(&self.key_at(st.meta, t)?);
+                    let p = if t.is_some() { part.flatten() } else { None };
+                    let g = self
+                        .group_of(table, cache, p, &starts, st.meta, t, true)?
+                        .unwrap_or(0);
                     match cur {
                         Some((cg, _)) if cg == g => {}
                         Some((cg, _)) => {
@@ -665,8 +739,7 @@ impl FastGroup {
             if !whole && !self.filter.matches(d) {
                 continue;
             }
-            let id = self.spec.id.eval(d)?.unwrap_or(Bson::Null);
-            let g = table.slot(&id);
+            let g = table.slot_expr(&self.spec.id, d)?;
             let pos = ((idx as u64) << 32) | r as u64;
             let t = time_of(d, &self.time_field).unwrap_or(i64::MIN);
             for (acc, a) in table.accs(g).iter_mut().zip(&self.spec.accs) {

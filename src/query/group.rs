@@ -6,10 +6,11 @@
 //! first seen. Groups come out in order of first appearance.
 
 use super::accum::{Acc, AccSpec};
-use super::expr::Expr;
+use super::expr::{Expr, Row};
 use crate::error::Result;
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
+use std::hash::BuildHasher;
 
 /// A `$group` stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,33 +21,40 @@ pub struct GroupSpec {
     pub accs: Vec<AccSpec>,
 }
 
-/// One group.
-#[derive(Debug, Clone)]
-pub struct Group {
-    /// The `_id` value first seen.
-    pub id: Bson,
-    /// One state per output field.
-    pub accs: Vec<Acc>,
-}
-
-/// Groups by canonical key.
+/// Groups by canonical key. Keys live in one byte arena and states in one flat vector
+/// (`accs[g * width..]`), so that many groups cost few allocations to build and drop.
 pub struct GroupTable {
-    map: foldhash::HashMap<Box<[u8]>, u32>,
-    groups: Vec<Group>,
-    buf: Vec<u8>,
+    /// Key hash -> latest group with that hash; earlier ones chain through `next`.
+    heads: foldhash::HashMap<u64, u32>,
+    hasher: foldhash::fast::FixedState,
+    next: Vec<u32>,
+    /// Each group's key as a range of `keys`.
+    spans: Vec<(usize, usize)>,
+    keys: Vec<u8>,
+    /// The `_id` value first seen, per group.
+    ids: Vec<Bson>,
+    accs: Vec<Acc>,
     fresh: Vec<Acc>,
     names: Vec<String>,
+    buf: Vec<u8>,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl GroupTable {
     /// An empty table whose groups start with `fresh` states for the output fields `names`.
     pub fn new(names: Vec<String>, fresh: Vec<Acc>) -> GroupTable {
         GroupTable {
-            map: foldhash::HashMap::default(),
-            groups: Vec::new(),
-            buf: Vec::new(),
+            heads: foldhash::HashMap::default(),
+            hasher: foldhash::fast::FixedState::default(),
+            next: Vec::new(),
+            spans: Vec::new(),
+            keys: Vec::new(),
+            ids: Vec::new(),
+            accs: Vec::new(),
             fresh,
             names,
+            buf: Vec::new(),
         }
     }
 
@@ -58,41 +66,93 @@ impl GroupTable {
         )
     }
 
+    fn lookup(&self, key: &[u8]) -> (u64, Option<u32>) {
+        let h = self.hasher.hash_one(key);
+        let mut g = self.heads.get(&h).copied().unwrap_or(NONE);
+        while g != NONE {
+            let i = g as usize;
+            let same = self
+                .spans
+                .get(i)
+                .and_then(|&(a, b)| self.keys.get(a..b))
+                .is_some_and(|k| k == key);
+            if same {
+                return (h, Some(g));
+            }
+            g = self.next.get(i).copied().unwrap_or(NONE);
+        }
+        (h, None)
+    }
+
+    fn insert(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
+        let g = self.ids.len() as u32;
+        let start = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.spans.push((start, self.keys.len()));
+        self.next.push(self.heads.insert(h, g).unwrap_or(NONE));
+        self.ids.push(id);
+        self.accs.extend_from_slice(&self.fresh);
+        g
+    }
+
     /// The index of the group of `id`, created if new.
     pub fn slot(&mut self, id: &Bson) -> u32 {
-        self.buf.clear();
-        encode_key(id, &mut self.buf);
-        if let Some(&g) = self.map.get(self.buf.as_slice()) {
-            return g;
-        }
-        let g = self.groups.len() as u32;
-        self.map.insert(self.buf.as_slice().into(), g);
-        self.groups.push(Group {
-            id: id.clone(),
-            accs: self.fresh.clone(),
-        });
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        encode_key(id, &mut buf);
+        let g = match self.lookup(&buf) {
+            (_, Some(g)) => g,
+            (h, None) => self.insert(h, &buf, id.clone()),
+        };
+        self.buf = buf;
         g
+    }
+
+    /// The index of the group whose key `e` gives on `row`, created if new. The key is
+    /// encoded from borrowed values: the `_id` value is only built for a new group.
+    pub fn slot_expr(&mut self, e: &Expr, row: &dyn Row) -> Result<u32> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let r = encode_top(e, row, &mut buf).and_then(|()| match self.lookup(&buf) {
+            (_, Some(g)) => Ok(g),
+            (h, None) => {
+                let id = e.eval(row)?.unwrap_or(Bson::Null);
+                Ok(self.insert(h, &buf, id))
+            }
+        });
+        self.buf = buf;
+        r
+    }
+
+    /// [`GroupTable::slot_expr`] without creating the group.
+    pub fn find_expr(&mut self, e: &Expr, row: &dyn Row) -> Result<Option<u32>> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let r = encode_top(e, row, &mut buf).map(|()| self.lookup(&buf).1);
+        self.buf = buf;
+        r
     }
 
     /// The index of the group of `id` if it exists.
     pub fn find(&mut self, id: &Bson) -> Option<u32> {
-        self.buf.clear();
-        encode_key(id, &mut self.buf);
-        self.map.get(self.buf.as_slice()).copied()
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        encode_key(id, &mut buf);
+        let g = self.lookup(&buf).1;
+        self.buf = buf;
+        g
     }
 
     /// The states of group `g`.
     pub fn accs(&mut self, g: u32) -> &mut [Acc] {
-        match self.groups.get_mut(g as usize) {
-            Some(gr) => &mut gr.accs,
-            None => &mut [],
-        }
+        let w = self.fresh.len();
+        let start = g as usize * w;
+        self.accs.get_mut(start..start + w).unwrap_or_default()
     }
 
     /// Feeds one document: evaluates the key and every accumulator's argument on it.
     pub fn feed_doc(&mut self, spec: &GroupSpec, d: &Document) -> Result<()> {
-        let id = spec.id.eval(d)?.unwrap_or(Bson::Null);
-        let g = self.slot(&id);
+        let g = self.slot_expr(&spec.id, d)?;
         for (i, a) in spec.accs.iter().enumerate() {
             let v = a.arg.eval(d)?;
             if let Some(acc) = self.accs(g).get_mut(i) {
@@ -104,17 +164,146 @@ impl GroupTable {
 
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
     pub fn into_docs(self) -> Result<Vec<Document>> {
-        let mut out = Vec::with_capacity(self.groups.len());
-        for g in self.groups {
+        let w = self.fresh.len();
+        let mut out = Vec::with_capacity(self.ids.len());
+        for (g, id) in self.ids.into_iter().enumerate() {
             let mut d = Document::new();
-            d.insert("_id", g.id);
-            for (name, a) in self.names.iter().zip(&g.accs) {
+            d.insert("_id", id);
+            let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
+            for (name, a) in self.names.iter().zip(accs) {
                 d.insert(name.clone(), a.value()?);
             }
             out.push(d);
         }
         Ok(out)
     }
+}
+
+/// Appends the encoding of the key `e` gives on `row` (missing is null), as [`encode_key`]
+/// would encode the evaluated value.
+fn encode_top(e: &Expr, row: &dyn Row, out: &mut Vec<u8>) -> Result<()> {
+    if !encode_expr(e, row, out, &mut None)? {
+        encode_key(&Bson::Null, out);
+    }
+    Ok(())
+}
+
+/// Where the values of the time leaves of a key landed in its encoding.
+struct Leaves<'a> {
+    time_field: &'a str,
+    /// Offset of each leaf's 8 date bytes, in expression order.
+    at: Vec<usize>,
+    /// Every leaf gave a date.
+    ok: bool,
+}
+
+impl Leaves<'_> {
+    fn is_leaf(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Path(p) => p == self.time_field,
+            Expr::DateTrunc(d) => matches!(&d.date, Expr::Path(p) if p == self.time_field),
+            _ => false,
+        }
+    }
+
+    fn note(&mut self, out: &[u8], start: usize) {
+        // A date encodes as its rank byte and 8 bytes.
+        if out.len() == start + 9
+            && out.get(start) == Some(&type_rank(&Bson::DateTime(bson::DateTime::from_millis(0))))
+        {
+            self.at.push(start + 1);
+        } else {
+            self.ok = false;
+        }
+    }
+}
+
+/// Appends the encoding of `e`'s value on `row`; false (nothing written) when it is missing.
+/// With `leaves`, notes where the time leaves' values went.
+fn encode_expr(
+    e: &Expr,
+    row: &dyn Row,
+    out: &mut Vec<u8>,
+    leaves: &mut Option<Leaves<'_>>,
+) -> Result<bool> {
+    let start = out.len();
+    if let Some(l) = leaves.as_mut() {
+        if l.is_leaf(e) {
+            let v = e.eval(row)?;
+            if let Some(v) = &v {
+                encode_key(v, out);
+            }
+            l.note(out, start);
+            return Ok(v.is_some());
+        }
+    }
+    match e {
+        Expr::Const(v) => encode_key(v, out),
+        Expr::Path(p) => {
+            let mut present = false;
+            row.visit(p, &mut |v| {
+                if let Some(v) = v {
+                    encode_key(v, out);
+                    present = true;
+                }
+            });
+            return Ok(present);
+        }
+        Expr::Doc(fields) => {
+            out.push(type_rank(&Bson::Document(Document::new())));
+            for (k, x) in fields {
+                let mark = out.len();
+                out.push(1);
+                put_str(out, k);
+                // A missing value leaves the field out of the document.
+                if !encode_expr(x, row, out, leaves)? {
+                    out.truncate(mark);
+                }
+            }
+            out.push(0);
+        }
+        Expr::Array(items) => {
+            out.push(type_rank(&Bson::Array(Vec::new())));
+            for x in items {
+                out.push(1);
+                if !encode_expr(x, row, out, leaves)? {
+                    encode_key(&Bson::Null, out);
+                }
+            }
+            out.push(0);
+        }
+        Expr::DateTrunc(_) => match e.eval(row)? {
+            Some(v) => encode_key(&v, out),
+            None => return Ok(false),
+        },
+    }
+    Ok(true)
+}
+
+/// Writes to `out` the key's encoding on `row` and to `at` the offsets of the 8 bytes of each
+/// use of `time_field` in it (the field itself, or `$dateTrunc` of it), in expression order;
+/// keys that differ only in those times differ only there. False when some use gave no date.
+pub fn key_template(
+    e: &Expr,
+    row: &dyn Row,
+    time_field: &str,
+    out: &mut Vec<u8>,
+    at: &mut Vec<usize>,
+) -> Result<bool> {
+    out.clear();
+    at.clear();
+    let mut leaves = Some(Leaves {
+        time_field,
+        at: std::mem::take(at),
+        ok: true,
+    });
+    let r = encode_expr(e, row, out, &mut leaves);
+    let Some(l) = leaves else { return Ok(false) };
+    *at = l.at;
+    if !r? {
+        encode_key(&Bson::Null, out);
+    }
+    Ok(l.ok)
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -235,6 +424,45 @@ mod tests {
             key(Bson::Array(vec!["ab".into()])),
             key(Bson::Array(vec!["a".into(), "b".into()]))
         );
+    }
+
+    #[test]
+    fn keys_encoded_from_expressions_equal_keys_of_values() {
+        let d = doc! {"a": {"b": 1, "c": [{"x": 2}, {"y": 3}]}, "s": "t"};
+        for spec in [
+            Bson::String("$a.b".into()),
+            Bson::String("$nope".into()),
+            Bson::String("$a.c.x".into()),
+            Bson::Document(doc! {"k": "$s", "m": "$nope", "n": ["$nope", 1.0]}),
+            Bson::Null,
+            Bson::Document(doc! {"$dateTrunc": {"date": "$nope", "unit": "day"}}),
+        ] {
+            let e = Expr::parse(&spec).unwrap();
+            let mut direct = Vec::new();
+            encode_top(&e, &d, &mut direct).unwrap();
+            assert_eq!(
+                direct,
+                key(e.eval(&d).unwrap().unwrap_or(Bson::Null)),
+                "{spec}"
+            );
+        }
+    }
+
+    #[test]
+    fn templates_give_the_keys_of_other_times() {
+        let spec =
+            doc! {"h": "$m.h", "t": {"$dateTrunc": {"date": "$t", "unit": "minute"}}, "r": ["$t"]};
+        let e = Expr::parse(&Bson::Document(spec)).unwrap();
+        let row = |t: i64| doc! {"m": {"h": "x"}, "t": bson::DateTime::from_millis(t)};
+        let (mut bytes, mut at) = (Vec::new(), Vec::new());
+        assert!(key_template(&e, &row(120_000), "t", &mut bytes, &mut at).unwrap());
+        assert_eq!(at.len(), 2);
+        let t: i64 = 7 * 60_000 + 5;
+        bytes[at[0]..at[0] + 8].copy_from_slice(&(7 * 60_000_i64).to_le_bytes());
+        bytes[at[1]..at[1] + 8].copy_from_slice(&t.to_le_bytes());
+        assert_eq!(bytes, key(e.eval(&row(t)).unwrap().unwrap()));
+        let no_time = doc! {"m": {"h": "x"}};
+        assert!(!key_template(&e, &no_time, "t", &mut bytes, &mut at).unwrap());
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod expr;
 pub(crate) mod fastgroup;
 pub mod filter;
 pub mod group;
+pub mod keycache;
 pub mod options;
 pub mod pipeline;
 pub mod plan;
