@@ -116,6 +116,8 @@ pub(crate) struct FastGroup {
     reads_meta: bool,
     /// Columns to decode.
     columns: Vec<String>,
+    /// Per column: read by the group (else only by the filter).
+    group_cols: Vec<bool>,
     time_col: Option<usize>,
     /// Positions in `columns` of the row filter's columns.
     filter_cols: Vec<usize>,
@@ -257,6 +259,7 @@ impl FastGroup {
         }
         let time_col =
             (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
+        let group_cols = vec![true; columns.len()];
         let row_filter = RowFilter::new(&plan.filter, meta);
         let filter_cols = row_filter
             .columns
@@ -279,6 +282,7 @@ impl FastGroup {
             picks,
             leaves,
             reads_meta,
+            group_cols,
             columns,
             time_col,
             filter_cols,
@@ -590,7 +594,31 @@ impl FastGroup {
         col_names: &[&str],
     ) -> Result<()> {
         let n = st.count as usize;
-        let cols = columns::load(&scan.src, col_names)?;
+        let settled = match whole {
+            true => 0,
+            false => self.row_filter.settled(st, &self.time_field),
+        };
+        // Decode only what the group reads and what the filter still has to test.
+        let mut names = Vec::with_capacity(col_names.len());
+        let mut slots = Vec::with_capacity(col_names.len());
+        for (c, name) in col_names.iter().enumerate() {
+            let for_filter = !whole
+                && self
+                    .filter_cols
+                    .iter()
+                    .enumerate()
+                    .any(|(f, &x)| x == c && self.row_filter.reads_column(f, settled));
+            if for_filter || self.group_cols.get(c).copied().unwrap_or(false) {
+                names.push(*name);
+                slots.push(c);
+            }
+        }
+        let mut cols: Vec<Col> = (0..col_names.len()).map(|_| Col::Missing).collect();
+        for (c, col) in slots.into_iter().zip(columns::load(&scan.src, &names)?) {
+            if let Some(x) = cols.get_mut(c) {
+                *x = col;
+            }
+        }
         let sel: Vec<u32> = if whole {
             (0..n as u32).collect()
         } else {
@@ -599,7 +627,7 @@ impl FastGroup {
                 .iter()
                 .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
                 .collect();
-            self.row_filter.select(st.meta, &fcols, n)
+            self.row_filter.select(st.meta, &fcols, n, settled)
         };
         if sel.is_empty() {
             return Ok(());

@@ -91,11 +91,47 @@ impl RowFilter {
         })
     }
 
+    /// Bit `i` set when conjunct `i` holds in every row of a bucket with these statistics:
+    /// a conjunct on the time field (which every row has) whose bounds hold the bucket's time
+    /// range (`control.min` is a lower bound).
+    pub fn settled(&self, st: &BucketStats<'_>, time_field: &str) -> u64 {
+        let mut bits = 0u64;
+        for (i, c) in self.conjuncts.iter().enumerate().take(64) {
+            let Conj::Column { col, pred } = c else {
+                continue;
+            };
+            if self.columns.get(*col).is_some_and(|f| f == time_field)
+                && range_holds(pred, st.min.get(time_field), st.max.get(time_field))
+            {
+                bits |= 1 << i;
+            }
+        }
+        bits
+    }
+
+    /// True when some conjunct not in `settled` reads column `col`.
+    pub fn reads_column(&self, col: usize, settled: u64) -> bool {
+        self.conjuncts.iter().enumerate().any(|(i, c)| {
+            matches!(c, Conj::Column { col: x, .. } if *x == col)
+                && (i >= 64 || settled & (1 << i) == 0)
+        })
+    }
+
     /// The rows (in order) of a bucket of `rows` rows that match, from its meta value and the
-    /// decoded `cols` (aligned with [`RowFilter::columns`]).
-    pub fn select(&self, meta: Option<&Bson>, cols: &[&Col], rows: usize) -> Vec<u32> {
+    /// decoded `cols` (aligned with [`RowFilter::columns`]); conjuncts in `settled` are known
+    /// to hold and not tested.
+    pub fn select(
+        &self,
+        meta: Option<&Bson>,
+        cols: &[&Col],
+        rows: usize,
+        settled: u64,
+    ) -> Vec<u32> {
         let mut sel: Vec<u32> = (0..rows as u32).collect();
-        for c in &self.conjuncts {
+        for (i, c) in self.conjuncts.iter().enumerate() {
+            if i < 64 && settled & (1 << i) != 0 {
+                continue;
+            }
             match c {
                 Conj::Meta(f) => {
                     let mut d = Document::new();
@@ -219,6 +255,27 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
     });
 }
 
+/// True when every date in `[min, max]` satisfies `pred` (comparisons with a date operand).
+fn range_holds(pred: &Pred, min: Option<&Bson>, max: Option<&Bson>) -> bool {
+    let (Some(Bson::DateTime(lo)), Some(Bson::DateTime(hi))) = (min, max) else {
+        return false;
+    };
+    let ok = |p: &Pred| {
+        let (lo, hi) = (lo.timestamp_millis(), hi.timestamp_millis());
+        match p {
+            Pred::Gt(Bson::DateTime(x)) => lo > x.timestamp_millis(),
+            Pred::Gte(Bson::DateTime(x)) => lo >= x.timestamp_millis(),
+            Pred::Lt(Bson::DateTime(x)) => hi < x.timestamp_millis(),
+            Pred::Lte(Bson::DateTime(x)) => hi <= x.timestamp_millis(),
+            _ => false,
+        }
+    };
+    match pred {
+        Pred::All(ps) => ps.iter().all(ok),
+        p => ok(p),
+    }
+}
+
 /// False when no value in `[min, max]` (scalars of one type class) satisfies `pred`, or the
 /// field is absent (`min`/`max` missing) and `pred` needs a value.
 fn range_may_match(pred: &Pred, min: Option<&Bson>, max: Option<&Bson>) -> bool {
@@ -308,7 +365,7 @@ mod tests {
                     let f = Filter::parse(&doc! {"f": {op: x.clone()}}).unwrap();
                     let rf = RowFilter::new(&f, Some("m"));
                     assert!(!rf.needs_rows);
-                    let got = rf.select(None, &[col], 5);
+                    let got = rf.select(None, &[col], 5, 0);
                     let want: Vec<u32> = (0..5u32)
                         .filter(|&r| f.matches(&docs[r as usize]))
                         .collect();
@@ -328,10 +385,35 @@ mod tests {
         let col = [&c];
         let a = Bson::Document(doc! {"h": "a"});
         let b = Bson::Document(doc! {"h": "b"});
-        assert_eq!(rf.select(Some(&a), &col, 2), vec![1]);
-        assert!(rf.select(Some(&b), &col, 2).is_empty());
+        assert_eq!(rf.select(Some(&a), &col, 2, 0), vec![1]);
+        assert!(rf.select(Some(&b), &col, 2, 0).is_empty());
         let f = Filter::parse(&doc! {"$or": [{"f": 1}, {"g": 2}]}).unwrap();
         assert!(RowFilter::new(&f, Some("m")).needs_rows);
+    }
+
+    #[test]
+    fn time_windows_holding_a_bucket_need_no_test() {
+        let t = |ms: i64| Bson::DateTime(DateTime::from_millis(ms));
+        let f = Filter::parse(&doc! {"t": {"$gte": t(100), "$lt": t(200)}, "x": 1}).unwrap();
+        let rf = RowFilter::new(&f, None);
+        let st = |lo: i64, hi: i64| {
+            let (min, max) = (doc! {"t": t(lo)}, doc! {"t": t(hi)});
+            rf.settled(
+                &BucketStats {
+                    meta: None,
+                    min: &min,
+                    max: &max,
+                    count: 2,
+                },
+                "t",
+            )
+        };
+        assert_eq!(st(100, 199), 1);
+        assert_eq!(st(99, 150), 0);
+        assert_eq!(st(150, 200), 0);
+        let time_col = rf.columns.iter().position(|c| c == "t").unwrap();
+        assert!(!rf.reads_column(time_col, 1));
+        assert!(rf.reads_column(time_col, 0));
     }
 
     #[test]
