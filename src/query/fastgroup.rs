@@ -19,9 +19,11 @@
 //! group already holds is skipped.
 
 use super::accum::{Acc, AccOp};
-use super::columns::{self, sum_stat, Col};
-use super::expr::{path_in_value, visit_in_value, DateTrunc, Expr, Row};
+use super::columns::{self, Col};
+use super::datetrunc::DateTrunc;
+use super::expr::{path_in_value, visit_in_value, Expr, Row};
 use super::filter::Filter;
+use super::fromstats::{Feed, StatArg, StatContext};
 use super::group::{GroupSpec, GroupTable};
 use super::keycache::KeyCache;
 use super::pipeline::Stage;
@@ -29,7 +31,6 @@ use super::plan::{BucketStats, Plan, Verdict};
 use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
 use crate::error::Result;
-use crate::order::type_rank;
 use bson::{Bson, DateTime, Document};
 use std::sync::Arc;
 
@@ -93,16 +94,6 @@ fn meta_rest<'a>(p: &'a str, m: &str) -> Option<&'a str> {
         return Some("");
     }
     p.strip_prefix(m)?.strip_prefix('.')
-}
-
-/// How one accumulator is fed from a bucket's statistics.
-enum Feed {
-    /// `n` documents with this value.
-    N(Option<Bson>, u64),
-    /// A pre-computed sum over `n` numbers.
-    Sum(Bson, u64),
-    /// A pick of the single row at this time.
-    Pick(i64, Option<Bson>),
 }
 
 /// The columnar plan of a group.
@@ -340,73 +331,20 @@ impl FastGroup {
         out: &mut Vec<Feed>,
     ) -> Option<()> {
         out.clear();
-        let n = u64::from(st.count);
+        let ctx = StatContext {
+            st,
+            t_max,
+            src: &scan.src,
+            time_field: &self.time_field,
+            picks: self.picks.is_some(),
+        };
         for (a, arg) in self.spec.accs.iter().zip(&self.args) {
-            let constant = |v: Option<Bson>| -> Option<Feed> {
-                match &self.picks {
-                    Some(_) if n == 1 => Some(Feed::Pick(t_max?, v)),
-                    Some(_) => None,
-                    None => Some(Feed::N(v, n)),
-                }
+            let arg = match arg {
+                Arg::Column(c) => StatArg::Column(self.columns.get(*c)?),
+                Arg::Const(v) => StatArg::Const(v),
+                Arg::Meta(m) => StatArg::Meta(m),
             };
-            let feed = match arg {
-                Arg::Const(v) => constant(Some(v.clone()))?,
-                Arg::Meta(rest) => constant(st.meta.and_then(|m| path_in_value(m, rest)))?,
-                Arg::Column(c) => {
-                    let f = self.columns.get(*c)?;
-                    let numeric_op = matches!(a.op, AccOp::Sum | AccOp::Avg);
-                    if n == 1 {
-                        // The single row's value is control.max's (composites there are
-                        // element-wise, not the value: only sums may ignore them).
-                        let v = st.max.get(f);
-                        let composite = matches!(v, Some(Bson::Document(_) | Bson::Array(_)));
-                        if composite && (!numeric_op || self.picks.is_some()) {
-                            return None;
-                        }
-                        match &self.picks {
-                            Some(_) => Feed::Pick(t_max?, v.cloned()),
-                            None if composite => Feed::N(None, 1),
-                            None => Feed::N(v.cloned(), 1),
-                        }
-                    } else if self.picks.is_some() {
-                        return None;
-                    } else {
-                        match a.op {
-                            AccOp::Max if *f == self.time_field => {
-                                Feed::N(st.max.get(f).cloned(), 1)
-                            }
-                            AccOp::Min | AccOp::Max if *f != self.time_field => {
-                                let v = if a.op == AccOp::Min {
-                                    st.min.get(f)
-                                } else {
-                                    st.max.get(f)
-                                };
-                                if matches!(v, Some(Bson::Document(_) | Bson::Array(_))) {
-                                    return None;
-                                }
-                                Feed::N(v.cloned(), 1)
-                            }
-                            AccOp::Sum | AccOp::Avg => match st.max.get(f) {
-                                // No row has it, or its type class is not numbers.
-                                None => Feed::N(None, 0),
-                                Some(v) if type_rank(v) != 10 => Feed::N(None, 0),
-                                Some(_) => {
-                                    let s = sum_stat(st.max, f)?;
-                                    if type_rank(s) != 10 {
-                                        return None;
-                                    }
-                                    if a.op == AccOp::Avg && !columns::in_every_row(&scan.src, f) {
-                                        return None;
-                                    }
-                                    Feed::Sum(s.clone(), n)
-                                }
-                            },
-                            _ => return None,
-                        }
-                    }
-                }
-            };
-            out.push(feed);
+            out.push(ctx.feed(a.op, &arg)?);
         }
         Some(())
     }

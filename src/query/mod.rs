@@ -3,9 +3,11 @@
 pub mod accum;
 pub(crate) mod agg;
 pub mod columns;
+pub mod datetrunc;
 pub mod expr;
 pub(crate) mod fastgroup;
 pub mod filter;
+pub mod fromstats;
 pub mod group;
 pub mod keycache;
 pub mod options;
