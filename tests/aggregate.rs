@@ -458,6 +458,14 @@ fn random_pipelines() -> Vec<Vec<Document>> {
             ]);
         }
     }
+    // The engine's bookkeeping columns are not fields of the measurements.
+    ps.push(vec![
+        doc! {"$match": {"\u{1}seq": {"$gte": 0}}},
+        doc! {"$group": {"_id": null, "n": {"$sum": 1}, "s": {"$max": "$\u{1}seq"}}},
+    ]);
+    ps.push(vec![
+        doc! {"$group": {"_id": null, "s": {"$max": "$\u{1}seq"}}},
+    ]);
     ps.push(vec![
         doc! {"$group": {"_id": trunc("hour", 1), "s": {"$sum": "$c"}}},
         doc! {"$match": {"s": {"$gt": 0}}},

@@ -30,6 +30,7 @@ use super::pipeline::Stage;
 use super::plan::{BucketStats, Plan, Verdict};
 use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
+use crate::catalog::is_hidden;
 use crate::error::Result;
 use bson::{Bson, DateTime, Document};
 use std::sync::Arc;
@@ -242,7 +243,10 @@ impl FastGroup {
                         reads_meta = true;
                         Arg::Meta(rest.to_string())
                     }
-                    None if !p.contains('.') => Arg::Column(column_index(&mut columns, p)),
+                    // Bookkeeping columns are not fields of the measurements.
+                    None if !p.contains('.') && !is_hidden(p) => {
+                        Arg::Column(column_index(&mut columns, p))
+                    }
                     None => return None,
                 },
                 _ => return None,
@@ -252,6 +256,9 @@ impl FastGroup {
             (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
         let group_cols = vec![true; columns.len()];
         let row_filter = RowFilter::new(&plan.filter, meta);
+        if row_filter.columns.iter().any(|c| is_hidden(c)) {
+            return None;
+        }
         let filter_cols = row_filter
             .columns
             .iter()
