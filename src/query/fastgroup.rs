@@ -12,11 +12,14 @@
 //! 3. buckets whose rows carry their own meta values, or whose filter needs documents, are
 //!    unpacked into small documents of the needed fields.
 //!
-//! Rows reach the accumulators in the order the document path would deliver them, so both
-//! paths give the same answers. After `$sort` on the time field, `$first`/`$last` become picks
-//! of the earliest/latest row (ties by stream position, as a stable sort keeps them), buckets
-//! are visited latest (or earliest) first, and a bucket whose time range cannot beat what its
-//! group already holds is skipped.
+//! Buckets are visited in file order (each page is decompressed once) unless `$first`/`$last`
+//! need arrival order; rows within a bucket keep theirs. The answers are the document path's,
+//! except that doubles summed in another order may differ in the last bits and, among
+//! numerically equal `$min`/`$max` candidates of different types, another may be kept; MongoDB
+//! fixes neither (its unpacking order is unspecified). After `$sort` on the time field,
+//! `$first`/`$last` become picks of the earliest/latest row (ties by stream position, as a
+//! stable sort keeps them), buckets are visited latest (or earliest) first, and a bucket whose
+//! time range cannot beat what its group already holds is skipped.
 
 use super::accum::{Acc, AccOp};
 use super::columns::{self, Col};
@@ -405,8 +408,8 @@ impl FastGroup {
     }
 
     /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
-    /// decompresses each page once, where `_id` order would jump between pages; that is free
-    /// when no accumulator depends on arrival order (`$first`/`$last`). Picks visit the
+    /// decompresses each page once, where `_id` order would jump between pages; it is used
+    /// unless an accumulator depends on arrival order (`$first`/`$last`). Picks visit the
     /// buckets likeliest to win first, so that later ones are skipped, and ties in file order.
     fn visit_order(&self, scans: &[Scan]) -> Result<Vec<usize>> {
         let place = |s: &Scan, k: usize| match &s.src {
