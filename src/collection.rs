@@ -6,8 +6,10 @@ use crate::error::{Error, Result};
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
+use crate::query::agg;
 use crate::query::cursor::FindSpec;
 use crate::query::options::{parse_sort, Projection};
+use crate::query::pipeline::Pipeline;
 use crate::query::read::{count, load, select, Cursor, Explain, Plan, Scan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
@@ -234,6 +236,44 @@ impl Collection {
     /// How a read with `filter` would be carried out.
     pub fn explain(&self, filter: Document) -> Result<Explain> {
         Ok(self.plan(&filter)?.2)
+    }
+
+    /// Runs an aggregation pipeline (`$match $project $group $sort $skip $limit $count`).
+    /// The leading `$match` stages select buckets as [`Collection::find`] does; a `$group` on
+    /// meta and time is computed from bucket statistics and typed columns, without unpacking
+    /// measurements, where its shape allows. Unsupported stages, operators or expressions are
+    /// `Error::BadValue`.
+    pub fn aggregate(&self, pipeline: Vec<Document>) -> Result<Cursor> {
+        Ok(Cursor::from_docs(self.run_pipeline(&pipeline, true)?.0))
+    }
+
+    /// How the pipeline's scan is carried out: buckets in all, pruned, taken whole, unpacked,
+    /// and answered from their statistics alone. The pipeline runs to find out, since which
+    /// buckets can be skipped may depend on those already read.
+    pub fn explain_aggregate(&self, pipeline: Vec<Document>) -> Result<Explain> {
+        Ok(self.run_pipeline(&pipeline, true)?.1)
+    }
+
+    /// [`Collection::aggregate`] with every stage evaluated over unpacked measurements: the
+    /// reference the columnar path is checked against.
+    #[doc(hidden)]
+    pub fn aggregate_unpacked(&self, pipeline: Vec<Document>) -> Result<Cursor> {
+        Ok(Cursor::from_docs(self.run_pipeline(&pipeline, false)?.0))
+    }
+
+    fn run_pipeline(
+        &self,
+        pipeline: &[Document],
+        columnar: bool,
+    ) -> Result<(Vec<Document>, Explain)> {
+        let p = Pipeline::parse(pipeline)?;
+        let (plan, scans, ex) = self.with_state(|c| {
+            let o = &c.entry.options;
+            let plan = Plan::new(p.filter.clone(), o.get_time_field(), o.get_meta_field());
+            let (scans, ex) = select(c, &plan);
+            (plan, scans, ex)
+        })?;
+        agg::execute(scans, ex, plan, &p.stages, columnar)
     }
 
     /// Raw buckets in MongoDB's bucket-collection schema, filtered by `filter` applied to the

@@ -47,7 +47,8 @@ pub fn as_f64(v: &Bson) -> Option<f64> {
 
 /// An integer against a double, exactly: `2^53 + 1` is greater than the double `2^53`, and
 /// `i64::MAX` is less than the double `2^63` (converting the integer would make both equal).
-fn cmp_int_double(i: i64, d: f64) -> Ordering {
+/// Exact order of an integer against a double (NaN lowest), without rounding the integer.
+pub fn cmp_int_double(i: i64, d: f64) -> Ordering {
     // 2^63 as a double; every double in [-2^63, 2^63) truncates to an exact i64.
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     if d.is_nan() {

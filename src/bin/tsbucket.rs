@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
+use tsbucket::workload::queries::{devops_queries, seed004_queries};
 use tsbucket::workload::{devops::FIELDS, Devops};
-use tsbucket::{Database, Granularity, TimeseriesOptions};
+use tsbucket::{Collection, Database, Granularity, TimeseriesOptions};
 
 #[derive(Parser)]
 #[command(
@@ -128,6 +129,7 @@ fn seed004(
     let t = Instant::now();
     let n = calls.count_documents(doc! {"dims.vAppid": {"$ne": ""}})?;
     println!("query rows with vAppid != \"\": {n} in {}", ms(t.elapsed()));
+    run_pipelines(&calls, seed004_queries())?;
     db.close()?;
     Ok(())
 }
@@ -144,6 +146,19 @@ fn demo_dir(
             Ok((tmp.path().join("db"), Some(tmp)))
         }
     }
+}
+
+/// Runs the workload's aggregations once each, printing result counts and times.
+fn run_pipelines(
+    c: &Collection,
+    queries: Vec<(&'static str, Vec<Document>)>,
+) -> tsbucket::Result<()> {
+    for (name, p) in queries {
+        let t = Instant::now();
+        let n = c.aggregate(p)?.count();
+        println!("aggregate {name}: {n} documents in {}", ms(t.elapsed()));
+    }
+    Ok(())
 }
 
 fn ms(d: Duration) -> String {
@@ -267,6 +282,7 @@ fn demo(
         println!("query {name}: {n} results in {}", ms(t.elapsed()));
     }
     let _ = FIELDS;
+    run_pipelines(&cpu, devops_queries(&cfg))?;
     db.close()?;
     Ok(())
 }

@@ -491,6 +491,11 @@ fn scatter<T>(flags: Option<Vec<bool>>, vals: Vec<T>, rows: usize) -> Vec<Option
     }
 }
 
+/// The codec id (see [`ids`]) of an encoded column, from its tag byte; `None` when empty.
+pub fn column_codec(data: &[u8]) -> Option<u8> {
+    data.first().map(|t| t & ID_MASK)
+}
+
 /// Decodes a column of exactly `rows` entries.
 pub fn decode_column(data: &[u8], rows: usize) -> Result<Vec<Option<Bson>>, CodecError> {
     let (flags, vals) = decode_parts(data, rows)?;

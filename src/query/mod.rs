@@ -1,12 +1,24 @@
-//! Reading: filters, planning and pruning, unpacking buckets into measurements.
+//! Reading: filters, planning and pruning, unpacking buckets into measurements, aggregation.
 
+pub mod accum;
+pub(crate) mod agg;
+pub mod columns;
 pub mod cursor;
+pub mod datetrunc;
+pub mod expr;
+pub(crate) mod fastgroup;
 pub mod filter;
+pub mod fromstats;
+pub mod group;
+pub mod keycache;
 pub mod merge;
 pub mod options;
+pub mod pipeline;
 pub mod plan;
+pub mod project;
 pub mod prune;
 pub mod read;
+pub mod rowmask;
 pub mod rows;
 pub mod unpack;
 

@@ -18,7 +18,7 @@ use super::sum_entry::{get_sums, TAG_SUMS};
 use super::writer::{id_base_millis, max_refs};
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, Column, META_SLOT};
-use crate::codec::decode_column;
+use crate::codec::{decode_column, CodecError};
 use crate::error::{Error, Result};
 use crate::sums::{check_sums, one_row_sums, SUM_KEY};
 use crate::vfs::{FileBytes, Vfs};
@@ -277,6 +277,54 @@ impl Segment {
     /// column indexes refer to the bucket's full column list, not to the returned subset.
     pub fn read_bucket_columns(&self, i: usize, names: &[&str]) -> Result<BucketData> {
         self.read(i, Some(names))
+    }
+
+    /// Decodes the named columns of bucket `i` with `decode` (given a column's encoded bytes and
+    /// the bucket's row count), without building the rest of the bucket: typed readers use it to
+    /// skip `Bson` values. One entry per name, `None` where the bucket has no such column.
+    pub fn read_columns_with<T>(
+        &self,
+        i: usize,
+        names: &[&str],
+        decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
+    ) -> Result<Vec<Option<T>>> {
+        let s = self.summary(i)?;
+        let p = s.loc.page as usize;
+        let pg = self.page_info(p)?;
+        let data = self.cached_page(p)?;
+        let page = self.page_slice(p, &data)?;
+        let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
+        let start = s.loc.offset as usize;
+        let bucket = page
+            .get(start..start + s.loc.len as usize)
+            .ok_or_else(|| bad("data range outside its page".into()))?;
+        let mut out: Vec<Option<T>> = names.iter().map(|_| None).collect();
+        let mut off = 0usize;
+        for &(name_idx, len) in &s.loc.columns {
+            let end = off + len as usize;
+            let name = self
+                .names
+                .get(name_idx as usize)
+                .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
+            if let Some(k) = names.iter().position(|n| *n == name.as_str()) {
+                let bytes = bucket
+                    .get(off..end)
+                    .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
+                let v = decode(bytes, s.count as usize).map_err(|e| {
+                    bad(format!(
+                        "column {name:?}: {} at byte {} of the column (page byte {})",
+                        e.detail,
+                        e.offset,
+                        start + off + e.offset
+                    ))
+                })?;
+                if let Some(slot) = out.get_mut(k) {
+                    *slot = Some(v);
+                }
+            }
+            off = end;
+        }
+        Ok(out)
     }
 
     /// True when every row of bucket `i` has field `name` (every field order the bucket uses

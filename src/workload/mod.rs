@@ -2,6 +2,7 @@
 //! devops cpu-only shape and the seed 004 shape.
 
 pub mod devops;
+pub mod queries;
 pub mod rng;
 pub mod seed004;
 

@@ -1,0 +1,118 @@
+//! Times the workload queries on the benchmark sizes: devops 1000 hosts x 6 h and seed 004 at
+//! scale 0.25, all flushed. The database is built in the given directory on first use and
+//! reused afterwards.
+//!
+//! `cargo run --release --example aggregate_timing -- <dir> [runs] [query-name-filter]`
+
+use std::time::Instant;
+use tsbucket::bson::Document;
+use tsbucket::workload::queries::{devops_queries, seed004_queries};
+use tsbucket::workload::{Devops, Seed004};
+use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
+
+/// CPU time of this thread in nanoseconds (Linux), so that figures hold on a busy machine.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Median wall and CPU milliseconds of `runs` runs.
+fn medians(c: &Collection, p: &[Document], runs: usize) -> tsbucket::Result<(f64, f64)> {
+    let mut wall = Vec::with_capacity(runs);
+    let mut cpu = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let (s, c0) = (Instant::now(), thread_cpu_ns().unwrap_or(0));
+        let n = c.aggregate(p.to_vec())?.count();
+        std::hint::black_box(n);
+        wall.push(s.elapsed().as_secs_f64() * 1000.0);
+        cpu.push(thread_cpu_ns().unwrap_or(0).saturating_sub(c0) as f64 / 1e6);
+    }
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    Ok((
+        wall.get(runs / 2).copied().unwrap_or(0.0),
+        cpu.get(runs / 2).copied().unwrap_or(0.0),
+    ))
+}
+
+fn load(
+    db: &Database,
+    name: &str,
+    opts: TimeseriesOptions,
+    docs: impl Iterator<Item = Document>,
+) -> tsbucket::Result<Collection> {
+    if let Ok(c) = db.collection(name) {
+        return Ok(c);
+    }
+    let c = db.create_collection(name, opts)?;
+    let mut batch = Vec::with_capacity(1000);
+    for d in docs {
+        batch.push(d);
+        if batch.len() == 1000 {
+            c.insert_many(&batch)?;
+            batch.clear();
+        }
+    }
+    c.insert_many(&batch)?;
+    db.flush()?;
+    Ok(c)
+}
+
+fn main() -> tsbucket::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = args.get(1).map_or("aggregate-timing-db", String::as_str);
+    let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
+    let only = args.get(3).cloned().unwrap_or_default();
+    let db = Database::open_with(
+        dir,
+        DbOptions {
+            sync: SyncMode::Never,
+            ..DbOptions::default()
+        },
+    )?;
+    let cfg = Devops {
+        hosts: 1000,
+        hours: 6.0,
+        ..Devops::default()
+    };
+    let cpu = load(
+        &db,
+        "cpu",
+        TimeseriesOptions::new("time").meta_field("tags"),
+        cfg.generate(),
+    )?;
+    let s004 = load(
+        &db,
+        "seed004",
+        TimeseriesOptions::new("timestamp").meta_field("dims"),
+        Seed004 {
+            scale: 0.25,
+            seed: 4,
+        }
+        .generate(),
+    )?;
+    let all = devops_queries(&cfg)
+        .into_iter()
+        .map(|(n, p)| (&cpu, "devops", n, p))
+        .chain(
+            seed004_queries()
+                .into_iter()
+                .map(|(n, p)| (&s004, "seed004", n, p)),
+        );
+    for (c, w, name, p) in all {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
+        let ex = c.explain_aggregate(p.clone())?;
+        let (wall, cpu) = medians(c, &p, runs)?;
+        println!(
+            "{w} {name}: median {wall:.3} ms wall, {cpu:.3} ms cpu over {runs} runs \
+             (buckets {}, examined {}, from stats {}, pruned by stats {})",
+            ex.buckets_total,
+            ex.buckets_examined,
+            ex.buckets_from_stats,
+            ex.buckets_pruned_by_stats,
+        );
+    }
+    db.close()
+}

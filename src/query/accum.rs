@@ -1,0 +1,707 @@
+//! `$group` accumulator states with MongoDB's value semantics, fed one document value at a time,
+//! from typed column slices, or from a bucket's statistics.
+//!
+//! - `$sum` ignores non-numbers; the result has the widest input type (int32 < int64 < double),
+//!   an int32 total that overflows becomes int64 and an int64 total that overflows becomes
+//!   double. Integers are summed exactly; doubles with MongoDB's double-double summation.
+//! - `$avg` ignores non-numbers, is a double, and null when no number was seen.
+//! - `$min`/`$max` ignore missing, null and undefined (null when nothing else was seen) and
+//!   compare across types in BSON order; among equal values the first seen stays.
+//! - `$first`/`$last` take the value of the first/last document (missing becomes null).
+
+use super::expr::Expr;
+use crate::error::{Error, Result};
+use crate::order::cmp_bson;
+use bson::{Bson, DateTime};
+use std::cmp::Ordering;
+
+/// Accumulator operators (`$count: {}` is `$sum: 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccOp {
+    /// `$sum`
+    Sum,
+    /// `$avg`
+    Avg,
+    /// `$min`
+    Min,
+    /// `$max`
+    Max,
+    /// `$first`
+    First,
+    /// `$last`
+    Last,
+}
+
+/// One output field of a `$group`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccSpec {
+    /// Output field name.
+    pub name: String,
+    /// The operator.
+    pub op: AccOp,
+    /// Its argument.
+    pub arg: Expr,
+}
+
+/// A column's values at each row of a bucket, borrowed in typed form.
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// The bucket has no such field.
+    Missing,
+    /// Int32 values (widened).
+    Int32(&'a [Option<i64>]),
+    /// Int64 values.
+    Int64(&'a [Option<i64>]),
+    /// Double values.
+    Double(&'a [Option<f64>]),
+    /// Dates as epoch milliseconds.
+    Date(&'a [Option<i64>]),
+    /// Anything else.
+    Bson(&'a [Option<Bson>]),
+}
+
+impl Values<'_> {
+    /// The value at row `r` (`None` = missing).
+    pub fn get(&self, r: usize) -> Option<Bson> {
+        match self {
+            Values::Missing => None,
+            Values::Int32(v) => v.get(r).copied().flatten().map(|x| Bson::Int32(x as i32)),
+            Values::Int64(v) => v.get(r).copied().flatten().map(Bson::Int64),
+            Values::Double(v) => v.get(r).copied().flatten().map(Bson::Double),
+            Values::Date(v) => v
+                .get(r)
+                .copied()
+                .flatten()
+                .map(|x| Bson::DateTime(DateTime::from_millis(x))),
+            Values::Bson(v) => v.get(r).cloned().flatten(),
+        }
+    }
+}
+
+/// MongoDB's `DoubleDoubleSummation`: an unevaluated sum of two doubles, so that long series
+/// of doubles lose almost no precision.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct DoubleDouble {
+    sum: f64,
+    addend: f64,
+    /// Plain sum, returned when the compensated one turned into NaN through infinities.
+    special: f64,
+}
+
+impl DoubleDouble {
+    fn add(&mut self, x: f64) {
+        self.special += x;
+        // Fast2Sum of x and the addend, then 2Sum into the running sum.
+        let s = x + self.addend;
+        let z = s - x;
+        self.addend -= z;
+        let x = s;
+        let t = self.sum + x;
+        let a = t - x;
+        let b = t - a;
+        let err = (self.sum - a) + (x - b);
+        self.sum = t;
+        self.addend += err;
+    }
+
+    /// Adds an exact integer in parts that doubles hold exactly.
+    fn add_int(&mut self, x: i128) {
+        let lo = (x & 0xFFFF_FFFF) as f64;
+        let mid = ((x >> 32) & 0xFFFF_FFFF) as f64 * 4_294_967_296.0;
+        let hi = (x >> 64) as f64 * 18_446_744_073_709_551_616.0;
+        for part in [lo, mid, hi] {
+            if part != 0.0 {
+                self.add(part);
+            }
+        }
+    }
+
+    fn get(&self) -> f64 {
+        if self.sum.is_nan() {
+            self.special
+        } else {
+            // The value is the unevaluated sum of both parts: `sum` alone loses what cancelled.
+            self.sum + self.addend
+        }
+    }
+}
+
+/// The widest numeric type seen by a sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+enum Widest {
+    #[default]
+    Int32,
+    Int64,
+    Double,
+}
+
+/// The running total of `$sum` and `$avg`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sum {
+    /// Exact total of the integer inputs.
+    ints: i128,
+    /// Total of the double inputs.
+    dd: DoubleDouble,
+    widest: Widest,
+    /// A Decimal128 input was seen: not supported (MongoDB would answer in decimal).
+    decimal: bool,
+}
+
+impl Sum {
+    /// Adds one value; returns true when it was a number.
+    fn add(&mut self, v: &Bson) -> bool {
+        match v {
+            Bson::Int32(x) => self.ints += i128::from(*x),
+            Bson::Int64(x) => {
+                self.ints += i128::from(*x);
+                self.widest = self.widest.max(Widest::Int64);
+            }
+            Bson::Double(x) => {
+                self.dd.add(*x);
+                self.widest = Widest::Double;
+            }
+            Bson::Decimal128(_) => self.decimal = true,
+            _ => return false,
+        }
+        true
+    }
+
+    fn total_f64(&self) -> f64 {
+        if self.dd == DoubleDouble::default() {
+            // Integers only: one rounding of the exact sum.
+            return self.ints as f64;
+        }
+        let mut dd = self.dd;
+        dd.add_int(self.ints);
+        dd.get()
+    }
+
+    fn check(&self, op: &str) -> Result<()> {
+        if self.decimal {
+            return Err(Error::BadValue(format!(
+                "{op} over Decimal128 values is not supported"
+            )));
+        }
+        Ok(())
+    }
+
+    fn value(&self) -> Result<Bson> {
+        self.check("$sum")?;
+        Ok(match self.widest {
+            Widest::Double => Bson::Double(self.total_f64()),
+            w => match (i32::try_from(self.ints), i64::try_from(self.ints)) {
+                (Ok(x), _) if w == Widest::Int32 => Bson::Int32(x),
+                (_, Ok(x)) => Bson::Int64(x),
+                _ => Bson::Double(self.total_f64()),
+            },
+        })
+    }
+}
+
+/// The state of one accumulator in one group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Acc {
+    /// `$sum`
+    Sum(Sum),
+    /// `$avg`: the total and the count of numbers.
+    Avg(Sum, u64),
+    /// `$min`
+    Min(Option<Bson>),
+    /// `$max`
+    Max(Option<Bson>),
+    /// `$first`: `None` until a document was seen.
+    First(Option<Bson>),
+    /// `$last`
+    Last(Option<Bson>),
+    /// `$first`/`$last` after a `$sort` on the time field: the value of the best row by
+    /// (time, stream position), so that rows need not be sorted.
+    Pick {
+        /// (time, position) of the row kept.
+        best: Option<(i64, u64)>,
+        /// Its value.
+        value: Bson,
+        /// Latest time wins (else earliest).
+        max_time: bool,
+        /// Among equal times the later stream position wins (else the earlier).
+        late: bool,
+    },
+}
+
+fn nullish(v: &Bson) -> bool {
+    matches!(v, Bson::Null | Bson::Undefined)
+}
+
+/// True when `a` beats `b` for an extreme in direction `want` (NaN below every number, first
+/// seen kept among equals, as BSON order does).
+fn beats_f64(a: f64, b: f64, want: Ordering) -> bool {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => false,
+        (true, false) => want == Ordering::Less,
+        (false, true) => want == Ordering::Greater,
+        _ => a.partial_cmp(&b) == Some(want),
+    }
+}
+
+impl Acc {
+    /// A fresh state for `op`.
+    pub fn new(op: AccOp) -> Acc {
+        match op {
+            AccOp::Sum => Acc::Sum(Sum::default()),
+            AccOp::Avg => Acc::Avg(Sum::default(), 0),
+            AccOp::Min => Acc::Min(None),
+            AccOp::Max => Acc::Max(None),
+            AccOp::First => Acc::First(None),
+            AccOp::Last => Acc::Last(None),
+        }
+    }
+
+    /// A fresh `$first`/`$last` state that picks by time instead of arrival order.
+    pub fn new_pick(max_time: bool, late: bool) -> Acc {
+        Acc::Pick {
+            best: None,
+            value: Bson::Null,
+            max_time,
+            late,
+        }
+    }
+
+    /// Feeds the value of one document (`None` = missing).
+    pub fn feed(&mut self, v: Option<&Bson>) {
+        self.feed_n(v, 1);
+    }
+
+    /// Feeds `n` documents that all have value `v`.
+    pub fn feed_n(&mut self, v: Option<&Bson>, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self {
+            Acc::Sum(s) => {
+                if let Some(v) = v {
+                    add_n(s, v, n);
+                }
+            }
+            Acc::Avg(s, c) => {
+                if let Some(v) = v {
+                    if add_n(s, v, n) {
+                        *c += n;
+                    }
+                }
+            }
+            Acc::Min(cur) => fold(cur, v, Ordering::Less),
+            Acc::Max(cur) => fold(cur, v, Ordering::Greater),
+            Acc::First(cur) => {
+                if cur.is_none() {
+                    *cur = Some(v.cloned().unwrap_or(Bson::Null));
+                }
+            }
+            Acc::Last(cur) => *cur = Some(v.cloned().unwrap_or(Bson::Null)),
+            // Picks need a time and position: see `pick`.
+            Acc::Pick { .. } => {}
+        }
+    }
+
+    /// Offers the value of the row at (`time`, `pos`) to a pick; `value` is only evaluated when
+    /// the row wins.
+    pub fn pick(&mut self, time: i64, pos: u64, value: impl FnOnce() -> Option<Bson>) {
+        if let Acc::Pick {
+            best,
+            value: kept,
+            max_time,
+            late,
+        } = self
+        {
+            if pick_beats((time, pos), *best, *max_time, *late) {
+                *best = Some((time, pos));
+                *kept = value().unwrap_or(Bson::Null);
+            }
+        }
+    }
+
+    /// True when a row no later/earlier than `bound` could still replace the pick's row: the
+    /// bucket's time bound in the pick's direction.
+    pub fn pick_may_change(&self, bound: i64) -> bool {
+        match self {
+            Acc::Pick {
+                best: Some((t, _)),
+                max_time,
+                ..
+            } => {
+                if *max_time {
+                    bound >= *t
+                } else {
+                    bound <= *t
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// Feeds the rows `rows` of a column (in stream order).
+    pub fn feed_rows(&mut self, vals: &Values<'_>, rows: &[u32]) {
+        let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+            return;
+        };
+        match self {
+            Acc::First(cur) => {
+                if cur.is_none() {
+                    *cur = Some(vals.get(first as usize).unwrap_or(Bson::Null));
+                }
+                return;
+            }
+            Acc::Last(cur) => {
+                *cur = Some(vals.get(last as usize).unwrap_or(Bson::Null));
+                return;
+            }
+            Acc::Pick { .. } => return,
+            _ => {}
+        }
+        match vals {
+            Values::Missing => {}
+            Values::Int32(v) | Values::Int64(v) => {
+                let wide = matches!(vals, Values::Int64(_));
+                let it = rows
+                    .iter()
+                    .filter_map(|&r| v.get(r as usize).copied().flatten());
+                self.feed_ints(it, wide);
+            }
+            Values::Double(v) => {
+                let it = rows
+                    .iter()
+                    .filter_map(|&r| v.get(r as usize).copied().flatten());
+                self.feed_doubles(it);
+            }
+            Values::Date(v) => {
+                let want = match self {
+                    Acc::Min(_) => Ordering::Less,
+                    Acc::Max(_) => Ordering::Greater,
+                    // Dates are not numbers: sums ignore them.
+                    _ => return,
+                };
+                let it = rows
+                    .iter()
+                    .filter_map(|&r| v.get(r as usize).copied().flatten());
+                let ext = if want == Ordering::Less {
+                    it.min()
+                } else {
+                    it.max()
+                };
+                if let Some(x) = ext {
+                    self.feed(Some(&Bson::DateTime(DateTime::from_millis(x))));
+                }
+            }
+            Values::Bson(v) => {
+                for &r in rows {
+                    self.feed(v.get(r as usize).and_then(Option::as_ref));
+                }
+            }
+        }
+    }
+
+    fn feed_ints(&mut self, it: impl Iterator<Item = i64>, wide: bool) {
+        let as_bson = |x: i64| {
+            if wide {
+                Bson::Int64(x)
+            } else {
+                Bson::Int32(x as i32)
+            }
+        };
+        match self {
+            Acc::Sum(s) | Acc::Avg(s, _) => {
+                let (mut total, mut n) = (0i128, 0u64);
+                for x in it {
+                    total += i128::from(x);
+                    n += 1;
+                }
+                if n > 0 {
+                    s.ints += total;
+                    if wide {
+                        s.widest = s.widest.max(Widest::Int64);
+                    }
+                }
+                if let Acc::Avg(_, c) = self {
+                    *c += n;
+                }
+            }
+            Acc::Min(_) => {
+                if let Some(x) = it.min() {
+                    self.feed(Some(&as_bson(x)));
+                }
+            }
+            Acc::Max(_) => {
+                if let Some(x) = it.max() {
+                    self.feed(Some(&as_bson(x)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn feed_doubles(&mut self, it: impl Iterator<Item = f64>) {
+        let want = match self {
+            Acc::Sum(s) | Acc::Avg(s, _) => {
+                let mut n = 0u64;
+                for x in it {
+                    s.dd.add(x);
+                    n += 1;
+                }
+                if n > 0 {
+                    s.widest = Widest::Double;
+                }
+                if let Acc::Avg(_, c) = self {
+                    *c += n;
+                }
+                return;
+            }
+            Acc::Min(_) => Ordering::Less,
+            Acc::Max(_) => Ordering::Greater,
+            _ => return,
+        };
+        let mut ext: Option<f64> = None;
+        for x in it {
+            if ext.is_none_or(|e| beats_f64(x, e, want)) {
+                ext = Some(x);
+            }
+        }
+        if let Some(x) = ext {
+            self.feed(Some(&Bson::Double(x)));
+        }
+    }
+
+    /// Feeds a bucket's pre-computed sum of a field over its `count` numeric values.
+    pub fn feed_sum_stat(&mut self, sum: &Bson, count: u64) {
+        let (s, c) = match self {
+            Acc::Sum(s) => (s, None),
+            Acc::Avg(s, c) => (s, Some(c)),
+            _ => return,
+        };
+        if s.add(sum) {
+            if let Some(c) = c {
+                *c += count;
+            }
+        }
+    }
+
+    /// The accumulated result.
+    pub fn value(&self) -> Result<Bson> {
+        Ok(match self {
+            Acc::Sum(s) => s.value()?,
+            Acc::Avg(s, c) => {
+                s.check("$avg")?;
+                if *c == 0 {
+                    Bson::Null
+                } else {
+                    Bson::Double(s.total_f64() / *c as f64)
+                }
+            }
+            Acc::Min(v) | Acc::Max(v) | Acc::First(v) | Acc::Last(v) => {
+                v.clone().unwrap_or(Bson::Null)
+            }
+            Acc::Pick { value, .. } => value.clone(),
+        })
+    }
+}
+
+/// True when the row at `key` replaces the pick `best`.
+fn pick_beats(key: (i64, u64), best: Option<(i64, u64)>, max_time: bool, late: bool) -> bool {
+    let Some((bt, bp)) = best else {
+        return true;
+    };
+    let (t, p) = key;
+    if t != bt {
+        return (t > bt) == max_time;
+    }
+    (p > bp) == late
+}
+
+/// Adds `v` `n` times; true when it is a number.
+fn add_n(s: &mut Sum, v: &Bson, n: u64) -> bool {
+    match v {
+        Bson::Int32(x) => {
+            s.ints += i128::from(*x) * i128::from(n);
+            true
+        }
+        Bson::Int64(x) => {
+            s.ints += i128::from(*x) * i128::from(n);
+            s.widest = s.widest.max(Widest::Int64);
+            true
+        }
+        _ => {
+            // Doubles are added one at a time so the rounding matches row-by-row feeding.
+            let mut num = false;
+            for _ in 0..n {
+                num = s.add(v);
+                if !num {
+                    break;
+                }
+            }
+            num
+        }
+    }
+}
+
+fn fold(cur: &mut Option<Bson>, v: Option<&Bson>, want: Ordering) {
+    let Some(v) = v else { return };
+    if nullish(v) {
+        return;
+    }
+    match cur {
+        Some(c) if cmp_bson(v, c) != want => {}
+        _ => *cur = Some(v.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negative_integers_average_exactly() {
+        // Regression: the compensation term was dropped, so the split of -1 into 32-bit parts
+        // (2^32 - 1, 2^64 - 2^32, -2^64) averaged to 0.
+        assert_eq!(
+            run(AccOp::Avg, &[Some(Bson::Int32(-1))]),
+            Bson::Double(-1.0)
+        );
+        let mut a = Acc::new(AccOp::Avg);
+        a.feed_sum_stat(&Bson::Int64(-7), 2);
+        a.feed(Some(&Bson::Double(0.5)));
+        assert_eq!(a.value().unwrap(), Bson::Double(-6.5 / 3.0));
+    }
+
+    fn run(op: AccOp, vals: &[Option<Bson>]) -> Bson {
+        let mut a = Acc::new(op);
+        for v in vals {
+            a.feed(v.as_ref());
+        }
+        a.value().unwrap()
+    }
+
+    #[test]
+    fn sum_widens_and_ignores_non_numbers() {
+        let s = |v: Vec<Bson>| run(AccOp::Sum, &v.into_iter().map(Some).collect::<Vec<_>>());
+        assert_eq!(s(vec![]), Bson::Int32(0));
+        assert_eq!(
+            s(vec![Bson::Int32(1), "x".into(), Bson::Null]),
+            Bson::Int32(1)
+        );
+        assert_eq!(
+            s(vec![Bson::Int32(i32::MAX), Bson::Int32(1)]),
+            Bson::Int64(i64::from(i32::MAX) + 1)
+        );
+        assert_eq!(s(vec![Bson::Int32(1), Bson::Int64(2)]), Bson::Int64(3));
+        assert_eq!(
+            s(vec![Bson::Int64(i64::MAX), Bson::Int64(1)]),
+            Bson::Double(9.223_372_036_854_776e18)
+        );
+        assert_eq!(
+            s(vec![Bson::Int32(1), Bson::Double(0.5)]),
+            Bson::Double(1.5)
+        );
+        // Compensated: 1e16 + 1 + 1 - 1e16 is 2, not 0.
+        assert_eq!(
+            s(vec![
+                Bson::Double(1e16),
+                Bson::Double(1.0),
+                Bson::Double(1.0),
+                Bson::Double(-1e16)
+            ]),
+            Bson::Double(2.0)
+        );
+        let mut a = Acc::new(AccOp::Sum);
+        a.feed(Some(&Bson::Decimal128(bson::Decimal128::from_bytes(
+            [0; 16],
+        ))));
+        assert_eq!(a.value().unwrap_err().code(), Some(2));
+    }
+
+    #[test]
+    fn avg_is_double_or_null() {
+        assert_eq!(run(AccOp::Avg, &[None, Some("a".into())]), Bson::Null);
+        assert_eq!(
+            run(
+                AccOp::Avg,
+                &[Some(Bson::Int32(1)), Some(Bson::Int64(2)), None]
+            ),
+            Bson::Double(1.5)
+        );
+    }
+
+    #[test]
+    fn min_max_skip_nullish_and_use_bson_order() {
+        let vals = [
+            None,
+            Some(Bson::Null),
+            Some(Bson::Int32(5)),
+            Some("a".into()),
+            Some(Bson::Double(5.0)),
+            Some(Bson::Double(f64::NAN)),
+        ];
+        assert!(matches!(run(AccOp::Min, &vals), Bson::Double(x) if x.is_nan()));
+        assert_eq!(run(AccOp::Max, &vals), Bson::String("a".into()));
+        assert_eq!(run(AccOp::Min, &[None, Some(Bson::Null)]), Bson::Null);
+        // Equal values: the first seen stays.
+        assert_eq!(
+            run(AccOp::Max, &[Some(Bson::Int32(5)), Some(Bson::Double(5.0))]),
+            Bson::Int32(5)
+        );
+    }
+
+    #[test]
+    fn first_last_turn_missing_into_null() {
+        let vals = [None, Some(Bson::Int32(1)), None];
+        assert_eq!(run(AccOp::First, &vals), Bson::Null);
+        assert_eq!(run(AccOp::Last, &vals), Bson::Null);
+        assert_eq!(run(AccOp::Last, &vals[..2]), Bson::Int32(1));
+    }
+
+    #[test]
+    fn typed_feeding_matches_value_feeding() {
+        let ints = [Some(3), None, Some(-7), Some(9)];
+        let doubles = [Some(0.1), Some(f64::NAN), None, Some(-2.5)];
+        let rows = [0u32, 1, 2, 3];
+        for op in [
+            AccOp::Sum,
+            AccOp::Avg,
+            AccOp::Min,
+            AccOp::Max,
+            AccOp::First,
+            AccOp::Last,
+        ] {
+            for vals in [
+                Values::Int32(&ints),
+                Values::Int64(&ints),
+                Values::Double(&doubles),
+                Values::Date(&ints),
+            ] {
+                let mut typed = Acc::new(op);
+                typed.feed_rows(&vals, &rows[..2]);
+                typed.feed_rows(&vals, &rows[2..]);
+                let mut one = Acc::new(op);
+                for r in rows {
+                    one.feed(vals.get(r as usize).as_ref());
+                }
+                let (a, b) = (typed.value().unwrap(), one.value().unwrap());
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{op:?} {vals:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn picks_follow_sorted_stream_order() {
+        // $last after an ascending sort: latest time, later position among ties.
+        let mut last = Acc::new_pick(true, true);
+        for (t, p, v) in [(5, 0, 1), (7, 1, 2), (7, 2, 3), (6, 3, 4)] {
+            last.pick(t, p, || Some(Bson::Int32(v)));
+        }
+        assert_eq!(last.value().unwrap(), Bson::Int32(3));
+        assert!(!last.pick_may_change(6));
+        assert!(last.pick_may_change(7));
+        // $first after an ascending sort: earliest time, earlier position among ties.
+        let mut first = Acc::new_pick(false, false);
+        for (t, p, v) in [(5, 0, 1), (4, 1, 2), (4, 2, 3)] {
+            first.pick(t, p, || Some(Bson::Int32(v)));
+        }
+        assert_eq!(first.value().unwrap(), Bson::Int32(2));
+    }
+}

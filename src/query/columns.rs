@@ -1,0 +1,261 @@
+//! Typed access to a bucket's columns and statistics for the columnar aggregation path,
+//! wherever the bucket lives: segment columns are decoded straight into typed vectors (no
+//! `Bson` per value for numbers and dates); in-memory buckets are converted from their values.
+
+use super::accum::Values;
+use super::plan::BucketStats;
+use super::read::Source;
+use crate::bucket::BucketData;
+use crate::catalog::META_COLUMN;
+use crate::codec::{column_codec, decode_column, decode_f64, decode_i64, ids, CodecError};
+use crate::error::{Error, Result};
+use bson::{Bson, Document};
+
+/// Where statistics put a bucket's per-field sums: a document under this key of
+/// `control.max`, field -> number, without the fields whose sum is unknown.
+pub const SUM_KEY: &str = "\u{1}sum";
+
+/// One column of a bucket, decoded for aggregation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Col {
+    /// The bucket has no such field.
+    Missing,
+    /// Int32 values (widened).
+    Int32(Vec<Option<i64>>),
+    /// Int64 values.
+    Int64(Vec<Option<i64>>),
+    /// Doubles.
+    Double(Vec<Option<f64>>),
+    /// Dates, epoch milliseconds.
+    Date(Vec<Option<i64>>),
+    /// Anything else (mixed types, strings, documents, ...).
+    Bson(Vec<Option<Bson>>),
+}
+
+impl Col {
+    /// The values in borrowed form for accumulators.
+    pub fn values(&self) -> Values<'_> {
+        match self {
+            Col::Missing => Values::Missing,
+            Col::Int32(v) => Values::Int32(v),
+            Col::Int64(v) => Values::Int64(v),
+            Col::Double(v) => Values::Double(v),
+            Col::Date(v) => Values::Date(v),
+            Col::Bson(v) => Values::Bson(v),
+        }
+    }
+
+    /// Dates as milliseconds per row (`None` where missing or not a date).
+    pub fn dates(&self, rows: usize) -> Vec<Option<i64>> {
+        match self {
+            Col::Date(v) => v.clone(),
+            other => (0..rows)
+                .map(|r| match other.values().get(r) {
+                    Some(Bson::DateTime(d)) => Some(d.timestamp_millis()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// A typed column when every present value has one of the typed BSON types.
+    pub fn from_bson(values: Vec<Option<Bson>>) -> Col {
+        let kind = values.iter().flatten().next().map(std::mem::discriminant);
+        let uniform = kind.is_some_and(|k| {
+            values
+                .iter()
+                .flatten()
+                .all(|v| std::mem::discriminant(v) == k)
+        });
+        if !uniform {
+            return if kind.is_none() {
+                Col::Missing
+            } else {
+                Col::Bson(values)
+            };
+        }
+        let ints = |f: fn(&Bson) -> Option<i64>| -> Vec<Option<i64>> {
+            values.iter().map(|v| v.as_ref().and_then(f)).collect()
+        };
+        match values.iter().flatten().next() {
+            Some(Bson::Int32(_)) => Col::Int32(ints(|v| match v {
+                Bson::Int32(x) => Some(i64::from(*x)),
+                _ => None,
+            })),
+            Some(Bson::Int64(_)) => Col::Int64(ints(|v| match v {
+                Bson::Int64(x) => Some(*x),
+                _ => None,
+            })),
+            Some(Bson::DateTime(_)) => Col::Date(ints(|v| match v {
+                Bson::DateTime(x) => Some(x.timestamp_millis()),
+                _ => None,
+            })),
+            Some(Bson::Double(_)) => Col::Double(
+                values
+                    .iter()
+                    .map(|v| match v {
+                        Some(Bson::Double(x)) => Some(*x),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => Col::Bson(values),
+        }
+    }
+
+    /// Decodes an encoded column, typed when its codec holds one numeric or date type.
+    pub fn decode(data: &[u8], rows: usize) -> std::result::Result<Col, CodecError> {
+        let typed = match column_codec(data) {
+            Some(ids::INT32) => decode_i64(data, rows)?.map(Col::Int32),
+            Some(ids::INT64) => decode_i64(data, rows)?.map(Col::Int64),
+            Some(ids::DATETIME) => decode_i64(data, rows)?.map(Col::Date),
+            Some(ids::DOUBLE) => decode_f64(data, rows)?.map(Col::Double),
+            _ => None,
+        };
+        match typed {
+            Some(c) => Ok(c),
+            None => Ok(Col::from_bson(decode_column(data, rows)?)),
+        }
+    }
+}
+
+fn missing_bucket(i: u32) -> Error {
+    Error::BadValue(format!(
+        "bucket {i} vanished from its segment during a read"
+    ))
+}
+
+/// A bucket's statistics, read without loading its data.
+pub fn stats(src: &Source) -> Result<BucketStats<'_>> {
+    Ok(match src {
+        Source::Mem(b) => BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count),
+        Source::Seg(seg, i) => {
+            let s = seg
+                .buckets()
+                .get(*i as usize)
+                .ok_or_else(|| missing_bucket(*i))?;
+            BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
+        }
+    })
+}
+
+/// True when every row of the bucket has field `name`.
+pub fn in_every_row(src: &Source, name: &str) -> bool {
+    match src {
+        Source::Seg(seg, i) => seg.column_in_every_row(*i as usize, name),
+        Source::Mem(b) => {
+            let Some(col) = b.columns.iter().position(|c| c.name == name) else {
+                return false;
+            };
+            !b.shapes.is_empty() && b.shapes.iter().all(|s| s.contains(&(col as u32)))
+        }
+    }
+}
+
+/// The bucket's pre-computed sum of `field`, if its statistics carry one.
+pub fn sum_stat<'a>(max: &'a Document, field: &str) -> Option<&'a Bson> {
+    match max.get(SUM_KEY) {
+        Some(Bson::Document(d)) => d.get(field),
+        _ => None,
+    }
+}
+
+/// Decodes the named columns of a bucket (`Col::Missing` where it has none).
+pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
+    match src {
+        Source::Seg(seg, i) => Ok(seg
+            .read_columns_with(*i as usize, names, Col::decode)?
+            .into_iter()
+            .map(|c| c.unwrap_or(Col::Missing))
+            .collect()),
+        Source::Mem(b) => Ok(names
+            .iter()
+            .map(|n| match b.columns.iter().find(|c| c.name == *n) {
+                Some(c) => Col::from_bson(c.values.clone()),
+                None => Col::Missing,
+            })
+            .collect()),
+    }
+}
+
+/// The rows of a bucket as documents holding only the named fields and the meta field.
+/// Field order is not the inserted one: only filters and expressions read these documents.
+pub fn row_docs(src: &Source, names: &[&str], meta_field: Option<&str>) -> Result<Vec<Document>> {
+    let owned;
+    let b: &BucketData = match src {
+        Source::Mem(b) => b,
+        Source::Seg(seg, i) => {
+            let mut with_meta = names.to_vec();
+            with_meta.push(META_COLUMN);
+            owned = seg.read_bucket_columns(*i as usize, &with_meta)?;
+            &owned
+        }
+    };
+    let row_meta = b.columns.iter().find(|c| c.name == META_COLUMN);
+    let cols: Vec<_> = b
+        .columns
+        .iter()
+        .filter(|c| names.contains(&c.name.as_str()))
+        .collect();
+    let mut out = Vec::with_capacity(b.count as usize);
+    for r in 0..b.count as usize {
+        let mut d = Document::new();
+        if let Some(m) = meta_field {
+            let own = row_meta
+                .and_then(|c| c.values.get(r))
+                .and_then(Option::as_ref);
+            if let Some(v) = own.or(b.meta.as_ref()) {
+                d.insert(m, v.clone());
+            }
+        }
+        for c in &cols {
+            if let Some(Some(v)) = c.values.get(r) {
+                d.insert(c.name.clone(), v.clone());
+            }
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::encode_column;
+    use bson::DateTime;
+
+    fn round(values: Vec<Option<Bson>>) -> Col {
+        let mut buf = Vec::new();
+        encode_column(&values, &mut buf);
+        Col::decode(&buf, values.len()).unwrap()
+    }
+
+    #[test]
+    fn encoded_columns_decode_typed() {
+        let n = |v: Vec<Option<Bson>>| v;
+        assert_eq!(
+            round(n(vec![Some(Bson::Int32(1)), None, Some(Bson::Int32(-4))])),
+            Col::Int32(vec![Some(1), None, Some(-4)])
+        );
+        assert_eq!(
+            round(n(vec![Some(Bson::Int64(1)), Some(Bson::Int64(7))])),
+            Col::Int64(vec![Some(1), Some(7)])
+        );
+        assert_eq!(
+            round(n(vec![Some(Bson::Double(0.5)), None])),
+            Col::Double(vec![Some(0.5), None])
+        );
+        assert_eq!(
+            round(n(vec![Some(Bson::DateTime(DateTime::from_millis(5)))])),
+            Col::Date(vec![Some(5)])
+        );
+        // A constant column still comes back typed.
+        assert_eq!(
+            round(n(vec![Some(Bson::Int64(100)); 20])),
+            Col::Int64(vec![Some(100); 20])
+        );
+        let mixed = n(vec![Some(Bson::Int32(1)), Some(Bson::Double(2.5))]);
+        assert_eq!(round(mixed.clone()), Col::Bson(mixed));
+        assert_eq!(round(n(vec![None, None])), Col::Missing);
+    }
+}

@@ -1,0 +1,746 @@
+//! The columnar path for `[$match*] $group` and `[$match*] $sort {time} $group {$first/$last}`:
+//! buckets are aggregated one at a time without building row documents.
+//!
+//! Applies when the group key reads only the meta field and the time field (through
+//! `$dateTrunc` or as is) and every accumulator reads a constant, a meta path or a top-level
+//! field. Per bucket, best first:
+//! 1. taken whole, key constant over the bucket, every accumulator answerable from `control`
+//!    (counts, min/max, pre-computed sums, single-row buckets): no column is decoded;
+//! 2. otherwise the needed columns are decoded into typed vectors, rows are tested column-wise
+//!    when the bucket needs testing, and consecutive rows of one group feed the accumulators
+//!    in one typed loop;
+//! 3. buckets whose rows carry their own meta values, or whose filter needs documents, are
+//!    unpacked into small documents of the needed fields.
+//!
+//! Buckets are visited in file order (each page is decompressed once) unless `$first`/`$last`
+//! need arrival order; rows within a bucket keep theirs. The answers are the document path's,
+//! except that doubles summed in another order may differ in the last bits and, among
+//! numerically equal `$min`/`$max` candidates of different types, another may be kept; MongoDB
+//! fixes neither (its unpacking order is unspecified). After `$sort` on the time field,
+//! `$first`/`$last` become picks of the earliest/latest row (ties by stream position, as a
+//! stable sort keeps them), buckets are visited latest (or earliest) first, and a bucket whose
+//! time range cannot beat what its group already holds is skipped.
+
+use super::accum::{Acc, AccOp};
+use super::columns::{self, Col};
+use super::datetrunc::DateTrunc;
+use super::expr::{path_in_value, visit_in_value, Expr, Row};
+use super::filter::Filter;
+use super::fromstats::{Feed, StatArg, StatContext};
+use super::group::{GroupSpec, GroupTable};
+use super::keycache::KeyCache;
+use super::pipeline::Stage;
+use super::plan::{BucketStats, Plan, Verdict};
+use super::read::{Explain, Scan, Source};
+use super::rowmask::RowFilter;
+use crate::catalog::is_hidden;
+use crate::error::Result;
+use bson::{Bson, DateTime, Document};
+use std::sync::Arc;
+
+/// Where an accumulator's argument comes from.
+enum Arg {
+    Const(Bson),
+    /// A path below the meta value (`""` for the meta value itself).
+    Meta(String),
+    /// `columns[i]`, a top-level field.
+    Column(usize),
+}
+
+/// A use of the time field in the group key.
+enum Leaf {
+    Trunc(DateTrunc),
+    Raw,
+}
+
+impl Leaf {
+    /// The bin of time `t` as `[start, end)`.
+    fn range(&self, t: i64) -> Result<(i64, i64)> {
+        match self {
+            Leaf::Trunc(d) => d.bin_range(t),
+            Leaf::Raw => Ok((t, t.saturating_add(1))),
+        }
+    }
+}
+
+/// A row of a bucket as the key expression sees it: the bucket's meta value and a time.
+struct BucketRow<'a> {
+    time_field: &'a str,
+    meta_field: Option<&'a str>,
+    meta: Option<&'a Bson>,
+    time: Option<i64>,
+}
+
+impl Row for BucketRow<'_> {
+    fn path(&self, p: &str) -> Option<Bson> {
+        if p == self.time_field {
+            return self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
+        }
+        path_in_value(self.meta?, meta_rest(p, self.meta_field?)?)
+    }
+
+    fn visit(&self, p: &str, f: &mut dyn FnMut(Option<&Bson>)) {
+        if p == self.time_field {
+            let t = self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
+            return f(t.as_ref());
+        }
+        let rest = self.meta_field.and_then(|m| meta_rest(p, m));
+        match (self.meta, rest) {
+            (Some(m), Some(rest)) => visit_in_value(m, rest, f),
+            _ => f(None),
+        }
+    }
+}
+
+/// The part of `p` below the meta field `m` (`""` for `m` itself).
+fn meta_rest<'a>(p: &'a str, m: &str) -> Option<&'a str> {
+    if p == m {
+        return Some("");
+    }
+    p.strip_prefix(m)?.strip_prefix('.')
+}
+
+/// The columnar plan of a group.
+pub(crate) struct FastGroup {
+    spec: GroupSpec,
+    args: Vec<Arg>,
+    /// Per accumulator `(latest time wins, later position wins)` after a time sort.
+    picks: Option<Vec<(bool, bool)>>,
+    leaves: Vec<Leaf>,
+    /// The key or an argument reads the meta value.
+    reads_meta: bool,
+    /// Columns to decode.
+    columns: Vec<String>,
+    /// Per column: read by the group (else only by the filter).
+    group_cols: Vec<bool>,
+    time_col: Option<usize>,
+    /// Positions in `columns` of the row filter's columns.
+    filter_cols: Vec<usize>,
+    row_filter: RowFilter,
+    /// Fields for row documents when a bucket needs them.
+    doc_fields: Vec<String>,
+    filter: Filter,
+    time_field: String,
+    meta_field: Option<String>,
+}
+
+fn time_of(d: &Document, f: &str) -> Option<i64> {
+    match d.get(f) {
+        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+        _ => None,
+    }
+}
+
+fn column_index(columns: &mut Vec<String>, name: &str) -> usize {
+    match columns.iter().position(|c| c == name) {
+        Some(i) => i,
+        None => {
+            columns.push(name.to_string());
+            columns.len() - 1
+        }
+    }
+}
+
+/// Collects the time leaves of a key expression; false when the key reads anything but the
+/// meta field and the time field (through `$dateTrunc` or as is).
+fn key_ok(
+    e: &Expr,
+    time: &str,
+    meta: Option<&str>,
+    leaves: &mut Vec<Leaf>,
+    meta_read: &mut bool,
+) -> bool {
+    match e {
+        Expr::Const(_) => true,
+        Expr::Path(p) if p == time => {
+            leaves.push(Leaf::Raw);
+            true
+        }
+        Expr::Path(p) => {
+            let m = meta.is_some_and(|m| meta_rest(p, m).is_some());
+            *meta_read |= m;
+            m
+        }
+        Expr::Doc(fields) => fields
+            .iter()
+            .all(|(_, e)| key_ok(e, time, meta, leaves, meta_read)),
+        Expr::Array(items) => items
+            .iter()
+            .all(|e| key_ok(e, time, meta, leaves, meta_read)),
+        Expr::DateTrunc(d) => match &d.date {
+            Expr::Path(p) if p == time => {
+                leaves.push(Leaf::Trunc((**d).clone()));
+                true
+            }
+            other => {
+                let before = leaves.len();
+                key_ok(other, time, meta, leaves, meta_read) && leaves.len() == before
+            }
+        },
+    }
+}
+
+fn prune(ex: &mut Explain, whole: bool) {
+    ex.buckets_pruned_by_stats += 1;
+    if whole {
+        ex.buckets_taken_whole = ex.buckets_taken_whole.saturating_sub(1);
+    } else {
+        ex.buckets_unpacked = ex.buckets_unpacked.saturating_sub(1);
+    }
+    ex.buckets_examined = ex.buckets_examined.saturating_sub(1);
+}
+
+/// The row among `rows` kept by a pick: (latest or earliest time, later or earlier row).
+fn best_row(times: &[Option<i64>], rows: &[u32], max_time: bool, late: bool) -> u32 {
+    let t = |r: u32| times.get(r as usize).copied().flatten().unwrap_or(i64::MIN);
+    let mut best = rows.first().copied().unwrap_or(0);
+    for &r in rows.iter().skip(1) {
+        let (a, b) = (t(r), t(best));
+        if (a != b && (a > b) == max_time) || (a == b && late) {
+            best = r;
+        }
+    }
+    best
+}
+
+impl FastGroup {
+    /// The columnar plan for `stages` (which follow the pushed-down filter of `plan`), and how
+    /// many stages it covers; `None` when the pipeline does not have the supported shape.
+    pub(crate) fn analyse(plan: &Plan, stages: &[Stage]) -> Option<(FastGroup, usize)> {
+        let time = plan.time_field();
+        let meta = plan.meta_field();
+        let (sort, spec, consumed) = match stages {
+            [Stage::Sort(keys), Stage::Group(g), ..] => match keys.as_slice() {
+                [(k, asc)] if k == time => (Some(*asc), g, 2),
+                _ => return None,
+            },
+            [Stage::Group(g), ..] => (None, g, 1),
+            _ => return None,
+        };
+        let picks = match sort {
+            None => None,
+            Some(asc) => Some(
+                spec.accs
+                    .iter()
+                    .map(|a| match a.op {
+                        // (latest time wins, later position wins among equal times)
+                        AccOp::First => Some((!asc, false)),
+                        AccOp::Last => Some((asc, true)),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+        };
+        let mut leaves = Vec::new();
+        let mut reads_meta = false;
+        if !key_ok(&spec.id, time, meta, &mut leaves, &mut reads_meta) {
+            return None;
+        }
+        let mut columns = Vec::new();
+        let mut args = Vec::with_capacity(spec.accs.len());
+        for a in &spec.accs {
+            args.push(match &a.arg {
+                Expr::Const(v) => Arg::Const(v.clone()),
+                Expr::Path(p) => match meta.and_then(|m| meta_rest(p, m)) {
+                    Some(rest) => {
+                        reads_meta = true;
+                        Arg::Meta(rest.to_string())
+                    }
+                    // Bookkeeping columns are not fields of the measurements.
+                    None if !p.contains('.') && !is_hidden(p) => {
+                        Arg::Column(column_index(&mut columns, p))
+                    }
+                    None => return None,
+                },
+                _ => return None,
+            });
+        }
+        let time_col =
+            (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
+        let group_cols = vec![true; columns.len()];
+        let row_filter = RowFilter::new(&plan.filter, meta);
+        if row_filter.columns.iter().any(|c| is_hidden(c)) {
+            return None;
+        }
+        let filter_cols = row_filter
+            .columns
+            .iter()
+            .map(|c| column_index(&mut columns, c))
+            .collect();
+        // Row documents need every top-level field the filter reads, besides the columns.
+        let mut doc_fields = columns.clone();
+        let mut paths = Vec::new();
+        plan.filter.paths(&mut paths);
+        for p in paths {
+            let head = p.split('.').next().unwrap_or_default();
+            if meta != Some(head) {
+                column_index(&mut doc_fields, head);
+            }
+        }
+        let fg = FastGroup {
+            spec: spec.clone(),
+            args,
+            picks,
+            leaves,
+            reads_meta,
+            group_cols,
+            columns,
+            time_col,
+            filter_cols,
+            row_filter,
+            doc_fields,
+            filter: plan.filter.clone(),
+            time_field: time.to_string(),
+            meta_field: meta.map(str::to_string),
+        };
+        Some((fg, consumed))
+    }
+
+    fn row<'a>(&'a self, meta: Option<&'a Bson>, time: Option<i64>) -> BucketRow<'a> {
+        BucketRow {
+            time_field: &self.time_field,
+            meta_field: self.meta_field.as_deref(),
+            meta,
+            time,
+        }
+    }
+
+    fn stat_time(&self, d: &Document) -> Option<i64> {
+        time_of(d, &self.time_field)
+    }
+
+    /// The bins of the key's time leaves when every row of the bucket shares them (judged from
+    /// `control` times: the minimum is the rounded bucket start, a lower bound).
+    fn const_bins(&self, st: &BucketStats<'_>, hi: Option<i64>, out: &mut Vec<i64>) -> bool {
+        out.clear();
+        if self.leaves.is_empty() {
+            return true;
+        }
+        let Some(hi) = hi else { return false };
+        let lo = if st.count == 1 {
+            Some(hi)
+        } else {
+            self.stat_time(st.min)
+        };
+        let Some(lo) = lo else { return false };
+        for leaf in &self.leaves {
+            match leaf.range(hi) {
+                Ok(r) if lo >= r.0 => out.push(r.0),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// How every accumulator would be fed from the bucket's statistics alone, or `None`.
+    fn stat_feeds(
+        &self,
+        st: &BucketStats<'_>,
+        t_max: Option<i64>,
+        scan: &Scan,
+        out: &mut Vec<Feed>,
+    ) -> Option<()> {
+        out.clear();
+        let ctx = StatContext {
+            st,
+            t_max,
+            src: &scan.src,
+            time_field: &self.time_field,
+            picks: self.picks.is_some(),
+        };
+        for (a, arg) in self.spec.accs.iter().zip(&self.args) {
+            let arg = match arg {
+                Arg::Column(c) => StatArg::Column(self.columns.get(*c)?),
+                Arg::Const(v) => StatArg::Const(v),
+                Arg::Meta(m) => StatArg::Meta(m),
+            };
+            out.push(ctx.feed(a.op, &arg)?);
+        }
+        Some(())
+    }
+
+    /// The group of the key on (`meta`, `t`), whose time leaves fall in bins starting at
+    /// `starts`: from the cache when `part` (the key's meta-dependent part) is known, else
+    /// found in (or, when `create`, added to) the table and remembered.
+    #[allow(clippy::too_many_arguments)]
+    fn group_of(
+        &self,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+        part: Option<u32>,
+        starts: &[i64],
+        meta: Option<&Bson>,
+        t: Option<i64>,
+        create: bool,
+    ) -> Result<Option<u32>> {
+        if let Some(g) = part.and_then(|p| cache.get(p, starts)) {
+            return Ok(Some(g));
+        }
+        let row = self.row(meta, t);
+        let g = if create {
+            Some(table.slot_expr(&self.spec.id, &row)?)
+        } else {
+            table.find_expr(&self.spec.id, &row)?
+        };
+        if let (Some(p), Some(g)) = (part, g) {
+            cache.put(p, starts, g);
+        }
+        Ok(g)
+    }
+
+    /// The meta-dependent part of the key for a bucket with this meta value (see
+    /// [`KeyCache::part`]).
+    fn key_part(
+        &self,
+        cache: &mut KeyCache,
+        meta: Option<&Bson>,
+        t: Option<i64>,
+    ) -> Result<Option<u32>> {
+        if t.is_none() && !self.leaves.is_empty() {
+            return Ok(None);
+        }
+        cache.part(
+            &self.spec.id,
+            &self.row(meta, t),
+            &self.time_field,
+            self.reads_meta,
+        )
+    }
+
+    /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
+    /// decompresses each page once, where `_id` order would jump between pages; it is used
+    /// unless an accumulator depends on arrival order (`$first`/`$last`). Picks visit the
+    /// buckets likeliest to win first, so that later ones are skipped, and ties in file order.
+    fn visit_order(&self, scans: &[Scan]) -> Result<Vec<usize>> {
+        let place = |s: &Scan, k: usize| match &s.src {
+            Source::Seg(seg, i) => (0, Arc::as_ptr(seg) as usize, *i as usize),
+            Source::Mem(_) => (1, 0, k),
+        };
+        let mut order: Vec<usize> = (0..scans.len()).collect();
+        match self.picks.as_ref().and_then(|p| p.first()) {
+            Some(&(max_time, _)) => {
+                let mut keys = Vec::with_capacity(scans.len());
+                for s in scans {
+                    let st = columns::stats(&s.src)?;
+                    let bound = if max_time {
+                        self.stat_time(st.max).map_or(i64::MAX, |t| -t)
+                    } else {
+                        self.stat_time(st.min).unwrap_or(i64::MAX)
+                    };
+                    keys.push((bound, place(s, keys.len())));
+                }
+                order.sort_unstable_by_key(|&i| keys.get(i).copied());
+            }
+            None => {
+                let ordered = self
+                    .spec
+                    .accs
+                    .iter()
+                    .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
+                if !ordered {
+                    order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i)));
+                }
+            }
+        }
+        Ok(order)
+    }
+
+    /// Runs the group over the selected buckets; returns its output documents.
+    pub(crate) fn run(
+        &self,
+        scans: Vec<Scan>,
+        mut ex: Explain,
+    ) -> Result<(Vec<Document>, Explain)> {
+        let names = self.spec.accs.iter().map(|a| a.name.clone()).collect();
+        let fresh = match &self.picks {
+            Some(p) => p.iter().map(|&(m, l)| Acc::new_pick(m, l)).collect(),
+            None => self.spec.accs.iter().map(|a| Acc::new(a.op)).collect(),
+        };
+        let mut table = GroupTable::new(names, fresh);
+        let order = self.visit_order(&scans)?;
+        let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+        let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
+        let mut feeds = Vec::new();
+        let mut cache = KeyCache::default();
+        let mut bins = Vec::new();
+        for idx in order {
+            let Some(scan) = scans.get(idx) else { continue };
+            let st = columns::stats(&scan.src)?;
+            let whole = scan.verdict == Verdict::All;
+            if !whole && !self.row_filter.may_match(&st) {
+                prune(&mut ex, whole);
+                continue;
+            }
+            // Reading `control` is the cost of a bucket answered from it: look each entry up
+            // once.
+            let meta_varies = (self.reads_meta || self.row_filter.reads_meta()) && st.meta_varies();
+            let meta_ok = !(self.reads_meta && meta_varies);
+            let hi = self.stat_time(st.max);
+            // The key's bins when the key is constant over the bucket.
+            let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
+            let part = match key_const {
+                true => self.key_part(&mut cache, st.meta, hi)?,
+                false => None,
+            };
+            if let (Some(_), true) = (&self.picks, key_const) {
+                let lo = self.stat_time(st.min);
+                let g = self.group_of(&mut table, &mut cache, part, &bins, st.meta, hi, false)?;
+                let settled = g.is_some_and(|g| {
+                    table.accs(g).iter().all(|a| match a {
+                        Acc::Pick { max_time: true, .. } => {
+                            hi.is_some_and(|t| !a.pick_may_change(t))
+                        }
+                        Acc::Pick { .. } => lo.is_some_and(|t| !a.pick_may_change(t)),
+                        _ => false,
+                    })
+                });
+                if settled {
+                    prune(&mut ex, whole);
+                    continue;
+                }
+            }
+            if whole && key_const && self.stat_feeds(&st, hi, scan, &mut feeds).is_some() {
+                let g = self
+                    .group_of(&mut table, &mut cache, part, &bins, st.meta, hi, true)?
+                    .unwrap_or(0);
+                let pos = (idx as u64) << 32;
+                for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
+                    match f {
+                        Feed::N(v, n) => acc.feed_n(v.as_ref(), n),
+                        Feed::Sum(s, n) => acc.feed_sum_stat(&s, n),
+                        Feed::Pick(t, v) => acc.pick(t, pos, || v),
+                    }
+                }
+                ex.buckets_from_stats += 1;
+                continue;
+            }
+            let docs_needed = !meta_ok
+                || (!whole
+                    && (self.row_filter.needs_rows
+                        || (self.row_filter.reads_meta() && meta_varies)));
+            if docs_needed {
+                self.feed_docs(&mut table, scan, idx, whole, &doc_names)?;
+            } else {
+                let key = key_const.then_some((hi, part, bins.as_slice()));
+                let mut sink = (&mut table, &mut cache);
+                self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
+            }
+        }
+        Ok((table.into_docs()?, ex))
+    }
+
+    /// Feeds a bucket from its decoded columns.
+    #[allow(clippy::too_many_arguments)]
+    fn feed_columns(
+        &self,
+        (table, cache): &mut (&mut GroupTable, &mut KeyCache),
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        idx: usize,
+        whole: bool,
+        key: Option<(Option<i64>, Option<u32>, &[i64])>,
+        col_names: &[&str],
+    ) -> Result<()> {
+        let n = st.count as usize;
+        let settled = match whole {
+            true => 0,
+            false => self.row_filter.settled(st, &self.time_field),
+        };
+        // Decode only what the group reads and what the filter still has to test.
+        let mut names = Vec::with_capacity(col_names.len());
+        let mut slots = Vec::with_capacity(col_names.len());
+        for (c, name) in col_names.iter().enumerate() {
+            let for_filter = !whole
+                && self
+                    .filter_cols
+                    .iter()
+                    .enumerate()
+                    .any(|(f, &x)| x == c && self.row_filter.reads_column(f, settled));
+            if for_filter || self.group_cols.get(c).copied().unwrap_or(false) {
+                names.push(*name);
+                slots.push(c);
+            }
+        }
+        let mut cols: Vec<Col> = (0..col_names.len()).map(|_| Col::Missing).collect();
+        for (c, col) in slots.into_iter().zip(columns::load(&scan.src, &names)?) {
+            if let Some(x) = cols.get_mut(c) {
+                *x = col;
+            }
+        }
+        let sel: Vec<u32> = if whole {
+            (0..n as u32).collect()
+        } else {
+            let fcols: Vec<&Col> = self
+                .filter_cols
+                .iter()
+                .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
+                .collect();
+            self.row_filter.select(st.meta, &fcols, n, settled)
+        };
+        if sel.is_empty() {
+            return Ok(());
+        }
+        let times = self
+            .time_col
+            .and_then(|c| cols.get(c))
+            .map(|c| c.dates(n))
+            .unwrap_or_default();
+        let time = |r: u32| times.get(r as usize).copied().flatten();
+        // Runs of consecutive selected rows in one group: (group, range of `sel`).
+        let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+        match key {
+            Some((hi, part, starts)) => {
+                let g = self.group_of(table, cache, part, starts, st.meta, hi, true)?;
+                runs.push((g.unwrap_or(0), 0..sel.len()));
+            }
+            None => {
+                let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
+                let mut starts: Vec<i64> = Vec::with_capacity(self.leaves.len());
+                let mut start = 0;
+                let mut cur: Option<(u32, Option<i64>)> = None;
+                // The key's meta-dependent part, from the first row with a time.
+                let mut part: Option<Option<u32>> = None;
+                for (k, &r) in sel.iter().enumerate() {
+                    let t = time(r);
+                    let same = match (cur, t) {
+                        (Some((_, Some(_))), Some(t)) => {
+                            bins.iter().all(|&(lo, hi)| lo <= t && t < hi)
+                        }
+                        (Some((_, None)), None) => true,
+                        _ => false,
+                    };
+                    if same {
+                        continue;
+                    }
+                    bins.clear();
+                    starts.clear();
+                    if let Some(t) = t {
+                        for leaf in &self.leaves {
+                            let b = leaf.range(t)?;
+                            bins.push(b);
+                            starts.push(b.0);
+                        }
+                        if part.is_none() {
+                            part = Some(self.key_part(cache, st.meta, Some(t))?);
+                        }
+                    }
+                    let p = if t.is_some() { part.flatten() } else { None };
+                    let g = self
+                        .group_of(table, cache, p, &starts, st.meta, t, true)?
+                        .unwrap_or(0);
+                    match cur {
+                        Some((cg, _)) if cg == g => {}
+                        Some((cg, _)) => {
+                            runs.push((cg, start..k));
+                            start = k;
+                        }
+                        None => start = k,
+                    }
+                    cur = Some((g, t));
+                }
+                if let Some((g, _)) = cur {
+                    runs.push((g, start..sel.len()));
+                }
+            }
+        }
+        let metas: Vec<Option<Bson>> = self
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
+                _ => None,
+            })
+            .collect();
+        let value_at = |arg: &Arg, meta: &Option<Bson>, r: u32| -> Option<Bson> {
+            match arg {
+                Arg::Const(v) => Some(v.clone()),
+                Arg::Meta(_) => meta.clone(),
+                Arg::Column(c) => cols.get(*c).and_then(|c| c.values().get(r as usize)),
+            }
+        };
+        for (g, range) in runs {
+            let Some(rows) = sel.get(range) else { continue };
+            let accs = table.accs(g);
+            match &self.picks {
+                None => {
+                    for ((acc, arg), meta) in accs.iter_mut().zip(&self.args).zip(&metas) {
+                        match arg {
+                            Arg::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
+                            Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows.len() as u64),
+                            Arg::Column(c) => {
+                                let vals = cols.get(*c).map_or(Col::Missing.values(), Col::values);
+                                acc.feed_rows(&vals, rows);
+                            }
+                        }
+                    }
+                }
+                Some(picks) => {
+                    let mut best: [Option<u32>; 4] = [None; 4];
+                    for (((acc, arg), meta), &(max_time, late)) in
+                        accs.iter_mut().zip(&self.args).zip(&metas).zip(picks)
+                    {
+                        let slot = usize::from(max_time) * 2 + usize::from(late);
+                        let r = match best.get(slot).copied().flatten() {
+                            Some(r) => r,
+                            None => {
+                                let r = best_row(&times, rows, max_time, late);
+                                if let Some(b) = best.get_mut(slot) {
+                                    *b = Some(r);
+                                }
+                                r
+                            }
+                        };
+                        let pos = ((idx as u64) << 32) | u64::from(r);
+                        let t = time(r).unwrap_or(i64::MIN);
+                        acc.pick(t, pos, || value_at(arg, meta, r));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Feeds a bucket through small row documents (rows with their own meta values, or
+    /// filters that columns cannot test).
+    fn feed_docs(
+        &self,
+        table: &mut GroupTable,
+        scan: &Scan,
+        idx: usize,
+        whole: bool,
+        names: &[&str],
+    ) -> Result<()> {
+        let docs = columns::row_docs(&scan.src, names, self.meta_field.as_deref())?;
+        for (r, d) in docs.iter().enumerate() {
+            if !whole && !self.filter.matches(d) {
+                continue;
+            }
+            let g = table.slot_expr(&self.spec.id, d)?;
+            let pos = ((idx as u64) << 32) | r as u64;
+            let t = time_of(d, &self.time_field).unwrap_or(i64::MIN);
+            for (acc, a) in table.accs(g).iter_mut().zip(&self.spec.accs) {
+                let v = a.arg.eval(d)?;
+                match &self.picks {
+                    None => acc.feed(v.as_ref()),
+                    Some(_) => acc.pick(t, pos, || v),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_rows_follow_stable_sort_ties() {
+        let times = [Some(5), Some(9), Some(9), Some(1), Some(1)];
+        let rows = [0, 1, 2, 3, 4];
+        assert_eq!(best_row(&times, &rows, true, true), 2);
+        assert_eq!(best_row(&times, &rows, true, false), 1);
+        assert_eq!(best_row(&times, &rows, false, true), 4);
+        assert_eq!(best_row(&times, &rows, false, false), 3);
+    }
+}

@@ -1,0 +1,497 @@
+//! Hash aggregation for `$group`: group key -> accumulator states.
+//!
+//! Keys are compared as MongoDB compares values (numbers by value, so `1`, `1.0` and
+//! `NumberLong(1)` are one group; documents field by field in order), which a canonical byte
+//! encoding of the key gives: the map hashes those bytes, and the group keeps the `_id` value
+//! first seen. Groups come out in order of first appearance.
+
+use super::accum::{Acc, AccSpec};
+use super::expr::{Expr, Row};
+use crate::error::Result;
+use crate::order::{as_f64, type_rank};
+use bson::{Bson, Document};
+use std::hash::BuildHasher;
+
+/// A `$group` stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    /// The `_id` expression.
+    pub id: Expr,
+    /// The output fields.
+    pub accs: Vec<AccSpec>,
+}
+
+/// Groups by canonical key. Keys live in one byte arena and states in one flat vector
+/// (`accs[g * width..]`), so that many groups cost few allocations to build and drop.
+pub struct GroupTable {
+    /// Key hash -> latest group with that hash; earlier ones chain through `next`.
+    heads: foldhash::HashMap<u64, u32>,
+    hasher: foldhash::fast::FixedState,
+    next: Vec<u32>,
+    /// Each group's key as a range of `keys`.
+    spans: Vec<(usize, usize)>,
+    keys: Vec<u8>,
+    /// The `_id` value first seen, per group.
+    ids: Vec<Bson>,
+    accs: Vec<Acc>,
+    fresh: Vec<Acc>,
+    names: Vec<String>,
+    buf: Vec<u8>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl GroupTable {
+    /// An empty table whose groups start with `fresh` states for the output fields `names`.
+    pub fn new(names: Vec<String>, fresh: Vec<Acc>) -> GroupTable {
+        GroupTable {
+            heads: foldhash::HashMap::default(),
+            hasher: foldhash::fast::FixedState::default(),
+            next: Vec::new(),
+            spans: Vec::new(),
+            keys: Vec::new(),
+            ids: Vec::new(),
+            accs: Vec::new(),
+            fresh,
+            names,
+            buf: Vec::new(),
+        }
+    }
+
+    /// A table for `spec` with ordinary (arrival-order) accumulators.
+    pub fn for_spec(spec: &GroupSpec) -> GroupTable {
+        GroupTable::new(
+            spec.accs.iter().map(|a| a.name.clone()).collect(),
+            spec.accs.iter().map(|a| Acc::new(a.op)).collect(),
+        )
+    }
+
+    fn lookup(&self, key: &[u8]) -> (u64, Option<u32>) {
+        let h = self.hasher.hash_one(key);
+        let mut g = self.heads.get(&h).copied().unwrap_or(NONE);
+        while g != NONE {
+            let i = g as usize;
+            let same = self
+                .spans
+                .get(i)
+                .and_then(|&(a, b)| self.keys.get(a..b))
+                .is_some_and(|k| k == key);
+            if same {
+                return (h, Some(g));
+            }
+            g = self.next.get(i).copied().unwrap_or(NONE);
+        }
+        (h, None)
+    }
+
+    fn insert(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
+        let g = self.ids.len() as u32;
+        let start = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.spans.push((start, self.keys.len()));
+        self.next.push(self.heads.insert(h, g).unwrap_or(NONE));
+        self.ids.push(id);
+        self.accs.extend_from_slice(&self.fresh);
+        g
+    }
+
+    /// The index of the group of `id`, created if new.
+    pub fn slot(&mut self, id: &Bson) -> u32 {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        encode_key(id, &mut buf);
+        let g = match self.lookup(&buf) {
+            (_, Some(g)) => g,
+            (h, None) => self.insert(h, &buf, id.clone()),
+        };
+        self.buf = buf;
+        g
+    }
+
+    /// The index of the group whose key `e` gives on `row`, created if new. The key is
+    /// encoded from borrowed values: the `_id` value is only built for a new group.
+    pub fn slot_expr(&mut self, e: &Expr, row: &dyn Row) -> Result<u32> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let r = encode_top(e, row, &mut buf).and_then(|()| match self.lookup(&buf) {
+            (_, Some(g)) => Ok(g),
+            (h, None) => {
+                let id = e.eval(row)?.unwrap_or(Bson::Null);
+                Ok(self.insert(h, &buf, id))
+            }
+        });
+        self.buf = buf;
+        r
+    }
+
+    /// [`GroupTable::slot_expr`] without creating the group.
+    pub fn find_expr(&mut self, e: &Expr, row: &dyn Row) -> Result<Option<u32>> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let r = encode_top(e, row, &mut buf).map(|()| self.lookup(&buf).1);
+        self.buf = buf;
+        r
+    }
+
+    /// The index of the group of `id` if it exists.
+    pub fn find(&mut self, id: &Bson) -> Option<u32> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        encode_key(id, &mut buf);
+        let g = self.lookup(&buf).1;
+        self.buf = buf;
+        g
+    }
+
+    /// The states of group `g`.
+    pub fn accs(&mut self, g: u32) -> &mut [Acc] {
+        let w = self.fresh.len();
+        let start = g as usize * w;
+        self.accs.get_mut(start..start + w).unwrap_or_default()
+    }
+
+    /// Feeds one document: evaluates the key and every accumulator's argument on it.
+    pub fn feed_doc(&mut self, spec: &GroupSpec, d: &Document) -> Result<()> {
+        let g = self.slot_expr(&spec.id, d)?;
+        for (i, a) in spec.accs.iter().enumerate() {
+            let v = a.arg.eval(d)?;
+            if let Some(acc) = self.accs(g).get_mut(i) {
+                acc.feed(v.as_ref());
+            }
+        }
+        Ok(())
+    }
+
+    /// The output documents `{_id, field: value, ...}`, in order of first appearance.
+    pub fn into_docs(self) -> Result<Vec<Document>> {
+        let w = self.fresh.len();
+        let mut out = Vec::with_capacity(self.ids.len());
+        for (g, id) in self.ids.into_iter().enumerate() {
+            let mut d = Document::new();
+            d.insert("_id", id);
+            let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
+            for (name, a) in self.names.iter().zip(accs) {
+                d.insert(name.clone(), a.value()?);
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+}
+
+/// Appends the encoding of the key `e` gives on `row` (missing is null), as [`encode_key`]
+/// would encode the evaluated value.
+fn encode_top(e: &Expr, row: &dyn Row, out: &mut Vec<u8>) -> Result<()> {
+    if !encode_expr(e, row, out, &mut None)? {
+        encode_key(&Bson::Null, out);
+    }
+    Ok(())
+}
+
+/// Where the values of the time leaves of a key landed in its encoding.
+struct Leaves<'a> {
+    time_field: &'a str,
+    /// Offset of each leaf's 8 date bytes, in expression order.
+    at: Vec<usize>,
+    /// Every leaf gave a date.
+    ok: bool,
+}
+
+impl Leaves<'_> {
+    fn is_leaf(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Path(p) => p == self.time_field,
+            Expr::DateTrunc(d) => matches!(&d.date, Expr::Path(p) if p == self.time_field),
+            _ => false,
+        }
+    }
+
+    fn note(&mut self, out: &[u8], start: usize) {
+        // A date encodes as its rank byte and 8 bytes.
+        if out.len() == start + 9
+            && out.get(start) == Some(&type_rank(&Bson::DateTime(bson::DateTime::from_millis(0))))
+        {
+            self.at.push(start + 1);
+        } else {
+            self.ok = false;
+        }
+    }
+}
+
+/// Appends the encoding of `e`'s value on `row`; false (nothing written) when it is missing.
+/// With `leaves`, notes where the time leaves' values went.
+fn encode_expr(
+    e: &Expr,
+    row: &dyn Row,
+    out: &mut Vec<u8>,
+    leaves: &mut Option<Leaves<'_>>,
+) -> Result<bool> {
+    let start = out.len();
+    if let Some(l) = leaves.as_mut() {
+        if l.is_leaf(e) {
+            let v = e.eval(row)?;
+            if let Some(v) = &v {
+                encode_key(v, out);
+            }
+            l.note(out, start);
+            return Ok(v.is_some());
+        }
+    }
+    match e {
+        Expr::Const(v) => encode_key(v, out),
+        Expr::Path(p) => {
+            let mut present = false;
+            row.visit(p, &mut |v| {
+                if let Some(v) = v {
+                    encode_key(v, out);
+                    present = true;
+                }
+            });
+            return Ok(present);
+        }
+        Expr::Doc(fields) => {
+            out.push(type_rank(&Bson::Document(Document::new())));
+            for (k, x) in fields {
+                let mark = out.len();
+                out.push(1);
+                put_str(out, k);
+                // A missing value leaves the field out of the document.
+                if !encode_expr(x, row, out, leaves)? {
+                    out.truncate(mark);
+                }
+            }
+            out.push(0);
+        }
+        Expr::Array(items) => {
+            out.push(type_rank(&Bson::Array(Vec::new())));
+            for x in items {
+                out.push(1);
+                if !encode_expr(x, row, out, leaves)? {
+                    encode_key(&Bson::Null, out);
+                }
+            }
+            out.push(0);
+        }
+        Expr::DateTrunc(_) => match e.eval(row)? {
+            Some(v) => encode_key(&v, out),
+            None => return Ok(false),
+        },
+    }
+    Ok(true)
+}
+
+/// Writes to `out` the key's encoding on `row` and to `at` the offsets of the 8 bytes of each
+/// use of `time_field` in it (the field itself, or `$dateTrunc` of it), in expression order;
+/// keys that differ only in those times differ only there. False when some use gave no date.
+pub fn key_template(
+    e: &Expr,
+    row: &dyn Row,
+    time_field: &str,
+    out: &mut Vec<u8>,
+    at: &mut Vec<usize>,
+) -> Result<bool> {
+    out.clear();
+    at.clear();
+    let mut leaves = Some(Leaves {
+        time_field,
+        at: std::mem::take(at),
+        ok: true,
+    });
+    let r = encode_expr(e, row, out, &mut leaves);
+    let Some(l) = leaves else { return Ok(false) };
+    *at = l.at;
+    if !r? {
+        encode_key(&Bson::Null, out);
+    }
+    Ok(l.ok)
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends the canonical encoding of `v`: equal under MongoDB's comparison <=> equal bytes
+/// (numbers integral and in range encode as i64, others as f64 bits, NaN as one value).
+pub fn encode_key(v: &Bson, out: &mut Vec<u8>) {
+    out.push(type_rank(v));
+    match v {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            let exact = match v {
+                Bson::Int32(i) => Some(i64::from(*i)),
+                Bson::Int64(i) => Some(*i),
+                _ => None,
+            };
+            let f = as_f64(v).unwrap_or(f64::NAN);
+            // 2^63 as f64: integral doubles below it (and at or above -2^63) fit an i64.
+            let limit = 9_223_372_036_854_775_808.0;
+            match exact {
+                Some(i) => {
+                    out.push(b'i');
+                    out.extend_from_slice(&i.to_le_bytes());
+                }
+                None if f.fract() == 0.0 && f >= -limit && f < limit => {
+                    out.push(b'i');
+                    out.extend_from_slice(&(f as i64).to_le_bytes());
+                }
+                None if f.is_nan() => out.push(b'n'),
+                None => {
+                    out.push(b'f');
+                    out.extend_from_slice(&f.to_bits().to_le_bytes());
+                }
+            }
+        }
+        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => put_str(out, s),
+        Bson::Document(d) => {
+            for (k, x) in d {
+                out.push(1);
+                put_str(out, k);
+                encode_key(x, out);
+            }
+            out.push(0);
+        }
+        Bson::Array(a) => {
+            for x in a {
+                out.push(1);
+                encode_key(x, out);
+            }
+            out.push(0);
+        }
+        Bson::DateTime(t) => out.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
+        Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
+        Bson::Boolean(b) => out.push(u8::from(*b)),
+        Bson::Timestamp(t) => {
+            out.extend_from_slice(&t.time.to_le_bytes());
+            out.extend_from_slice(&t.increment.to_le_bytes());
+        }
+        Bson::Binary(b) => {
+            out.push(u8::from(b.subtype));
+            out.extend_from_slice(&(b.bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(&b.bytes);
+        }
+        Bson::RegularExpression(r) => {
+            put_str(out, r.pattern.as_str());
+            put_str(out, r.options.as_str());
+        }
+        Bson::JavaScriptCodeWithScope(c) => {
+            put_str(out, &c.code);
+            encode_key(&Bson::Document(c.scope.clone()), out);
+        }
+        Bson::DbPointer(p) => put_str(out, &format!("{p:?}")),
+        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::accum::AccOp;
+    use bson::doc;
+
+    fn key(v: Bson) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_key(&v, &mut out);
+        out
+    }
+
+    #[test]
+    fn equal_values_share_a_key() {
+        assert_eq!(key(Bson::Int32(1)), key(Bson::Double(1.0)));
+        assert_eq!(key(Bson::Int64(1)), key(Bson::Int32(1)));
+        assert_eq!(key(Bson::Double(-0.0)), key(Bson::Int32(0)));
+        assert_eq!(key(Bson::Double(f64::NAN)), key(Bson::Double(-f64::NAN)));
+        assert_eq!(key(Bson::Symbol("a".into())), key(Bson::String("a".into())));
+        assert_eq!(
+            key(Bson::Document(doc! {"a": 1, "b": [2.0]})),
+            key(Bson::Document(doc! {"a": 1.0, "b": [2_i64]}))
+        );
+    }
+
+    #[test]
+    fn different_values_do_not() {
+        assert_ne!(key(Bson::Double(1.5)), key(Bson::Int32(1)));
+        assert_ne!(key(Bson::Null), key(Bson::Undefined));
+        assert_ne!(key(Bson::String("1".into())), key(Bson::Int32(1)));
+        assert_ne!(
+            key(Bson::Document(doc! {"a": 1, "b": 2})),
+            key(Bson::Document(doc! {"b": 2, "a": 1}))
+        );
+        assert_ne!(
+            key(Bson::Document(doc! {"a": null})),
+            key(Bson::Document(doc! {}))
+        );
+        assert_ne!(
+            key(Bson::Array(vec!["ab".into()])),
+            key(Bson::Array(vec!["a".into(), "b".into()]))
+        );
+    }
+
+    #[test]
+    fn keys_encoded_from_expressions_equal_keys_of_values() {
+        let d = doc! {"a": {"b": 1, "c": [{"x": 2}, {"y": 3}]}, "s": "t"};
+        for spec in [
+            Bson::String("$a.b".into()),
+            Bson::String("$nope".into()),
+            Bson::String("$a.c.x".into()),
+            Bson::Document(doc! {"k": "$s", "m": "$nope", "n": ["$nope", 1.0]}),
+            Bson::Null,
+            Bson::Document(doc! {"$dateTrunc": {"date": "$nope", "unit": "day"}}),
+        ] {
+            let e = Expr::parse(&spec).unwrap();
+            let mut direct = Vec::new();
+            encode_top(&e, &d, &mut direct).unwrap();
+            assert_eq!(
+                direct,
+                key(e.eval(&d).unwrap().unwrap_or(Bson::Null)),
+                "{spec}"
+            );
+        }
+    }
+
+    #[test]
+    fn templates_give_the_keys_of_other_times() {
+        let spec =
+            doc! {"h": "$m.h", "t": {"$dateTrunc": {"date": "$t", "unit": "minute"}}, "r": ["$t"]};
+        let e = Expr::parse(&Bson::Document(spec)).unwrap();
+        let row = |t: i64| doc! {"m": {"h": "x"}, "t": bson::DateTime::from_millis(t)};
+        let (mut bytes, mut at) = (Vec::new(), Vec::new());
+        assert!(key_template(&e, &row(120_000), "t", &mut bytes, &mut at).unwrap());
+        assert_eq!(at.len(), 2);
+        let t: i64 = 7 * 60_000 + 5;
+        bytes[at[0]..at[0] + 8].copy_from_slice(&(7 * 60_000_i64).to_le_bytes());
+        bytes[at[1]..at[1] + 8].copy_from_slice(&t.to_le_bytes());
+        assert_eq!(bytes, key(e.eval(&row(t)).unwrap().unwrap()));
+        let no_time = doc! {"m": {"h": "x"}};
+        assert!(!key_template(&e, &no_time, "t", &mut bytes, &mut at).unwrap());
+    }
+
+    #[test]
+    fn groups_keep_the_first_id_and_order() {
+        let spec = GroupSpec {
+            id: Expr::Path("k".into()),
+            accs: vec![AccSpec {
+                name: "n".into(),
+                op: AccOp::Sum,
+                arg: Expr::Const(Bson::Int32(1)),
+            }],
+        };
+        let mut t = GroupTable::for_spec(&spec);
+        for d in [
+            doc! {"k": 2},
+            doc! {"k": 1.0},
+            doc! {"k": 2.0},
+            doc! {},
+            doc! {"k": 1},
+        ] {
+            t.feed_doc(&spec, &d).unwrap();
+        }
+        assert_eq!(
+            t.into_docs().unwrap(),
+            vec![
+                doc! {"_id": 2, "n": 2},
+                doc! {"_id": 1.0, "n": 2},
+                doc! {"_id": null, "n": 1},
+            ]
+        );
+    }
+}

@@ -1,0 +1,434 @@
+//! Testing a bucket's rows against a filter on decoded columns instead of row documents.
+//!
+//! Conjuncts on top-level measurement fields (the time field included) are tested column by
+//! column, with plain comparisons when column and operand are numbers or dates; meta conjuncts
+//! once per bucket; anything else (`$or`, dotted measurement paths) needs row documents. The
+//! answers are those of [`Filter::matches`] on the unpacked measurements.
+
+use super::columns::Col;
+use super::filter::{Filter, Pred};
+use super::plan::BucketStats;
+use crate::order::{cmp_bson, cmp_int_double, type_rank};
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+
+enum Conj {
+    /// Reads only the meta field.
+    Meta(Filter),
+    /// A predicate on a top-level measurement field: `columns[col]`.
+    Column { col: usize, pred: Pred },
+}
+
+/// A filter split for column-wise testing.
+pub struct RowFilter {
+    conjuncts: Vec<Conj>,
+    /// Columns the conjuncts read.
+    pub columns: Vec<String>,
+    /// Some conjunct can only be tested on row documents.
+    pub needs_rows: bool,
+    meta_field: Option<String>,
+}
+
+fn under(path: &str, field: &str) -> bool {
+    path == field || path.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+}
+
+impl RowFilter {
+    /// Splits `filter` for a collection with this meta field.
+    pub fn new(filter: &Filter, meta_field: Option<&str>) -> RowFilter {
+        let mut rf = RowFilter {
+            conjuncts: Vec::new(),
+            columns: Vec::new(),
+            needs_rows: false,
+            meta_field: meta_field.map(str::to_string),
+        };
+        for c in filter.conjuncts() {
+            let mut paths = Vec::new();
+            c.paths(&mut paths);
+            if let Some(m) = meta_field {
+                if !paths.is_empty() && paths.iter().all(|p| under(p, m)) {
+                    rf.conjuncts.push(Conj::Meta(c.clone()));
+                    continue;
+                }
+            }
+            match c {
+                Filter::Field { path, pred }
+                    if !path.contains('.') && meta_field.is_none_or(|m| !under(path, m)) =>
+                {
+                    let col = match rf.columns.iter().position(|x| x == path) {
+                        Some(i) => i,
+                        None => {
+                            rf.columns.push(path.clone());
+                            rf.columns.len() - 1
+                        }
+                    };
+                    rf.conjuncts.push(Conj::Column {
+                        col,
+                        pred: pred.clone(),
+                    });
+                }
+                _ => rf.needs_rows = true,
+            }
+        }
+        rf
+    }
+
+    /// True when a meta conjunct must be tested (then rows are needed if the bucket's rows
+    /// carry their own meta values).
+    pub fn reads_meta(&self) -> bool {
+        self.conjuncts.iter().any(|c| matches!(c, Conj::Meta(_)))
+    }
+
+    /// False when the bucket's `control.min/max` prove that no row satisfies some column
+    /// conjunct (the field is absent from every row, or its range misses the operand).
+    pub fn may_match(&self, st: &BucketStats<'_>) -> bool {
+        self.conjuncts.iter().all(|c| match c {
+            Conj::Column { col, pred } => self
+                .columns
+                .get(*col)
+                .is_none_or(|f| range_may_match(pred, st.min.get(f), st.max.get(f))),
+            Conj::Meta(_) => true,
+        })
+    }
+
+    /// Bit `i` set when conjunct `i` holds in every row of a bucket with these statistics:
+    /// a conjunct on the time field (which every row has) whose bounds hold the bucket's time
+    /// range (`control.min` is a lower bound).
+    pub fn settled(&self, st: &BucketStats<'_>, time_field: &str) -> u64 {
+        let mut bits = 0u64;
+        for (i, c) in self.conjuncts.iter().enumerate().take(64) {
+            let Conj::Column { col, pred } = c else {
+                continue;
+            };
+            if self.columns.get(*col).is_some_and(|f| f == time_field)
+                && range_holds(pred, st.min.get(time_field), st.max.get(time_field))
+            {
+                bits |= 1 << i;
+            }
+        }
+        bits
+    }
+
+    /// True when some conjunct not in `settled` reads column `col`.
+    pub fn reads_column(&self, col: usize, settled: u64) -> bool {
+        self.conjuncts.iter().enumerate().any(|(i, c)| {
+            matches!(c, Conj::Column { col: x, .. } if *x == col)
+                && (i >= 64 || settled & (1 << i) == 0)
+        })
+    }
+
+    /// The rows (in order) of a bucket of `rows` rows that match, from its meta value and the
+    /// decoded `cols` (aligned with [`RowFilter::columns`]); conjuncts in `settled` are known
+    /// to hold and not tested.
+    pub fn select(
+        &self,
+        meta: Option<&Bson>,
+        cols: &[&Col],
+        rows: usize,
+        settled: u64,
+    ) -> Vec<u32> {
+        let mut sel: Vec<u32> = (0..rows as u32).collect();
+        for (i, c) in self.conjuncts.iter().enumerate() {
+            if i < 64 && settled & (1 << i) != 0 {
+                continue;
+            }
+            match c {
+                Conj::Meta(f) => {
+                    let mut d = Document::new();
+                    if let (Some(m), Some(v)) = (&self.meta_field, meta) {
+                        d.insert(m.clone(), v.clone());
+                    }
+                    if !f.matches(&d) {
+                        sel.clear();
+                    }
+                }
+                Conj::Column { col, pred } => {
+                    let col = cols.get(*col).copied().unwrap_or(&Col::Missing);
+                    retain(&mut sel, col, pred);
+                }
+            }
+            if sel.is_empty() {
+                break;
+            }
+        }
+        sel
+    }
+}
+
+/// A comparison operator and operand that plain number or date comparisons can test.
+/// Which orderings of value against operand satisfy a comparison.
+type Accept = fn(Ordering) -> bool;
+
+fn simple(pred: &Pred) -> Option<(Accept, &Bson)> {
+    let (op, x): (Accept, &Bson) = match pred {
+        Pred::Eq(x) => (|o| o == Ordering::Equal, x),
+        Pred::Ne(x) => (|o| o != Ordering::Equal, x),
+        Pred::Gt(x) => (|o| o == Ordering::Greater, x),
+        Pred::Gte(x) => (|o| o != Ordering::Less, x),
+        Pred::Lt(x) => (|o| o == Ordering::Less, x),
+        Pred::Lte(x) => (|o| o != Ordering::Greater, x),
+        _ => return None,
+    };
+    let ok = match x {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::DateTime(_) => true,
+        Bson::Double(d) => !d.is_nan(),
+        _ => false,
+    };
+    ok.then_some((op, x))
+}
+
+/// BSON order between numbers with NaN lowest, as `cmp_bson` does for `f64` pairs.
+fn cmp_f64(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
+    if let Pred::All(ps) = pred {
+        for p in ps {
+            retain(sel, col, p);
+        }
+        return;
+    }
+    // A missing value satisfies only $ne (and the generic predicates below decide the rest).
+    let ne = matches!(pred, Pred::Ne(_));
+    if let Some((op, x)) = simple(pred) {
+        let int_x = match x {
+            Bson::Int32(i) => Some(i64::from(*i)),
+            Bson::Int64(i) => Some(*i),
+            _ => None,
+        };
+        match (col, x) {
+            (Col::Int32(v) | Col::Int64(v), _) if int_x.is_some() => {
+                let x = int_x.unwrap_or(0);
+                sel.retain(|&r| {
+                    v.get(r as usize)
+                        .copied()
+                        .flatten()
+                        .map_or(ne, |a| op(a.cmp(&x)))
+                });
+                return;
+            }
+            (Col::Int32(v) | Col::Int64(v), Bson::Double(x)) => {
+                sel.retain(|&r| {
+                    v.get(r as usize)
+                        .copied()
+                        .flatten()
+                        .map_or(ne, |a| op(cmp_int_double(a, *x)))
+                });
+                return;
+            }
+            (Col::Double(v), _) if type_rank(x) == 10 => {
+                // MongoDB: a NaN value satisfies no comparison with a number but `$ne`.
+                let ord = |a: f64| match (x, int_x) {
+                    (Bson::Double(d), _) => cmp_f64(a, *d),
+                    (_, Some(i)) => cmp_int_double(i, a).reverse(),
+                    _ => Ordering::Equal,
+                };
+                sel.retain(|&r| {
+                    v.get(r as usize).copied().flatten().map_or(ne, |a| {
+                        if a.is_nan() {
+                            ne
+                        } else {
+                            op(ord(a))
+                        }
+                    })
+                });
+                return;
+            }
+            (Col::Date(v), Bson::DateTime(x)) => {
+                let x = x.timestamp_millis();
+                sel.retain(|&r| {
+                    v.get(r as usize)
+                        .copied()
+                        .flatten()
+                        .map_or(ne, |a| op(a.cmp(&x)))
+                });
+                return;
+            }
+            _ => {}
+        }
+    }
+    let vals = col.values();
+    sel.retain(|&r| match vals.get(r as usize) {
+        Some(v) => pred.matches(&[&v]),
+        None => pred.matches(&[]),
+    });
+}
+
+/// True when every date in `[min, max]` satisfies `pred` (comparisons with a date operand).
+fn range_holds(pred: &Pred, min: Option<&Bson>, max: Option<&Bson>) -> bool {
+    let (Some(Bson::DateTime(lo)), Some(Bson::DateTime(hi))) = (min, max) else {
+        return false;
+    };
+    let ok = |p: &Pred| {
+        let (lo, hi) = (lo.timestamp_millis(), hi.timestamp_millis());
+        match p {
+            Pred::Gt(Bson::DateTime(x)) => lo > x.timestamp_millis(),
+            Pred::Gte(Bson::DateTime(x)) => lo >= x.timestamp_millis(),
+            Pred::Lt(Bson::DateTime(x)) => hi < x.timestamp_millis(),
+            Pred::Lte(Bson::DateTime(x)) => hi <= x.timestamp_millis(),
+            _ => false,
+        }
+    };
+    match pred {
+        Pred::All(ps) => ps.iter().all(ok),
+        p => ok(p),
+    }
+}
+
+/// False when no value in `[min, max]` (scalars of one type class) satisfies `pred`, or the
+/// field is absent (`min`/`max` missing) and `pred` needs a value.
+fn range_may_match(pred: &Pred, min: Option<&Bson>, max: Option<&Bson>) -> bool {
+    if let Pred::All(ps) = pred {
+        return ps.iter().all(|p| range_may_match(p, min, max));
+    }
+    if matches!(pred, Pred::Ne(_)) {
+        return true;
+    }
+    let Some((_, x)) = simple(pred) else {
+        return true;
+    };
+    let (Some(lo), Some(hi)) = (min, max) else {
+        // No row has the field: a comparison with a number or date fails everywhere.
+        return false;
+    };
+    if matches!(lo, Bson::Document(_) | Bson::Array(_))
+        || matches!(hi, Bson::Document(_) | Bson::Array(_))
+    {
+        return true;
+    }
+    if type_rank(lo) != type_rank(x) || type_rank(hi) != type_rank(x) {
+        return false;
+    }
+    let (below, above) = (cmp_bson(hi, x), cmp_bson(lo, x));
+    match pred {
+        Pred::Eq(_) => below != Ordering::Less && above != Ordering::Greater,
+        Pred::Gt(_) => below == Ordering::Greater,
+        Pred::Gte(_) => below != Ordering::Less,
+        Pred::Lt(_) => above == Ordering::Less,
+        Pred::Lte(_) => above != Ordering::Greater,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, DateTime};
+
+    fn docs_for(col: &Col, rows: usize, name: &str) -> Vec<Document> {
+        (0..rows)
+            .map(|r| {
+                let mut d = Document::new();
+                if let Some(v) = col.values().get(r) {
+                    d.insert(name, v);
+                }
+                d
+            })
+            .collect()
+    }
+
+    #[test]
+    fn column_tests_agree_with_document_matching() {
+        let cols = [
+            Col::Int32(vec![Some(1), None, Some(90), Some(91), Some(-5)]),
+            Col::Int64(vec![Some(1), None, Some(90), Some(91), Some(-5)]),
+            Col::Double(vec![
+                Some(90.5),
+                Some(f64::NAN),
+                None,
+                Some(90.0),
+                Some(-0.0),
+            ]),
+            Col::Date(vec![Some(5), Some(90), None, Some(91_000), Some(-1)]),
+            Col::Bson(vec![
+                Some("x".into()),
+                Some(Bson::Array(vec![Bson::Int32(95)])),
+                None,
+                Some(Bson::Null),
+                Some(Bson::Int32(90)),
+            ]),
+        ];
+        let operands = [
+            Bson::Int32(90),
+            Bson::Int64(90),
+            Bson::Double(90.0),
+            Bson::Double(90.5),
+            Bson::DateTime(DateTime::from_millis(90)),
+            Bson::Null,
+            Bson::String("x".into()),
+        ];
+        for col in &cols {
+            let docs = docs_for(col, 5, "f");
+            for x in &operands {
+                for op in ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"] {
+                    let f = Filter::parse(&doc! {"f": {op: x.clone()}}).unwrap();
+                    let rf = RowFilter::new(&f, Some("m"));
+                    assert!(!rf.needs_rows);
+                    let got = rf.select(None, &[col], 5, 0);
+                    let want: Vec<u32> = (0..5u32)
+                        .filter(|&r| f.matches(&docs[r as usize]))
+                        .collect();
+                    assert_eq!(got, want, "{col:?} {op} {x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn meta_conjuncts_are_decided_per_bucket_and_or_needs_rows() {
+        let f = Filter::parse(&doc! {"m.h": "a", "f": {"$gt": 1}}).unwrap();
+        let rf = RowFilter::new(&f, Some("m"));
+        assert!(rf.reads_meta() && !rf.needs_rows);
+        assert_eq!(rf.columns, vec!["f".to_string()]);
+        let c = Col::Int64(vec![Some(1), Some(2)]);
+        let col = [&c];
+        let a = Bson::Document(doc! {"h": "a"});
+        let b = Bson::Document(doc! {"h": "b"});
+        assert_eq!(rf.select(Some(&a), &col, 2, 0), vec![1]);
+        assert!(rf.select(Some(&b), &col, 2, 0).is_empty());
+        let f = Filter::parse(&doc! {"$or": [{"f": 1}, {"g": 2}]}).unwrap();
+        assert!(RowFilter::new(&f, Some("m")).needs_rows);
+    }
+
+    #[test]
+    fn time_windows_holding_a_bucket_need_no_test() {
+        let t = |ms: i64| Bson::DateTime(DateTime::from_millis(ms));
+        let f = Filter::parse(&doc! {"t": {"$gte": t(100), "$lt": t(200)}, "x": 1}).unwrap();
+        let rf = RowFilter::new(&f, None);
+        let st = |lo: i64, hi: i64| {
+            let (min, max) = (doc! {"t": t(lo)}, doc! {"t": t(hi)});
+            rf.settled(&BucketStats::new(None, &min, &max, 2), "t")
+        };
+        assert_eq!(st(100, 199), 1);
+        assert_eq!(st(99, 150), 0);
+        assert_eq!(st(150, 200), 0);
+        let time_col = rf.columns.iter().position(|c| c == "t").unwrap();
+        assert!(!rf.reads_column(time_col, 1));
+        assert!(rf.reads_column(time_col, 0));
+    }
+
+    #[test]
+    fn statistics_rule_out_buckets() {
+        let f = Filter::parse(&doc! {"f": {"$gt": 90}}).unwrap();
+        let rf = RowFilter::new(&f, None);
+        let st = |min: Document, max: Document| {
+            let (min, max) = (Box::leak(Box::new(min)), Box::leak(Box::new(max)));
+            rf.may_match(&BucketStats::new(None, min, max, 2))
+        };
+        assert!(!st(doc! {"f": 1}, doc! {"f": 90}));
+        assert!(st(doc! {"f": 1}, doc! {"f": 90.5}));
+        assert!(!st(doc! {}, doc! {}));
+        assert!(!st(doc! {"f": "a"}, doc! {"f": "z"}));
+        assert!(st(doc! {"f": [1]}, doc! {"f": [100]}));
+        let f = Filter::parse(&doc! {"f": {"$gte": 2, "$lt": 5}}).unwrap();
+        let rf = RowFilter::new(&f, None);
+        let (min, max) = (doc! {"f": 5}, doc! {"f": 9});
+        assert!(!rf.may_match(&BucketStats::new(None, &min, &max, 2)));
+    }
+}

@@ -1,0 +1,628 @@
+//! `Collection::aggregate` through the public API: the workload queries against brute-force
+//! answers computed from the generated documents, the columnar path against the document path
+//! on random data, each stage and accumulator, and malformed pipelines.
+//!
+//! Data sits in three places in every test: flushed segments, open buckets written before a
+//! reopen (rebuilt from the log), and open buckets written after it.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use tsbucket::bson::{doc, Bson, DateTime, Document};
+use tsbucket::order::cmp_bson;
+use tsbucket::workload::devops::FIELDS;
+use tsbucket::workload::queries::{
+    devops_host, devops_hour_window, devops_queries, seed004_queries,
+};
+use tsbucket::workload::rng::Rng;
+use tsbucket::workload::{Devops, Seed004};
+use tsbucket::{Collection, Database, Result, TimeseriesOptions};
+
+/// Loads `docs`: the first half flushed, a quarter left open across a reopen, the rest
+/// inserted after it.
+fn load(
+    dir: &std::path::Path,
+    opts: TimeseriesOptions,
+    docs: &[Document],
+) -> (Database, Collection) {
+    let (a, b) = (docs.len() / 2, docs.len() * 3 / 4);
+    {
+        let db = Database::open(dir).unwrap();
+        let c = db.create_collection("c", opts).unwrap();
+        for chunk in docs[..a].chunks(500) {
+            c.insert_many(chunk).unwrap();
+        }
+        db.flush().unwrap();
+        for chunk in docs[a..b].chunks(500) {
+            c.insert_many(chunk).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Database::open(dir).unwrap();
+    let c = db.collection("c").unwrap();
+    for chunk in docs[b..].chunks(500) {
+        c.insert_many(chunk).unwrap();
+    }
+    (db, c)
+}
+
+fn run(c: &Collection, p: &[Document]) -> Vec<Document> {
+    c.aggregate(p.to_vec())
+        .unwrap()
+        .collect::<Result<Vec<_>>>()
+        .unwrap()
+}
+
+fn run_unpacked(c: &Collection, p: &[Document]) -> Vec<Document> {
+    c.aggregate_unpacked(p.to_vec())
+        .unwrap()
+        .collect::<Result<Vec<_>>>()
+        .unwrap()
+}
+
+fn ms(v: &Bson) -> i64 {
+    match v {
+        Bson::DateTime(t) => t.timestamp_millis(),
+        other => panic!("not a date: {other}"),
+    }
+}
+
+fn date(t: i64) -> Bson {
+    Bson::DateTime(DateTime::from_millis(t))
+}
+
+fn by_id(docs: Vec<Document>) -> BTreeMap<String, Document> {
+    docs.into_iter()
+        .map(|d| (format!("{:?}", d.get("_id")), d))
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan())
+}
+
+fn devops_check(float: bool) {
+    let cfg = Devops {
+        hosts: 12,
+        hours: 2.5,
+        float,
+        ..Devops::default()
+    };
+    let docs: Vec<Document> = cfg.generate().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("time").meta_field("tags"),
+        &docs,
+    );
+    let host = devops_host(&cfg);
+    let hostname = |d: &Document| {
+        d.get_document("tags")
+            .unwrap()
+            .get_str("hostname")
+            .unwrap()
+            .to_string()
+    };
+    let t = |d: &Document| ms(d.get("time").unwrap());
+    let num = |d: &Document, f: &str| match d.get(f).unwrap() {
+        Bson::Int64(x) => *x as f64,
+        Bson::Double(x) => *x,
+        other => panic!("{other}"),
+    };
+    let queries: BTreeMap<&str, Vec<Document>> = devops_queries(&cfg).into_iter().collect();
+    let start = cfg.start_ms;
+
+    // cpu-max-all-1: max of every field per hour for one host.
+    let mut want: BTreeMap<i64, Document> = BTreeMap::new();
+    for d in docs
+        .iter()
+        .filter(|d| hostname(d) == host && t(d) < start + 8 * 3_600_000)
+    {
+        let hour = t(d) - t(d).rem_euclid(3_600_000);
+        let e = want.entry(hour).or_insert_with(|| {
+            let mut e = doc! {"_id": date(hour)};
+            for f in FIELDS {
+                e.insert(format!("max_{f}"), d.get(f).unwrap().clone());
+            }
+            e
+        });
+        for f in FIELDS {
+            let k = format!("max_{f}");
+            if cmp_bson(d.get(f).unwrap(), e.get(&k).unwrap()) == Ordering::Greater {
+                e.insert(k, d.get(f).unwrap().clone());
+            }
+        }
+    }
+    let got = run(&c, &queries["cpu-max-all-1"]);
+    assert_eq!(got, want.into_values().collect::<Vec<_>>());
+    let ex = c
+        .explain_aggregate(queries["cpu-max-all-1"].clone())
+        .unwrap();
+    assert!(ex.buckets_from_stats > 0, "{ex:?}");
+
+    // double-groupby-1: avg(usage_user) per host and hour.
+    let mut sums: BTreeMap<(String, i64), (f64, u64)> = BTreeMap::new();
+    for d in &docs {
+        let e = sums
+            .entry((hostname(d), t(d) - t(d).rem_euclid(3_600_000)))
+            .or_default();
+        e.0 += num(d, "usage_user");
+        e.1 += 1;
+    }
+    let got = run(&c, &queries["double-groupby-1"]);
+    assert_eq!(got.len(), sums.len());
+    for g in got {
+        let id = g.get_document("_id").unwrap();
+        let key = (
+            id.get_str("host").unwrap().to_string(),
+            ms(id.get("hour").unwrap()),
+        );
+        let (s, n) = sums[&key];
+        assert!(
+            close(g.get_f64("avg_usage_user").unwrap(), s / n as f64),
+            "{g}"
+        );
+    }
+
+    // high-cpu-all: rows with usage_user > 90.
+    let n = docs.iter().filter(|d| num(d, "usage_user") > 90.0).count();
+    let got = run(&c, &queries["high-cpu-all"]);
+    let want = if n == 0 {
+        vec![]
+    } else {
+        vec![doc! {"n": n as i32}]
+    };
+    assert_eq!(got, want);
+    let ex = c
+        .explain_aggregate(queries["high-cpu-all"].clone())
+        .unwrap();
+    assert!(ex.buckets_pruned_by_stats > 0, "{ex:?}");
+
+    // lastpoint: the latest row of each host.
+    let mut last: BTreeMap<String, &Document> = BTreeMap::new();
+    for d in &docs {
+        let e = last.entry(hostname(d)).or_insert(d);
+        if t(d) >= t(e) {
+            *e = d;
+        }
+    }
+    let got = by_id(run(&c, &queries["lastpoint"]));
+    assert_eq!(got.len(), last.len());
+    for (h, d) in &last {
+        let mut w = doc! {"_id": h.as_str(), "time": d.get("time").unwrap().clone()};
+        for f in FIELDS {
+            w.insert(f, d.get(f).unwrap().clone());
+        }
+        assert_eq!(got[&format!("{:?}", Some(&Bson::String(h.clone())))], w);
+    }
+    let ex = c.explain_aggregate(queries["lastpoint"].clone()).unwrap();
+    assert!(
+        ex.buckets_pruned_by_stats > 0,
+        "older buckets are skipped: {ex:?}"
+    );
+
+    // single-groupby-1-1-1: max(usage_user) per minute for one host over an hour.
+    let (lo, hi) = devops_hour_window(&cfg);
+    let mut want: BTreeMap<i64, Bson> = BTreeMap::new();
+    for d in docs
+        .iter()
+        .filter(|d| hostname(d) == host && t(d) >= lo && t(d) < hi)
+    {
+        let v = d.get("usage_user").unwrap();
+        let e = want
+            .entry(t(d) - t(d).rem_euclid(60_000))
+            .or_insert(v.clone());
+        if cmp_bson(v, e) == Ordering::Greater {
+            *e = v.clone();
+        }
+    }
+    let want: Vec<Document> = want
+        .into_iter()
+        .map(|(m, v)| doc! {"_id": date(m), "max_usage_user": v})
+        .collect();
+    assert_eq!(run(&c, &queries["single-groupby-1-1-1"]), want);
+
+    for (name, p) in devops_queries(&cfg) {
+        same_answers(&run(&c, &p), &run_unpacked(&c, &p), name);
+    }
+}
+
+#[test]
+fn devops_queries_match_brute_force() {
+    devops_check(false);
+}
+
+#[test]
+fn devops_float_queries_match_brute_force() {
+    devops_check(true);
+}
+
+#[test]
+fn seed004_queries_match_brute_force() {
+    let cfg = Seed004 {
+        scale: 0.002,
+        seed: 7,
+    };
+    let docs: Vec<Document> = cfg.generate().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("timestamp").meta_field("dims"),
+        &docs,
+    );
+    let queries: BTreeMap<&str, Vec<Document>> = seed004_queries().into_iter().collect();
+    let t = |d: &Document| ms(d.get("timestamp").unwrap());
+
+    let mut counts: BTreeMap<i64, i32> = BTreeMap::new();
+    for d in &docs {
+        *counts.entry(t(d) - t(d).rem_euclid(60_000)).or_default() += 1;
+    }
+    let want: Vec<Document> = counts
+        .into_iter()
+        .map(|(p, n)| doc! {"_id": date(p), "count": n})
+        .collect();
+    assert_eq!(run(&c, &queries["count-per-period"]), want);
+    let ex = c
+        .explain_aggregate(queries["count-per-period"].clone())
+        .unwrap();
+    assert!(ex.buckets_from_stats > 0, "{ex:?}");
+
+    let mut sums: BTreeMap<(i64, String), i64> = BTreeMap::new();
+    for d in &docs {
+        let dims = d.get_document("dims").unwrap();
+        if dims.get_str("vAppid").unwrap().is_empty() {
+            continue;
+        }
+        let key = (
+            t(d) - t(d).rem_euclid(60_000),
+            dims.get_str("vCmdid").unwrap().to_string(),
+        );
+        *sums.entry(key).or_default() += i64::from(d.get_i32("totalCount").unwrap());
+    }
+    let got = run(&c, &queries["sum-per-period-cmd"]);
+    assert_eq!(got.len(), sums.len());
+    for g in got {
+        let id = g.get_document("_id").unwrap();
+        let key = (
+            ms(id.get("period").unwrap()),
+            id.get_str("cmd").unwrap().to_string(),
+        );
+        let want = sums[&key];
+        let want = i32::try_from(want).map_or(Bson::Int64(want), Bson::Int32);
+        assert_eq!(g.get("total"), Some(&want), "{g}");
+    }
+    for (name, p) in seed004_queries() {
+        same_answers(&run(&c, &p), &run_unpacked(&c, &p), name);
+    }
+}
+
+/// Equal values, where doubles may differ in the last bits (sums taken in another order) and,
+/// under `loose`, numbers of different types may stand for each other (`$min`/`$max` keep the
+/// first of equal values seen, and a bucket's statistics saw its rows in arrival order).
+fn same_value(a: &Bson, b: &Bson, loose: bool) -> bool {
+    match (a, b) {
+        (Bson::Double(x), Bson::Double(y)) => close(*x, *y),
+        (Bson::Document(x), Bson::Document(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|((ka, va), (kb, vb))| {
+                    let loose = loose || ka.starts_with("min") || ka.starts_with("max");
+                    ka == kb && same_value(va, vb, loose)
+                })
+        }
+        (Bson::Array(x), Bson::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q, loose))
+        }
+        _ if loose => cmp_bson(a, b) == Ordering::Equal,
+        _ => a == b,
+    }
+}
+
+fn same_answers(fast: &[Document], slow: &[Document], what: &str) {
+    let sorted = |v: &[Document]| {
+        let mut v = v.to_vec();
+        v.sort_by(|a, b| cmp_bson(&Bson::Document(a.clone()), &Bson::Document(b.clone())));
+        v
+    };
+    let (f, s) = (sorted(fast), sorted(slow));
+    assert_eq!(f.len(), s.len(), "{what}: {f:?}\nvs\n{s:?}");
+    for (a, b) in f.iter().zip(&s) {
+        assert!(
+            same_value(
+                &Bson::Document(a.clone()),
+                &Bson::Document(b.clone()),
+                false
+            ),
+            "{what}:\n{a}\nvs\n{b}"
+        );
+    }
+}
+
+const BASE: i64 = 1_700_000_000_000;
+
+/// Random measurements: five series with document meta values (sometimes written with their
+/// fields in another order, sometimes absent), numbers of mixed types, missing fields,
+/// strings, NaN, and times out of order.
+fn random_docs(rng: &mut Rng, n: usize, grid_ms: i64) -> Vec<Document> {
+    (0..n)
+        .map(|i| {
+            let s = rng.below(5) as i32;
+            // Half the times on a grid, so that rows of a series share times (often, with
+            // a coarse grid).
+            let t = if rng.below(2) == 0 {
+                BASE + rng.below(6 * 3_600_000 / grid_ms as u64) as i64 * grid_ms
+            } else {
+                BASE + rng.below(6 * 3_600_000) as i64
+            };
+            let mut d = doc! {"t": date(t)};
+            match rng.below(10) {
+                0 => {}
+                1 => {
+                    d.insert("m", doc! {"z": s % 2, "h": format!("h{s}")});
+                }
+                _ => {
+                    d.insert("m", doc! {"h": format!("h{s}"), "z": s % 2});
+                }
+            }
+            let small = rng.below(20) as i64 - 5;
+            match rng.below(6) {
+                0 => {}
+                1 => {
+                    d.insert("a", Bson::Int64(small));
+                }
+                2 => {
+                    d.insert("a", Bson::Double(small as f64 + 0.25));
+                }
+                3 if i % 97 == 0 => {
+                    d.insert("a", Bson::Double(f64::NAN));
+                }
+                _ => {
+                    d.insert("a", Bson::Int32(small as i32));
+                }
+            }
+            d.insert("c", Bson::Int64(rng.below(1000) as i64));
+            if rng.below(3) == 0 {
+                d.insert("b", format!("s{}", rng.below(4)));
+            }
+            if rng.below(4) == 0 {
+                d.insert("x", Bson::Double((rng.below(1000) as f64) / 7.0));
+            }
+            d
+        })
+        .collect()
+}
+
+fn random_pipelines() -> Vec<Vec<Document>> {
+    let trunc =
+        |unit: &str, bin: i32| doc! {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": bin}};
+    let accs = doc! {
+        "_id": "$m.h",
+        "n": {"$count": {}},
+        "sa": {"$sum": "$a"}, "sc": {"$sum": "$c"}, "sx": {"$sum": "$x"}, "sb": {"$sum": "$b"},
+        "aa": {"$avg": "$a"}, "ax": {"$avg": "$x"}, "ab": {"$avg": "$b"},
+        "mina": {"$min": "$a"}, "maxa": {"$max": "$a"}, "minb": {"$min": "$b"}, "maxt": {"$max": "$t"},
+        "mint": {"$min": "$t"},
+        "fa": {"$first": "$a"}, "la": {"$last": "$a"}, "ft": {"$first": "$t"}, "lb": {"$last": "$b"},
+        "k": {"$sum": 2.5}, "fm": {"$first": "$m.z"}, "sz": {"$sum": "$m.z"},
+    };
+    let window = doc! {"$gte": date(BASE + 1_234_567), "$lt": date(BASE + 4 * 3_600_000 + 77)};
+    let with_key = |key: Bson| {
+        let mut g = accs.clone();
+        g.insert("_id", key);
+        vec![doc! {"$group": g}]
+    };
+    let mut ps = vec![
+        with_key(Bson::String("$m.h".into())),
+        with_key(Bson::Null),
+        with_key(Bson::String("$m".into())),
+        with_key(Bson::Document(doc! {"h": "$m.h", "t": trunc("hour", 1)})),
+        with_key(Bson::Document(trunc("minute", 7))),
+        with_key(Bson::Document(
+            doc! {"z": "$m.z", "d": trunc("day", 1), "w": trunc("week", 1)},
+        )),
+        with_key(Bson::String("$t".into())),
+    ];
+    for f in [
+        doc! {"t": window.clone()},
+        doc! {"a": {"$gt": 3}},
+        doc! {"a": {"$lte": 2.5}, "m.h": "h2"},
+        doc! {"m.z": 1, "t": window.clone()},
+        doc! {"$or": [{"a": 1}, {"b": "s1"}]},
+        doc! {"b": {"$exists": false}, "c": {"$in": [1, 2, 3, 500]}},
+        doc! {"x": {"$ne": 3.0}},
+    ] {
+        let mut g = accs.clone();
+        g.insert(
+            "_id",
+            Bson::Document(doc! {"h": "$m.h", "t": trunc("hour", 2)}),
+        );
+        ps.push(vec![doc! {"$match": f.clone()}, doc! {"$group": g}]);
+        ps.push(vec![doc! {"$match": f}, doc! {"$count": "n"}]);
+    }
+    for dir in [1, -1] {
+        for f in [doc! {}, doc! {"t": window.clone()}, doc! {"a": {"$gt": 0}}] {
+            ps.push(vec![
+                doc! {"$match": f},
+                doc! {"$sort": {"t": dir}},
+                doc! {"$group": {
+                    "_id": "$m.h",
+                    "ft": {"$first": "$t"}, "lt": {"$last": "$t"},
+                    "fa": {"$first": "$a"}, "la": {"$last": "$a"}, "lc": {"$last": "$c"},
+                    "fz": {"$first": "$m.z"}, "one": {"$last": 1},
+                }},
+            ]);
+            ps.push(vec![
+                doc! {"$sort": {"t": dir}},
+                doc! {"$group": {
+                    "_id": {"h": "$m.h", "t": trunc("hour", 1)},
+                    "fa": {"$first": "$a"}, "la": {"$last": "$a"}, "lc": {"$last": "$c"},
+                }},
+            ]);
+        }
+    }
+    // The engine's bookkeeping columns are not fields of the measurements.
+    ps.push(vec![
+        doc! {"$match": {"\u{1}seq": {"$gte": 0}}},
+        doc! {"$group": {"_id": null, "n": {"$sum": 1}, "s": {"$max": "$\u{1}seq"}}},
+    ]);
+    ps.push(vec![
+        doc! {"$group": {"_id": null, "s": {"$max": "$\u{1}seq"}}},
+    ]);
+    ps.push(vec![
+        doc! {"$group": {"_id": trunc("hour", 1), "s": {"$sum": "$c"}}},
+        doc! {"$match": {"s": {"$gt": 0}}},
+        doc! {"$sort": {"_id": -1}},
+        doc! {"$skip": 1},
+        doc! {"$limit": 2},
+        doc! {"$project": {"_id": 0, "hour": "$_id", "s": 1}},
+    ]);
+    ps
+}
+
+#[test]
+fn columnar_path_gives_the_document_paths_answers() {
+    for (seed, grid_ms) in [(1u64, 10_000), (2, 1000), (3, 600_000)] {
+        let mut rng = Rng::new(seed);
+        let docs = random_docs(&mut rng, 3000, grid_ms);
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, c) = load(
+            dir.path(),
+            TimeseriesOptions::new("t").meta_field("m"),
+            &docs,
+        );
+        for p in random_pipelines() {
+            let what = format!("seed {seed}: {p:?}");
+            same_answers(&run(&c, &p), &run_unpacked(&c, &p), &what);
+        }
+    }
+}
+
+fn small() -> (tempfile::TempDir, Database, Collection) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("s", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let docs = vec![
+        doc! {"t": date(BASE), "m": "a", "v": 1, "w": "x"},
+        doc! {"t": date(BASE + 1000), "m": "a", "v": 2_i64},
+        doc! {"t": date(BASE + 2000), "m": "b", "v": 2.5, "w": Bson::Null},
+        doc! {"t": date(BASE + 3000), "m": "b"},
+    ];
+    c.insert_many(&docs).unwrap();
+    (dir, db, c)
+}
+
+#[test]
+fn accumulators_follow_mongodb_value_rules() {
+    let (_dir, db, c) = small();
+    let p = vec![
+        doc! {"$group": {
+            "_id": "$m",
+            "sum": {"$sum": "$v"}, "avg": {"$avg": "$v"}, "min": {"$min": "$w"}, "max": {"$max": "$v"},
+            "first": {"$first": "$w"}, "last": {"$last": "$w"}, "n": {"$count": {}}, "none": {"$avg": "$w"},
+        }},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    let want = vec![
+        doc! {"_id": "a", "sum": 3_i64, "avg": 1.5, "min": "x", "max": 2_i64, "first": "x", "last": null, "n": 2, "none": null},
+        doc! {"_id": "b", "sum": 2.5, "avg": 2.5, "min": null, "max": 2.5, "first": null, "last": null, "n": 2, "none": null},
+    ];
+    assert_eq!(run(&c, &p), want);
+    db.flush().unwrap();
+    assert_eq!(run(&c, &p), want);
+    assert_eq!(run_unpacked(&c, &p), want);
+}
+
+#[test]
+fn stages_after_group_and_on_measurements() {
+    let (_dir, _db, c) = small();
+    let out = run(
+        &c,
+        &[
+            doc! {"$project": {"_id": 0, "t": 0}},
+            doc! {"$match": {"v": {"$gte": 2}}},
+            doc! {"$sort": {"v": -1}},
+            doc! {"$skip": 1},
+            doc! {"$limit": 5},
+        ],
+    );
+    assert_eq!(out, vec![doc! {"m": "a", "v": 2_i64}]);
+    let out = run(
+        &c,
+        &[
+            doc! {"$group": {"_id": {"k": "$m"}, "s": {"$sum": 1}}},
+            doc! {"$project": {"_id": 0, "key": "$_id.k", "s": 1}},
+            doc! {"$sort": {"key": -1}},
+        ],
+    );
+    assert_eq!(
+        out,
+        vec![doc! {"s": 2, "key": "b"}, doc! {"s": 2, "key": "a"}]
+    );
+    assert_eq!(
+        run(&c, &[doc! {"$match": {"m": "a"}}, doc! {"$count": "n"}]),
+        vec![doc! {"n": 2}]
+    );
+    assert!(run(&c, &[doc! {"$match": {"m": "zz"}}, doc! {"$count": "n"}]).is_empty());
+    assert!(run(
+        &c,
+        &[
+            doc! {"$match": {"v": 99}},
+            doc! {"$group": {"_id": null, "n": {"$sum": 1}}}
+        ]
+    )
+    .is_empty());
+}
+
+#[test]
+fn date_trunc_groups_by_calendar_bins() {
+    let (_dir, _db, c) = small();
+    let out = run(
+        &c,
+        &[
+            doc! {"$group": {
+                "_id": {"$dateTrunc": {"date": "$t", "unit": "second", "binSize": 2, "timezone": "UTC"}},
+                "n": {"$count": {}},
+            }},
+            doc! {"$sort": {"_id": 1}},
+        ],
+    );
+    // Two-second bins count from 2000-01-01; BASE is an even number of seconds after it.
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": date(BASE), "n": 2},
+            doc! {"_id": date(BASE + 2000), "n": 2}
+        ]
+    );
+}
+
+#[test]
+fn malformed_pipelines_are_bad_value() {
+    let (_dir, _db, c) = small();
+    for p in [
+        vec![doc! {"$lookup": {"from": "x", "as": "y"}}],
+        vec![doc! {"$unwind": "$v"}],
+        vec![doc! {"$bucket": {"groupBy": "$v", "boundaries": [0, 1]}}],
+        vec![doc! {"$group": {"_id": null, "x": {"$push": "$v"}}}],
+        vec![doc! {"$group": {"_id": {"$toUpper": "$m"}}}],
+        vec![
+            doc! {"$group": {"_id": {"$dateTrunc": {"date": "$t", "unit": "hour", "timezone": "Asia/Tokyo"}}}},
+        ],
+        vec![doc! {"$project": {"x": {"$add": ["$v", 1]}}}],
+        vec![doc! {"$match": {"v": {"$regex": "a"}}}],
+        vec![doc! {"$limit": -1}],
+        vec![doc! {"$sort": {"v": 1}, "$limit": 1}],
+    ] {
+        let Err(e) = c.aggregate(p.clone()) else {
+            panic!("{p:?} was accepted");
+        };
+        assert_eq!(e.code(), Some(2), "{p:?}: {e}");
+        assert!(c.explain_aggregate(p).is_err());
+    }
+    // A date that is not a date fails when it is evaluated.
+    let bad_date = vec![doc! {"$group": {"_id": {"$dateTrunc": {"date": "$w", "unit": "hour"}}}}];
+    let Err(e) = c.aggregate(bad_date) else {
+        panic!("a string date was accepted");
+    };
+    assert_eq!(e.code(), Some(2));
+}
