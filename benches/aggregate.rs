@@ -1,0 +1,106 @@
+//! The query issue's workload aggregations under criterion: the devops-cpu queries on 1000
+//! hosts x 6 h and the two seed-004 queries at scale 0.25, all data flushed, plus a memory
+//! bandwidth reference (summing a 256 MiB `f64` array) to read the figures against.
+//!
+//! Run: `cargo bench --bench aggregate` (building the data takes about a minute). Set
+//! `TSBUCKET_AGG_DIR` to keep the databases between runs; `TSBUCKET_AGG_SCALE` changes the
+//! seed-004 scale (1.0 = the seed's 8.4 M rows).
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use std::time::Duration;
+use tsbucket::bson::Document;
+use tsbucket::workload::queries::{devops_queries, seed004_queries};
+use tsbucket::workload::{Devops, Seed004};
+use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
+
+fn load(
+    db: &Database,
+    name: &str,
+    opts: TimeseriesOptions,
+    docs: impl Iterator<Item = Document>,
+) -> tsbucket::Result<Collection> {
+    if let Ok(c) = db.collection(name) {
+        return Ok(c);
+    }
+    let c = db.create_collection(name, opts)?;
+    let mut batch = Vec::with_capacity(1000);
+    for d in docs {
+        batch.push(d);
+        if batch.len() == 1000 {
+            c.insert_many(&batch)?;
+            batch.clear();
+        }
+    }
+    c.insert_many(&batch)?;
+    db.flush()?;
+    Ok(c)
+}
+
+fn memory_bandwidth(c: &mut Criterion) {
+    let v: Vec<f64> = (0..32 << 20).map(|i| i as f64).collect();
+    let mut g = c.benchmark_group("reference");
+    g.throughput(Throughput::Elements(v.len() as u64));
+    g.sample_size(10);
+    g.bench_function("sum_f64_256MiB", |b| {
+        b.iter(|| black_box(&v).iter().sum::<f64>())
+    });
+    g.finish();
+}
+
+fn queries(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = std::env::var("TSBUCKET_AGG_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| tmp.path().join("db"));
+    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.25);
+    let db = Database::open_with(&dir, DbOptions::default().sync(SyncMode::Never)).expect("open");
+    let cfg = Devops {
+        hosts: 1000,
+        hours: 6.0,
+        ..Devops::default()
+    };
+    let cpu = load(
+        &db,
+        "cpu",
+        TimeseriesOptions::new("time").meta_field("tags"),
+        cfg.generate(),
+    )
+    .expect("devops data");
+    let s004 = load(
+        &db,
+        &format!("seed004_{scale}"),
+        TimeseriesOptions::new("timestamp").meta_field("dims"),
+        Seed004 { scale, seed: 4 }.generate(),
+    )
+    .expect("seed-004 data");
+    let mut g = c.benchmark_group("aggregate");
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(3));
+    let all = devops_queries(&cfg)
+        .into_iter()
+        .map(|(n, p)| (&cpu, format!("devops/{n}"), p))
+        .chain(
+            seed004_queries()
+                .into_iter()
+                .map(|(n, p)| (&s004, format!("seed004_{scale}/{n}"), p)),
+        );
+    for (coll, name, p) in all {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                coll.aggregate(p.clone())
+                    .expect("aggregate")
+                    .collect::<tsbucket::Result<Vec<_>>>()
+                    .expect("rows")
+                    .len()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, memory_bandwidth, queries);
+criterion_main!(benches);
