@@ -7,7 +7,9 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tsbucket::bson::oid::ObjectId;
 use tsbucket::bson::{Bson, DateTime};
-use tsbucket::codec::{decode_column, decode_f64, decode_i64, encode_column};
+use tsbucket::codec::{
+    decode_column, decode_f64, decode_f64_dense, decode_i64, decode_i64_dense, encode_column,
+};
 
 const ROWS: usize = 360;
 
@@ -130,6 +132,16 @@ fn bench(c: &mut Criterion) {
                 })
             });
             g.finish();
+            let mut g = c.benchmark_group("codec::decode_f64_dense");
+            g.throughput(Throughput::Elements(values));
+            g.bench_function(*name, |b| {
+                b.iter(|| {
+                    for e in &enc {
+                        black_box(decode_f64_dense(black_box(e), ROWS).ok());
+                    }
+                })
+            });
+            g.finish();
         }
         if matches!(*name, "int_walk" | "time") {
             let mut g = c.benchmark_group("codec::decode_i64");
@@ -138,6 +150,16 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| {
                     for e in &enc {
                         black_box(decode_i64(black_box(e), ROWS).ok());
+                    }
+                })
+            });
+            g.finish();
+            let mut g = c.benchmark_group("codec::decode_i64_dense");
+            g.throughput(Throughput::Elements(values));
+            g.bench_function(*name, |b| {
+                b.iter(|| {
+                    for e in &enc {
+                        black_box(decode_i64_dense(black_box(e), ROWS).ok());
                     }
                 })
             });

@@ -238,6 +238,45 @@ impl<'a> BitReader<'a> {
     }
 }
 
+/// Reads `out.len()` consecutive `w`-bit fields (LSB first, as [`BitWriter`] wrote them) from
+/// the start of `data`; `None` if `data` is too short or `w > 64`. Same result as
+/// [`BitReader::read`] in a loop, with one unaligned 8-byte load per field where possible.
+pub(crate) fn unpack(data: &[u8], w: u32, out: &mut [u64]) -> Option<()> {
+    if w > 64 || data.len().checked_mul(8)? < out.len().checked_mul(w as usize)? {
+        return None;
+    }
+    if w == 0 {
+        out.fill(0);
+        return Some(());
+    }
+    let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    let mut bitpos = 0usize;
+    for slot in out.iter_mut() {
+        let byte = bitpos >> 3;
+        let shift = (bitpos & 7) as u32;
+        let window = match data.get(byte..byte + 8) {
+            // shift + w <= 63 fits one load.
+            Some(b) if w <= 56 => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_le_bytes(a) >> shift
+            }
+            _ => {
+                let mut a = [0u8; 16];
+                let tail = data.get(byte..).unwrap_or(&[]);
+                let take = tail.len().min(16);
+                if let (Some(dst), Some(src)) = (a.get_mut(..take), tail.get(..take)) {
+                    dst.copy_from_slice(src);
+                }
+                (u128::from_le_bytes(a) >> shift) as u64
+            }
+        };
+        *slot = window & mask;
+        bitpos += w as usize;
+    }
+    Some(())
+}
+
 #[cfg(test)]
 // Tests may panic: a panic is how a test fails.
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -287,5 +326,33 @@ mod tests {
             assert_eq!(r.read(n), Some(v));
         }
         assert_eq!(r.read(9), None);
+    }
+
+    #[test]
+    fn unpack_matches_the_bit_reader_for_every_width() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for w in 0..=64u32 {
+            for count in [0usize, 1, 7, 128, 129] {
+                let mut bw = BitWriter::default();
+                let mut want = Vec::new();
+                for _ in 0..count {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let v = if w == 64 { x } else { x & ((1u64 << w) - 1) };
+                    bw.write(v, w);
+                    want.push(v);
+                }
+                let buf = bw.finish();
+                let mut got = vec![0; count];
+                assert_eq!(unpack(&buf, w, &mut got), Some(()), "w={w} n={count}");
+                assert_eq!(got, want, "w={w} n={count}");
+                if count > 0 && w > 0 {
+                    let short = &buf[..(count * w as usize).div_ceil(8) - 1];
+                    assert_eq!(unpack(short, w, &mut got), None);
+                }
+            }
+        }
+        assert_eq!(unpack(&[0; 16], 65, &mut [0]), None);
     }
 }

@@ -11,7 +11,7 @@
     clippy::panic
 )]
 
-use super::bits::{put_svarint, put_varint, unzigzag, varint_len, zigzag, BitReader, Reader};
+use super::bits::{self, put_svarint, put_varint, unzigzag, varint_len, zigzag, Reader};
 use super::rc;
 use super::CodecError;
 
@@ -164,10 +164,13 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool) {
 }
 
 /// Decodes `n` values. The output never exceeds `n` entries, and `n` is bounded by the caller.
+///
+/// Two passes: the back end writes the zigzagged residuals into the output, then one
+/// specialised loop per differencing order turns them into values in place. Separating them
+/// keeps each loop small (the range coder's state stays in registers).
 pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
-    let mut out = Vec::with_capacity(n);
     if n == 0 {
-        return Ok(out);
+        return Ok(Vec::new());
     }
     let mode_at = r.offset();
     let mode = r.u8()?;
@@ -181,58 +184,35 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
         ));
     }
     let nheads = (order as usize).min(n);
-    let mut prev = 0i64;
-    let mut prev_d = 0i64;
-    if nheads >= 1 {
-        prev = r.svarint()?;
-        out.push(prev);
+    if kind == KIND_ZERO {
+        // Constant or arithmetic progression (regular timestamps): no residuals to undo.
+        let first = if nheads >= 1 { r.svarint()? } else { 0 };
+        let step = if nheads >= 2 { r.svarint()? } else { 0 };
+        return Ok(match order {
+            0 => vec![0; n],
+            1 => vec![first; n],
+            _ => (0..n as i64)
+                .map(|i| first.wrapping_add(step.wrapping_mul(i)))
+                .collect(),
+        });
     }
-    if nheads >= 2 {
-        prev_d = r.svarint()?;
-        prev = prev.wrapping_add(prev_d);
-        out.push(prev);
+    // Heads first, then the residuals; the differencing is undone in place.
+    let mut buf = vec![0u64; n];
+    let (heads, res) = buf.split_at_mut(nheads);
+    for h in heads.iter_mut() {
+        *h = r.svarint()? as u64;
     }
-    let nres = n - nheads;
-    // Undo the differencing; one closure so every back end shares the exact arithmetic.
-    let mut push = |z: u64| {
-        let e = unzigzag(z);
-        match order {
-            0 => out.push(e),
-            1 => {
-                prev = prev.wrapping_add(e);
-                out.push(prev);
-            }
-            _ => {
-                prev_d = prev_d.wrapping_add(e);
-                prev = prev.wrapping_add(prev_d);
-                out.push(prev);
-            }
-        }
-    };
     match kind {
-        KIND_ZERO => {
-            for _ in 0..nres {
-                push(0);
-            }
-        }
         KIND_PACK => {
-            let mut left = nres;
-            while left > 0 {
-                let cnt = left.min(PACK_BLOCK);
+            for block in res.chunks_mut(PACK_BLOCK) {
                 let w_at = r.offset();
                 let w = u32::from(r.u8()?);
                 if w > 64 {
                     return Err(CodecError::new(w_at, format!("bit width {w} > 64")));
                 }
-                let bytes = r.bytes((cnt * w as usize).div_ceil(8))?;
-                let mut br = BitReader::new(bytes);
-                for _ in 0..cnt {
-                    let v = br
-                        .read(w)
-                        .ok_or_else(|| CodecError::new(w_at, "bit-packed block truncated"))?;
-                    push(v);
-                }
-                left -= cnt;
+                let bytes = r.bytes((block.len() * w as usize).div_ceil(8))?;
+                bits::unpack(bytes, w, block)
+                    .ok_or_else(|| CodecError::new(w_at, "bit-packed block truncated"))?;
             }
         }
         KIND_RC => {
@@ -243,7 +223,7 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
                 let len = r.len(r.remaining(), "range-coded length")?;
                 r.bytes(len)?
             };
-            rc::decode_residuals(data, nres, push)
+            rc::decode_residuals(data, res)
                 .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
         }
         _ => {
@@ -252,7 +232,7 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
             if k > 63 {
                 return Err(CodecError::new(k_at, format!("Rice parameter {k} > 63")));
             }
-            let low_len = rc::rice_low_len(nres, k)
+            let low_len = rc::rice_low_len(res.len(), k)
                 .ok_or_else(|| CodecError::new(k_at, "too many residuals"))?;
             let low = r.bytes(low_len)?;
             let data = if to_end {
@@ -261,18 +241,243 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
                 let len = r.len(r.remaining(), "range-coded length")?;
                 r.bytes(len)?
             };
-            rc::decode_rice(data, low, k, nres, push)
+            rc::decode_rice(data, low, k, res)
                 .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
         }
     }
-    Ok(out)
+    undo_differencing(order, &mut buf);
+    // Same size and alignment: this reuses the buffer.
+    Ok(buf.into_iter().map(|v| v as i64).collect())
+}
+
+/// Turns `buf` (heads, then zigzagged residuals) into the values, in place and as bits, with
+/// the wrapping arithmetic [`residuals`] differenced them with; one loop per order.
+fn undo_differencing(order: u8, buf: &mut [u64]) {
+    match order {
+        0 => buf.iter_mut().for_each(|z| *z = unzigzag(*z) as u64),
+        1 => {
+            let Some((first, res)) = buf.split_first_mut() else {
+                return;
+            };
+            let mut prev = *first as i64;
+            for z in res.iter_mut() {
+                prev = prev.wrapping_add(unzigzag(*z));
+                *z = prev as u64;
+            }
+        }
+        _ => {
+            let [first, second, res @ ..] = buf else {
+                // One value: just its head.
+                return;
+            };
+            let mut prev_d = *second as i64;
+            let mut prev = (*first as i64).wrapping_add(prev_d);
+            *second = prev as u64;
+            for z in res.iter_mut() {
+                prev_d = prev_d.wrapping_add(unzigzag(*z));
+                prev = prev.wrapping_add(prev_d);
+                *z = prev as u64;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 // Tests may panic: a panic is how a test fails.
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
+    use super::super::bits::BitReader;
     use super::*;
+
+    /// `decode` as first written, on the reference back ends.
+    fn reference_decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
+        let mut out = Vec::with_capacity(n);
+        if n == 0 {
+            return Ok(out);
+        }
+        let mode_at = r.offset();
+        let mode = r.u8()?;
+        let order = mode & 3;
+        let kind = (mode >> 2) & 3;
+        let to_end = mode & TO_END_MODE != 0;
+        if order > 2 || mode >> 5 != 0 || (to_end && kind < KIND_RC) {
+            return Err(CodecError::new(
+                mode_at,
+                format!("bad intseq mode {mode:#04x}"),
+            ));
+        }
+        let nheads = (order as usize).min(n);
+        let mut prev = 0i64;
+        let mut prev_d = 0i64;
+        if nheads >= 1 {
+            prev = r.svarint()?;
+            out.push(prev);
+        }
+        if nheads >= 2 {
+            prev_d = r.svarint()?;
+            prev = prev.wrapping_add(prev_d);
+            out.push(prev);
+        }
+        let nres = n - nheads;
+        // Undo the differencing; one closure so every back end shares the exact arithmetic.
+        let mut push = |z: u64| {
+            let e = unzigzag(z);
+            match order {
+                0 => out.push(e),
+                1 => {
+                    prev = prev.wrapping_add(e);
+                    out.push(prev);
+                }
+                _ => {
+                    prev_d = prev_d.wrapping_add(e);
+                    prev = prev.wrapping_add(prev_d);
+                    out.push(prev);
+                }
+            }
+        };
+        match kind {
+            KIND_ZERO => {
+                for _ in 0..nres {
+                    push(0);
+                }
+            }
+            KIND_PACK => {
+                let mut left = nres;
+                while left > 0 {
+                    let cnt = left.min(PACK_BLOCK);
+                    let w_at = r.offset();
+                    let w = u32::from(r.u8()?);
+                    if w > 64 {
+                        return Err(CodecError::new(w_at, format!("bit width {w} > 64")));
+                    }
+                    let bytes = r.bytes((cnt * w as usize).div_ceil(8))?;
+                    let mut br = BitReader::new(bytes);
+                    for _ in 0..cnt {
+                        let v = br
+                            .read(w)
+                            .ok_or_else(|| CodecError::new(w_at, "bit-packed block truncated"))?;
+                        push(v);
+                    }
+                    left -= cnt;
+                }
+            }
+            KIND_RC => {
+                let len_at = r.offset();
+                let data = if to_end {
+                    r.rest()
+                } else {
+                    let len = r.len(r.remaining(), "range-coded length")?;
+                    r.bytes(len)?
+                };
+                rc::reference::decode_residuals(data, nres, push)
+                    .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
+            }
+            _ => {
+                let k_at = r.offset();
+                let k = u32::from(r.u8()?);
+                if k > 63 {
+                    return Err(CodecError::new(k_at, format!("Rice parameter {k} > 63")));
+                }
+                let low_len = rc::rice_low_len(nres, k)
+                    .ok_or_else(|| CodecError::new(k_at, "too many residuals"))?;
+                let low = r.bytes(low_len)?;
+                let data = if to_end {
+                    r.rest()
+                } else {
+                    let len = r.len(r.remaining(), "range-coded length")?;
+                    r.bytes(len)?
+                };
+                rc::reference::decode_rice(data, low, k, nres, push)
+                    .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decodes with both implementations and requires the same outcome: the same values and
+    /// position, or an error from both.
+    fn same_as_reference(buf: &[u8], n: usize) {
+        let mut a = Reader::new(buf, 0);
+        let mut b = Reader::new(buf, 0);
+        match (decode(&mut a, n), reference_decode(&mut b, n)) {
+            (Ok(x), Ok(y)) => {
+                assert_eq!(x, y);
+                assert_eq!(a.offset(), b.offset());
+            }
+            (Err(_), Err(_)) => {}
+            (x, y) => panic!("{x:?} vs reference {y:?} for {buf:?}"),
+        }
+    }
+
+    fn sequence(kind: u8, seed: u64, n: usize) -> Vec<i64> {
+        let mut x = seed | 1;
+        let mut acc = 0i64;
+        (0..n)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (x >> 33) as i64;
+                match kind % 6 {
+                    0 => 1_451_606_400_000 + i as i64 * 10_000,
+                    1 => {
+                        acc += r % 5 - 2;
+                        acc
+                    }
+                    2 => {
+                        acc += r % 401 - 200;
+                        acc
+                    }
+                    3 => r % 7,
+                    4 => x as i64,
+                    _ => {
+                        if r % 50 == 0 {
+                            r << 20
+                        } else {
+                            r % 3
+                        }
+                    }
+                }
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_decoder_matches_the_reference_on_valid_and_damaged_input(
+            kind in 0u8..6,
+            seed in proptest::prelude::any::<u64>(),
+            n in 1usize..700,
+            last in proptest::prelude::any::<bool>(),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+            flip in proptest::prelude::any::<proptest::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let vals = sequence(kind, seed, n);
+            let mut buf = Vec::new();
+            if last {
+                encode_last(&vals, &mut buf);
+            } else {
+                encode(&vals, &mut buf);
+            }
+            let mut r = Reader::new(&buf, 0);
+            proptest::prop_assert_eq!(decode(&mut r, n).ok(), Some(vals));
+            same_as_reference(&buf, n);
+            same_as_reference(&buf[..cut.index(buf.len())], n);
+            let mut flipped = buf.clone();
+            flipped[flip.index(buf.len())] ^= 1 << bit;
+            same_as_reference(&flipped, n);
+            same_as_reference(&flipped, n + 5);
+        }
+
+        #[test]
+        fn fast_decoder_matches_the_reference_on_garbage(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..300),
+            n in 1usize..400,
+        ) {
+            same_as_reference(&data, n);
+        }
+    }
 
     fn rt(vals: &[i64]) -> usize {
         let mut buf = Vec::new();

@@ -476,17 +476,29 @@ fn decode_parts(data: &[u8], rows: usize) -> Result<(Option<Vec<bool>>, Vals), C
     Ok((flags, vals))
 }
 
-/// Puts the present values back at the rows that have them.
-fn scatter<T>(flags: Option<Vec<bool>>, vals: Vec<T>, rows: usize) -> Vec<Option<T>> {
-    match flags {
-        None => vals.into_iter().map(Some).collect(),
-        Some(flags) => {
-            let mut it = vals.into_iter();
-            let mut out = Vec::with_capacity(rows);
-            for f in flags {
-                out.push(if f { it.next() } else { None });
+/// A numeric column decoded without `Bson` values or per-row `Option`s: what aggregation
+/// wants (a sum needs only `values`; row-aligned work zips `present` with them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dense<T> {
+    /// The values of the rows that have one, in row order.
+    pub values: Vec<T>,
+    /// Per row, whether it has a value; `None` when every row has one (then `values` has
+    /// one entry per row).
+    pub present: Option<Vec<bool>>,
+}
+
+impl<T> Dense<T> {
+    /// One entry per row, `None` where the row has no value.
+    pub fn into_rows(self) -> Vec<Option<T>> {
+        match self.present {
+            None => self.values.into_iter().map(Some).collect(),
+            Some(flags) => {
+                let mut it = self.values.into_iter();
+                flags
+                    .into_iter()
+                    .map(|f| if f { it.next() } else { None })
+                    .collect()
             }
-            out
         }
     }
 }
@@ -496,22 +508,38 @@ pub fn column_codec(data: &[u8]) -> Option<u8> {
     data.first().map(|t| t & ID_MASK)
 }
 
+/// Decodes a column as doubles, present values only (see [`Dense`]). `Ok(None)` when some
+/// present value is neither Int32, Int64 nor Double. Int64 values beyond 2^53 are rounded.
+pub fn decode_f64_dense(data: &[u8], rows: usize) -> Result<Option<Dense<f64>>, CodecError> {
+    let (present, vals) = decode_parts(data, rows)?;
+    Ok(vals.into_f64().map(|values| Dense { values, present }))
+}
+
+/// Decodes a column of Int32, Int64 or DateTime (as epoch milliseconds) values, present values
+/// only (see [`Dense`]). `Ok(None)` when some present value has another type.
+pub fn decode_i64_dense(data: &[u8], rows: usize) -> Result<Option<Dense<i64>>, CodecError> {
+    let (present, vals) = decode_parts(data, rows)?;
+    Ok(vals.into_i64().map(|values| Dense { values, present }))
+}
+
 /// Decodes a column of exactly `rows` entries.
 pub fn decode_column(data: &[u8], rows: usize) -> Result<Vec<Option<Bson>>, CodecError> {
     let (flags, vals) = decode_parts(data, rows)?;
-    Ok(scatter(flags, vals.into_bson(), rows))
+    Ok(Dense {
+        values: vals.into_bson(),
+        present: flags,
+    }
+    .into_rows())
 }
 
 /// Decodes a column as doubles without building `Bson` values. `Ok(None)` when some present
 /// value is neither Int32, Int64 nor Double. Int64 values beyond 2^53 are rounded.
 pub fn decode_f64(data: &[u8], rows: usize) -> Result<Option<Vec<Option<f64>>>, CodecError> {
-    let (flags, vals) = decode_parts(data, rows)?;
-    Ok(vals.into_f64().map(|v| scatter(flags, v, rows)))
+    Ok(decode_f64_dense(data, rows)?.map(Dense::into_rows))
 }
 
 /// Decodes a column of Int32, Int64 or DateTime (as epoch milliseconds) values without building
 /// `Bson` values. `Ok(None)` when some present value has another type.
 pub fn decode_i64(data: &[u8], rows: usize) -> Result<Option<Vec<Option<i64>>>, CodecError> {
-    let (flags, vals) = decode_parts(data, rows)?;
-    Ok(vals.into_i64().map(|v| scatter(flags, v, rows)))
+    Ok(decode_i64_dense(data, rows)?.map(Dense::into_rows))
 }

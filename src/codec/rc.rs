@@ -55,6 +55,25 @@ impl Default for Prob {
 }
 
 impl Prob {
+    /// True once the adaptation rate has reached its floor (see [`Prob::update_settled`]).
+    #[inline(always)]
+    fn settled(&self) -> bool {
+        self.n >= LIMIT
+    }
+
+    /// [`Prob::update`] for a settled context: the rate is 2048/65536 = 1/32, so the multiply
+    /// is a shift and the count no longer moves.
+    #[inline(always)]
+    fn update_settled(&mut self, bit: u32) {
+        let p = u32::from(self.p);
+        let np = if bit == 0 {
+            p + ((65536 - p) >> 5)
+        } else {
+            p - (p >> 5)
+        };
+        self.p = np as u16;
+    }
+
     #[inline]
     fn update(&mut self, bit: u32) {
         let rate = RATE.get(usize::from(self.n)).copied().unwrap_or(2048);
@@ -221,18 +240,37 @@ impl<'a> Decoder<'a> {
     /// Decodes one bit with an adaptive context.
     #[inline]
     pub(crate) fn bit(&mut self, prob: &mut Prob) -> u32 {
+        let bit = self.bit_raw(prob);
+        prob.update(bit);
+        self.normalize();
+        bit
+    }
+
+    /// [`Decoder::bit`], with the fixed-rate update when the caller knows the context settled.
+    #[inline(always)]
+    fn bit_as<const SETTLED: bool>(&mut self, prob: &mut Prob) -> u32 {
+        let bit = self.bit_raw(prob);
+        if SETTLED {
+            prob.update_settled(bit);
+        } else {
+            prob.update(bit);
+        }
+        self.normalize();
+        bit
+    }
+
+    /// The decision alone, without adapting the context.
+    #[inline(always)]
+    fn bit_raw(&mut self, prob: &Prob) -> u32 {
         let bound = (self.range >> 16) * u32::from(prob.p);
-        let bit = if self.code < bound {
+        if self.code < bound {
             self.range = bound;
             0
         } else {
             self.code -= bound;
             self.range -= bound;
             1
-        };
-        prob.update(bit);
-        self.normalize();
-        bit
+        }
     }
 
     /// Decodes `n` equiprobable bits (see [`Encoder::direct`]).
@@ -346,18 +384,28 @@ pub(crate) const Q_MAX: usize = 24;
 /// plain bit-packed array, so decoding them is off the coder's serial dependency chain.
 pub(crate) struct RiceModel {
     k: u32,
+    /// Largest quotient whose shift by `k` fits 64 bits.
+    max_q: u64,
     q: [Prob; Q_MAX],
-    esc: ResidualModel,
+    /// The escape model: ~1.5 KiB of contexts that most columns never touch, so it is built
+    /// on first use rather than with every column.
+    esc: Option<Box<ResidualModel>>,
 }
 
 impl RiceModel {
     /// A model with Rice parameter `k` (< 64).
     pub(crate) fn new(k: u32) -> RiceModel {
+        let k = k.min(63);
         RiceModel {
-            k: k.min(63),
+            k,
+            max_q: u64::MAX >> k,
             q: [Prob::default(); Q_MAX],
-            esc: ResidualModel::default(),
+            esc: None,
         }
+    }
+
+    fn esc(&mut self) -> &mut ResidualModel {
+        self.esc.get_or_insert_with(Box::default)
     }
 
     /// Codes one residual.
@@ -373,27 +421,88 @@ impl RiceModel {
             }
         }
         if q >= Q_MAX as u64 {
-            self.esc.encode(enc, q - Q_MAX as u64);
+            self.esc().encode(enc, q - Q_MAX as u64);
         }
     }
 
     /// Decodes one quotient; `None` when garbage overflows 64 bits.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn decode(&mut self, dec: &mut Decoder) -> Option<u64> {
-        let mut q = 0u64;
-        for p in self.q.iter_mut() {
+        self.decode_from(dec, 0)
+    }
+
+    /// Decodes one quotient whose first `start` unary bits were ones (decoded by the caller).
+    #[inline(always)]
+    fn decode_from(&mut self, dec: &mut Decoder, start: usize) -> Option<u64> {
+        let mut q = start as u64;
+        for p in self.q.iter_mut().skip(start) {
             if dec.bit(p) == 0 {
                 break;
             }
             q += 1;
         }
         if q == Q_MAX as u64 {
-            q = q.checked_add(self.esc.decode(dec)?)?;
+            q = q.checked_add(self.esc().decode(dec)?)?;
         }
-        if self.k > 0 && q >> (64 - self.k) != 0 {
+        if q > self.max_q {
             return None;
         }
         Some(q << self.k)
+    }
+
+    /// One quotient, its first three unary contexts passed in (see [`RiceModel::decode_all`]);
+    /// `S01`/`S2`: whether the first two / the third have settled.
+    #[inline(always)]
+    fn quotient<const S01: bool, const S2: bool>(
+        &mut self,
+        dec: &mut Decoder,
+        [p0, p1, p2]: [&mut Prob; 3],
+        two: Option<u64>,
+    ) -> Option<u64> {
+        Some(if dec.bit_as::<S01>(p0) == 0 {
+            0
+        } else if dec.bit_as::<S01>(p1) == 0 {
+            1u64 << self.k
+        } else if dec.bit_as::<S2>(p2) == 0 {
+            two?
+        } else {
+            self.decode_from(dec, 3)?
+        })
+    }
+
+    /// Decodes `out.len()` quotients, then ORs in `low(i)` (the low bits of value `i`).
+    ///
+    /// The first two unary contexts live in locals rather than the array: every value starts
+    /// with the first (and most with the second), and the next value's first bit needs its
+    /// updated probability, a dependency that would otherwise go through a store and a load.
+    #[inline(always)]
+    fn decode_all(
+        &mut self,
+        dec: &mut Decoder,
+        out: &mut [u64],
+        mut low: impl FnMut() -> u64,
+    ) -> Option<()> {
+        let [mut p0, mut p1, mut p2, ..] = self.q;
+        // Quotient 2 overflows when k = 63 (garbage); 1 never does.
+        let two = (self.max_q >= 2).then_some(2u64 << self.k);
+        let mut slots = out.iter_mut();
+        // Three phases, so that settled contexts take the cheaper fixed-rate update: the
+        // first two settle after a few dozen values, the third later or (small residuals
+        // relative to k) never.
+        while !(p0.settled() && p1.settled()) {
+            let Some(slot) = slots.next() else { break };
+            *slot = self.quotient::<false, false>(dec, [&mut p0, &mut p1, &mut p2], two)? | low();
+        }
+        while !p2.settled() {
+            let Some(slot) = slots.next() else { break };
+            *slot = self.quotient::<true, false>(dec, [&mut p0, &mut p1, &mut p2], two)? | low();
+        }
+        for slot in slots {
+            *slot = self.quotient::<true, true>(dec, [&mut p0, &mut p1, &mut p2], two)? | low();
+        }
+        let [q0, q1, q2, ..] = &mut self.q;
+        (*q0, *q1, *q2) = (p0, p1, p2);
+        Some(())
     }
 }
 
@@ -489,31 +598,22 @@ impl LowBits<'_> {
     }
 }
 
-/// Decodes `n` residuals coded by [`encode_rice`]; `low` must hold `rice_low_len(n, k)` bytes.
-pub(crate) fn decode_rice(
-    data: &[u8],
-    low: &[u8],
-    k: u32,
-    n: usize,
-    mut sink: impl FnMut(u64),
-) -> Option<()> {
+/// Decodes residuals coded by [`encode_rice`] into `out`, one per slot; `low` must hold
+/// `rice_low_len(out.len(), k)` bytes. The loop only decodes: undoing zigzag and differencing
+/// is left to a second pass, so the range coder's state stays in registers.
+pub(crate) fn decode_rice(data: &[u8], low: &[u8], k: u32, out: &mut [u64]) -> Option<()> {
     let mut dec = Decoder::new(data);
     let mut m = RiceModel::new(k);
+    if m.k == 0 {
+        return m.decode_all(&mut dec, out, || 0);
+    }
     let mut lb = LowBits {
         data: low,
         k: m.k,
-        mask: if m.k >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << m.k) - 1
-        },
+        mask: (1u64 << m.k) - 1,
         bitpos: 0,
     };
-    for _ in 0..n {
-        let q = m.decode(&mut dec)?;
-        sink(q | lb.next());
-    }
-    Some(())
+    m.decode_all(&mut dec, out, || lb.next())
 }
 
 /// Range-codes a residual stream.
@@ -526,14 +626,58 @@ pub(crate) fn encode_residuals(vals: &[u64]) -> Vec<u8> {
     enc.finish()
 }
 
-/// Decodes `n` residuals, calling `sink` for each; `None` on garbage.
-pub(crate) fn decode_residuals(data: &[u8], n: usize, mut sink: impl FnMut(u64)) -> Option<()> {
+/// Decodes residuals coded by [`encode_residuals`] into `out`; `None` on garbage.
+pub(crate) fn decode_residuals(data: &[u8], out: &mut [u64]) -> Option<()> {
     let mut dec = Decoder::new(data);
     let mut m = ResidualModel::default();
-    for _ in 0..n {
-        sink(m.decode(&mut dec)?);
+    for slot in out.iter_mut() {
+        *slot = m.decode(&mut dec)?;
     }
     Some(())
+}
+
+/// The decoders as they were first written (one value at a time, through a callback): the
+/// reference the faster ones are checked against, on valid and damaged input alike.
+#[cfg(test)]
+pub(crate) mod reference {
+    use super::{Decoder, LowBits, ResidualModel, RiceModel};
+
+    /// Decodes `n` residuals coded by `encode_rice`.
+    pub(crate) fn decode_rice(
+        data: &[u8],
+        low: &[u8],
+        k: u32,
+        n: usize,
+        mut sink: impl FnMut(u64),
+    ) -> Option<()> {
+        let mut dec = Decoder::new(data);
+        let mut m = RiceModel::new(k);
+        let mut lb = LowBits {
+            data: low,
+            k: m.k,
+            mask: if m.k >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << m.k) - 1
+            },
+            bitpos: 0,
+        };
+        for _ in 0..n {
+            let q = m.decode(&mut dec)?;
+            sink(q | lb.next());
+        }
+        Some(())
+    }
+
+    /// Decodes `n` residuals coded by `encode_residuals`.
+    pub(crate) fn decode_residuals(data: &[u8], n: usize, mut sink: impl FnMut(u64)) -> Option<()> {
+        let mut dec = Decoder::new(data);
+        let mut m = ResidualModel::default();
+        for _ in 0..n {
+            sink(m.decode(&mut dec)?);
+        }
+        Some(())
+    }
 }
 
 #[cfg(test)]
@@ -551,8 +695,8 @@ mod tests {
             vals.push(x >> (x % 64));
         }
         let buf = encode_residuals(&vals);
-        let mut got = Vec::new();
-        assert!(decode_residuals(&buf, vals.len(), |v| got.push(v)).is_some());
+        let mut got = vec![0; vals.len()];
+        assert!(decode_residuals(&buf, &mut got).is_some());
         assert_eq!(got, vals);
     }
 
@@ -564,8 +708,8 @@ mod tests {
         for k in [0, 14, 19] {
             let (buf, low) = encode_rice(&vals, k);
             assert_eq!(Some(low.len()), rice_low_len(vals.len(), k));
-            let mut got = Vec::new();
-            assert!(decode_rice(&buf, &low, k, vals.len(), |v| got.push(v)).is_some());
+            let mut got = vec![0; vals.len()];
+            assert!(decode_rice(&buf, &low, k, &mut got).is_some());
             assert_eq!(got, vals);
         }
     }
@@ -580,11 +724,30 @@ mod tests {
         }
         for k in [0, 1, 5, 13, 40, 63] {
             let (buf, low) = encode_rice(&vals, k);
-            let mut got = Vec::new();
-            assert!(decode_rice(&buf, &low, k, vals.len(), |v| got.push(v)).is_some());
+            let mut got = vec![0; vals.len()];
+            assert!(decode_rice(&buf, &low, k, &mut got).is_some());
             assert_eq!(got, vals, "k={k}");
         }
         assert!(choose_k(&vals) < 64);
+    }
+
+    #[test]
+    fn a_quotient_that_overflows_64_bits_is_garbage() {
+        // With k = 63 only quotients 0 and 1 fit; unary 1, 1, 0 says 2.
+        let mut enc = Encoder::default();
+        let mut q = [Prob::default(); 3];
+        for (p, b) in q.iter_mut().zip([1, 1, 0]) {
+            enc.bit(p, b);
+        }
+        let data = enc.finish();
+        let low = vec![0u8; rice_low_len(1, 63).unwrap()];
+        assert!(decode_rice(&data, &low, 63, &mut [0]).is_none());
+        assert!(reference::decode_rice(&data, &low, 63, 1, |_| {}).is_none());
+        // k = 62 leaves room for it.
+        let low = vec![0u8; rice_low_len(1, 62).unwrap()];
+        let mut out = [0];
+        assert!(decode_rice(&data, &low, 62, &mut out).is_some());
+        assert_eq!(out, [2 << 62]);
     }
 
     #[test]
