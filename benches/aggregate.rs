@@ -8,33 +8,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use tsbucket::bson::Document;
 use tsbucket::workload::queries::{devops_queries, seed004_queries};
-use tsbucket::workload::{Devops, Seed004};
-use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
-
-fn load(
-    db: &Database,
-    name: &str,
-    opts: TimeseriesOptions,
-    docs: impl Iterator<Item = Document>,
-) -> tsbucket::Result<Collection> {
-    if let Ok(c) = db.collection(name) {
-        return Ok(c);
-    }
-    let c = db.create_collection(name, opts)?;
-    let mut batch = Vec::with_capacity(1000);
-    for d in docs {
-        batch.push(d);
-        if batch.len() == 1000 {
-            c.insert_many(&batch)?;
-            batch.clear();
-        }
-    }
-    c.insert_many(&batch)?;
-    db.flush()?;
-    Ok(c)
-}
+use tsbucket::workload::{load_or_create, Devops, Seed004};
+use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
 
 fn memory_bandwidth(c: &mut Criterion) {
     let v: Vec<f64> = (0..32 << 20).map(|i| i as f64).collect();
@@ -62,14 +38,14 @@ fn queries(c: &mut Criterion) {
         hours: 6.0,
         ..Devops::default()
     };
-    let cpu = load(
+    let cpu = load_or_create(
         &db,
         "cpu",
         TimeseriesOptions::new("time").meta_field("tags"),
         cfg.generate(),
     )
     .expect("devops data");
-    let s004 = load(
+    let s004 = load_or_create(
         &db,
         &format!("seed004_{scale}"),
         TimeseriesOptions::new("timestamp").meta_field("dims"),

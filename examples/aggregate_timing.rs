@@ -7,7 +7,7 @@
 use std::time::Instant;
 use tsbucket::bson::Document;
 use tsbucket::workload::queries::{devops_queries, seed004_queries};
-use tsbucket::workload::{Devops, Seed004};
+use tsbucket::workload::{load_or_create, Devops, Seed004};
 use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
 
 /// CPU time of this thread in nanoseconds (Linux), so that figures hold on a busy machine.
@@ -35,29 +35,6 @@ fn medians(c: &Collection, p: &[Document], runs: usize) -> tsbucket::Result<(f64
     ))
 }
 
-fn load(
-    db: &Database,
-    name: &str,
-    opts: TimeseriesOptions,
-    docs: impl Iterator<Item = Document>,
-) -> tsbucket::Result<Collection> {
-    if let Ok(c) = db.collection(name) {
-        return Ok(c);
-    }
-    let c = db.create_collection(name, opts)?;
-    let mut batch = Vec::with_capacity(1000);
-    for d in docs {
-        batch.push(d);
-        if batch.len() == 1000 {
-            c.insert_many(&batch)?;
-            batch.clear();
-        }
-    }
-    c.insert_many(&batch)?;
-    db.flush()?;
-    Ok(c)
-}
-
 fn main() -> tsbucket::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let dir = args.get(1).map_or("aggregate-timing-db", String::as_str);
@@ -75,13 +52,13 @@ fn main() -> tsbucket::Result<()> {
         hours: 6.0,
         ..Devops::default()
     };
-    let cpu = load(
+    let cpu = load_or_create(
         &db,
         "cpu",
         TimeseriesOptions::new("time").meta_field("tags"),
         cfg.generate(),
     )?;
-    let s004 = load(
+    let s004 = load_or_create(
         &db,
         "seed004",
         TimeseriesOptions::new("timestamp").meta_field("dims"),
