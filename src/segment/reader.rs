@@ -293,37 +293,25 @@ impl Segment {
         let pg = self.page_info(p)?;
         let data = self.cached_page(p)?;
         let page = self.page_slice(p, &data)?;
-        let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
-        let start = s.loc.offset as usize;
-        let bucket = page
-            .get(start..start + s.loc.len as usize)
-            .ok_or_else(|| bad("data range outside its page".into()))?;
         let mut out: Vec<Option<T>> = names.iter().map(|_| None).collect();
-        let mut off = 0usize;
-        for &(name_idx, len) in &s.loc.columns {
-            let end = off + len as usize;
-            let name = self
-                .names
-                .get(name_idx as usize)
-                .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
-            if let Some(k) = names.iter().position(|n| *n == name.as_str()) {
-                let bytes = bucket
-                    .get(off..end)
-                    .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
-                let v = decode(bytes, s.count as usize).map_err(|e| {
-                    bad(format!(
-                        "column {name:?}: {} at byte {} of the column (page byte {})",
-                        e.detail,
-                        e.offset,
-                        start + off + e.offset
-                    ))
-                })?;
-                if let Some(slot) = out.get_mut(k) {
+        self.decode_columns(
+            i,
+            s,
+            pg,
+            page,
+            |name| names.contains(&name),
+            decode,
+            |name, v| {
+                if let Some(slot) = names
+                    .iter()
+                    .position(|n| *n == name.as_str())
+                    .and_then(|k| out.get_mut(k))
+                {
                     *slot = Some(v);
                 }
-            }
-            off = end;
-        }
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
@@ -471,6 +459,50 @@ impl Segment {
         }
     }
 
+    /// Walks bucket `i`'s stored columns in order, decodes with `decode` those `want` selects
+    /// and hands each to `take`; errors name the column and its byte within the page.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_columns<T>(
+        &self,
+        i: usize,
+        s: &BucketSummary,
+        pg: &PageInfo,
+        page: &[u8],
+        want: impl Fn(&str) -> bool,
+        decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
+        mut take: impl FnMut(&String, T) -> Result<()>,
+    ) -> Result<()> {
+        let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
+        let start = s.loc.offset as usize;
+        let bucket = page
+            .get(start..start + s.loc.len as usize)
+            .ok_or_else(|| bad("data range outside its page".into()))?;
+        let mut off = 0usize;
+        for &(name_idx, len) in &s.loc.columns {
+            let end = off + len as usize;
+            let name = self
+                .names
+                .get(name_idx as usize)
+                .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
+            if want(name) {
+                let bytes = bucket
+                    .get(off..end)
+                    .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
+                let v = decode(bytes, s.count as usize).map_err(|e| {
+                    bad(format!(
+                        "column {name:?}: {} at byte {} of the column (page byte {})",
+                        e.detail,
+                        e.offset,
+                        start + off + e.offset
+                    ))
+                })?;
+                take(name, v)?;
+            }
+            off = end;
+        }
+        Ok(())
+    }
+
     /// Decodes bucket `i` from its (checked) page bytes.
     fn decode(
         &self,
@@ -481,30 +513,15 @@ impl Segment {
         filter: Option<&[&str]>,
     ) -> Result<BucketData> {
         let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
-        let start = s.loc.offset as usize;
-        let data = page
-            .get(start..start + s.loc.len as usize)
-            .ok_or_else(|| bad("data range outside its page".into()))?;
         let mut columns = Vec::with_capacity(filter.map_or(s.loc.columns.len(), <[_]>::len));
-        let mut off = 0usize;
-        for &(name_idx, len) in &s.loc.columns {
-            let name = self
-                .names
-                .get(name_idx as usize)
-                .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
-            let end = off + len as usize;
-            if filter.is_none_or(|names| names.contains(&name.as_str())) {
-                let bytes = data
-                    .get(off..end)
-                    .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
-                let values = decode_column(bytes, s.count as usize).map_err(|e| {
-                    bad(format!(
-                        "column {name:?}: {} at byte {} of the column (page byte {})",
-                        e.detail,
-                        e.offset,
-                        start + off + e.offset
-                    ))
-                })?;
+        self.decode_columns(
+            i,
+            s,
+            pg,
+            page,
+            |name| filter.is_none_or(|names| names.contains(&name)),
+            decode_column,
+            |name, values| {
                 if values.len() != s.count as usize {
                     return Err(bad(format!(
                         "column {name:?} decoded to {} rows, expected {}",
@@ -516,9 +533,9 @@ impl Segment {
                     name: name.clone(),
                     values,
                 });
-            }
-            off = end;
-        }
+                Ok(())
+            },
+        )?;
         let mut shapes = Vec::with_capacity(s.loc.shapes.len());
         for &sh in &s.loc.shapes {
             let shape = self
