@@ -29,6 +29,12 @@
 
 pub use bson;
 
+// Compiles and runs the README's Rust examples as doc tests, so the README cannot drift from
+// the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod bucket;
 pub mod catalog;
 pub mod clock;
