@@ -56,6 +56,24 @@ pub mod ids {
     pub const TIMESTAMP: u8 = 9;
     /// Several BSON types: a type index per value, then one sub-column per type.
     pub const MIXED: u8 = 10;
+
+    /// The name of codec `id` as `format-spec/codecs.md` spells it; `None` for an unknown id.
+    pub fn name(id: u8) -> Option<&'static str> {
+        Some(match id {
+            GENERIC => "GENERIC",
+            CONST => "CONST",
+            BOOL => "BOOL",
+            INT32 => "INT32",
+            INT64 => "INT64",
+            DATETIME => "DATETIME",
+            DOUBLE => "DOUBLE",
+            STRING => "STRING",
+            OBJECTID => "OBJECTID",
+            TIMESTAMP => "TIMESTAMP",
+            MIXED => "MIXED",
+            _ => return None,
+        })
+    }
 }
 
 /// Tag bits above the codec id.

@@ -464,3 +464,14 @@ fn dense_decoders_give_present_values_and_flags() {
         .collect();
     assert_eq!(d.values, want);
 }
+
+#[test]
+fn codec_names_follow_the_spec_table() {
+    let spec = include_str!("../../format-spec/codecs.md");
+    for id in 0..32u8 {
+        match ids::name(id) {
+            Some(name) => assert!(spec.contains(&format!("| {id} | {name} |")), "{id} {name}"),
+            None => assert!(id > ids::MIXED, "{id}"),
+        }
+    }
+}

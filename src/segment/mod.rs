@@ -6,7 +6,8 @@
 //! [`write_segment`] writes a file durably (temporary file, fsync, rename, directory fsync);
 //! [`Segment::open`] maps it, validates header, footer and directory, and decodes the bucket
 //! summaries; [`Segment::read_bucket`] and [`Segment::read_bucket_columns`] decode bucket data
-//! after checking the checksum of its page; [`Segment::verify`] checks everything.
+//! after checking the checksum of its page; [`Segment::verify`] checks everything;
+//! [`Segment::bucket_layout`] tells where a bucket's bytes are (for the `segment-dump` tool).
 //!
 //! ```
 //! use tsbucket::bucket::{BucketData, Column};
@@ -50,7 +51,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use reader::{BucketSummary, Segment, SegmentStats};
+pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
 pub use writer::write_segment;
 
 /// Collection-level facts stored in every segment's header.

@@ -30,6 +30,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod layout;
+pub use layout::BucketLayout;
+
 /// What the directory says about one bucket, decoded at open.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BucketSummary {
@@ -124,6 +127,7 @@ pub struct Segment {
     info: SegmentHeaderInfo,
     dir_offset: u64,
     dir_raw_len: u64,
+    dir_version: u8,
     names: Vec<String>,
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
@@ -220,6 +224,7 @@ impl Segment {
             info,
             dir_offset: dir_off,
             dir_raw_len: u64::from(footer.dir_raw_len),
+            dir_version: dir.version,
             names: dir.names,
             pages: dir.pages,
             shapes: dir.shapes,
@@ -741,6 +746,7 @@ fn parse_header(b: &[u8]) -> std::result::Result<(SegmentHeaderInfo, usize), Str
 
 /// The decoded directory.
 struct Directory {
+    version: u8,
     names: Vec<String>,
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
@@ -909,6 +915,7 @@ fn parse_directory(
         ));
     }
     Ok(Directory {
+        version: v,
         names,
         pages,
         shapes,

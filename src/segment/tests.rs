@@ -1317,3 +1317,56 @@ fn concurrent_readers_share_one_segment() {
         }
     });
 }
+
+#[test]
+fn bucket_layout_tiles_the_pages_and_matches_the_column_bytes() {
+    let (_d, path) = tmp();
+    let opts = WriteOptions {
+        page_target: 512,
+        large_bucket: 2048,
+    };
+    let mut buckets = sample_buckets(40, 5);
+    buckets.extend(chatty_buckets(30, 6, 900));
+    write_to(&path, &buckets, opts);
+    let seg = Segment::open(&RealFs, &path).unwrap();
+    assert_eq!(seg.format_version(), format::FORMAT_VERSION);
+    assert_eq!(seg.directory_version(), format::DIRECTORY_VERSION);
+    let st = seg.stats();
+    let (mut page, mut page_offset, mut in_page, mut stored_before) =
+        (0u32, st.header_bytes, 0u32, 0u64);
+    let mut compressed_pages = 0;
+    for (i, b) in buckets.iter().enumerate() {
+        let l = seg.bucket_layout(i).unwrap();
+        if l.page != page {
+            // The next page starts where the previous one's stored bytes end.
+            assert_eq!(l.page, page + 1, "bucket {i}");
+            page_offset += u64::from(seg.bucket_layout(i - 1).unwrap().page_stored_len);
+            stored_before += u64::from(seg.bucket_layout(i - 1).unwrap().page_stored_len);
+            page = l.page;
+            in_page = 0;
+        }
+        assert_eq!((l.page_offset, l.offset_in_page), (page_offset, in_page));
+        if in_page == 0 && l.page_compressed {
+            compressed_pages += 1;
+        }
+        in_page += l.len;
+        let names: Vec<&str> = l.columns.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, seg.column_names(i).unwrap());
+        let want: Vec<&str> = b.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, want);
+        assert_eq!(l.columns.iter().map(|c| c.1).sum::<u32>(), l.len);
+        let lens = seg
+            .read_columns_with(i, &names, |bytes, _| Ok(bytes.len() as u32))
+            .unwrap();
+        let lens: Vec<u32> = lens.into_iter().map(Option::unwrap).collect();
+        assert_eq!(lens, l.columns.iter().map(|c| c.1).collect::<Vec<_>>());
+    }
+    let last = seg.bucket_layout(buckets.len() - 1).unwrap();
+    assert_eq!(u64::from(page) + 1, st.page_count);
+    assert_eq!(
+        stored_before + u64::from(last.page_stored_len),
+        st.page_bytes_stored
+    );
+    assert_eq!(compressed_pages, st.zstd_page_count);
+    assert!(seg.bucket_layout(buckets.len()).is_err());
+}
