@@ -72,7 +72,7 @@ fn first_segment(db: &Path) -> PathBuf {
 }
 
 #[test]
-fn generate_import_query_verify() {
+fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let gen = |file: &str| {

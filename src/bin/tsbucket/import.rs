@@ -5,9 +5,10 @@
 use crate::admin::BucketArgs;
 use crate::csvdoc::CsvOptions;
 use crate::out::Out;
-use crate::sources::{self, Loc};
+use crate::sources::{self, Loc, Record};
 use crate::{open_existing, CliResult, Format};
 use clap::Args;
+use crossbeam_channel::Sender;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,23 +99,32 @@ pub fn run(a: ImportArgs) -> CliResult {
         n: Counts::default(),
     };
     let t0 = Instant::now();
-    for file in &a.files {
-        pb.set_message(file.display().to_string());
-        let records = sources::open(file, a.format, &csv).map_err(|e| imp.stopped(e))?;
-        for rec in records {
-            let (loc, doc) = rec.map_err(|e| imp.stopped(e))?;
-            match doc {
-                Ok(d) => {
-                    imp.batch.push(d);
-                    imp.locs.push(loc);
-                    if imp.batch.len() as u64 >= a.batch {
-                        imp.write()?;
+    let (tx, rx) = crossbeam_channel::bounded::<Chunk>(4);
+    std::thread::scope(|scope| -> CliResult {
+        scope.spawn(|| read_files(&a.files, a.format, &csv, tx));
+        // Returning early drops `rx`, which stops the reader at its next send.
+        for chunk in rx {
+            match chunk {
+                Chunk::File(name) => pb.set_message(name),
+                Chunk::Records(records) => {
+                    for (loc, doc) in records {
+                        match doc {
+                            Ok(d) => {
+                                imp.batch.push(d);
+                                imp.locs.push(loc);
+                                if imp.batch.len() as u64 >= a.batch {
+                                    imp.write()?;
+                                }
+                            }
+                            Err(why) => imp.bad(loc, &why)?,
+                        }
                     }
                 }
-                Err(why) => imp.bad(loc, &why)?,
+                Chunk::Fatal(e) => return Err(imp.stopped(e)),
             }
         }
-    }
+        Ok(())
+    })?;
     imp.write()?;
     let n = imp.n;
     pb.finish_and_clear();
@@ -130,6 +140,59 @@ pub fn run(a: ImportArgs) -> CliResult {
         n.imported as f64 / secs.max(1e-9)
     ))?;
     Ok(out.finish()?)
+}
+
+/// What the reader thread hands over.
+enum Chunk {
+    /// Reading moved on to this file.
+    File(String),
+    /// Records in file order.
+    Records(Vec<Record>),
+    /// The file cannot be read on; nothing after this.
+    Fatal(String),
+}
+
+/// Records handed over at a time: enough to make the channel's cost negligible.
+const CHUNK: usize = 256;
+
+/// Reads and parses the files in order, on its own thread, so that parsing overlaps writing.
+fn read_files(files: &[PathBuf], format: Format, csv: &CsvOptions, tx: Sender<Chunk>) {
+    for file in files {
+        if tx.send(Chunk::File(file.display().to_string())).is_err() {
+            return;
+        }
+        let records = match sources::open(file, format, csv) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Chunk::Fatal(e));
+                return;
+            }
+        };
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for rec in records {
+            match rec {
+                Ok(r) => chunk.push(r),
+                Err(e) => {
+                    let _ = tx.send(Chunk::Records(chunk));
+                    let _ = tx.send(Chunk::Fatal(e));
+                    return;
+                }
+            }
+            if chunk.len() == CHUNK
+                && tx
+                    .send(Chunk::Records(std::mem::replace(
+                        &mut chunk,
+                        Vec::with_capacity(CHUNK),
+                    )))
+                    .is_err()
+            {
+                return;
+            }
+        }
+        if tx.send(Chunk::Records(chunk)).is_err() {
+            return;
+        }
+    }
 }
 
 fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {

@@ -1,16 +1,17 @@
 //! Readers of import files: each yields its documents with where they came from, so that a bad
 //! one can be reported by line (BSON: document number and byte offset). A record that cannot
 //! be turned into a document is an `Err` item that the importer may skip; an error that stops
-//! the file (I/O, broken BSON framing) is an `Err` of the iterator item itself.
+//! the file (I/O, broken BSON framing) is an `Err` of the iterator item itself. Readers are
+//! `Send` so that parsing can run on its own thread while the previous batch is written.
 
 use crate::csvdoc::{CsvOptions, RowSchema};
 use crate::json::parse_doc;
-use crate::{is_std, CliResult, Format};
+use crate::{is_std, Format};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 use tsbucket::bson::Document;
 
 /// Largest BSON document accepted (MongoDB's 16 MiB plus its 16 KiB allowance for overhead).
@@ -20,7 +21,7 @@ const MAX_BSON_DOC: usize = 16 * 1024 * 1024 + 16 * 1024;
 #[derive(Clone, Debug)]
 pub struct Loc {
     /// File name as given (`<stdin>` for `-`).
-    pub file: Rc<str>,
+    pub file: Arc<str>,
     /// Position in it.
     pub pos: Pos,
 }
@@ -53,18 +54,18 @@ impl fmt::Display for Loc {
 pub type Record = (Loc, Result<Document, String>);
 
 /// The records of a file.
-pub type Records = Box<dyn Iterator<Item = CliResult<Record>>>;
+pub type Records = Box<dyn Iterator<Item = Result<Record, String>> + Send>;
 
 /// Opens `path` (`-` for stdin) as `format`; `Format::Auto` goes by the extension, else by
 /// the first bytes.
-pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> CliResult<Records> {
-    let (name, read): (Rc<str>, Box<dyn Read>) = if is_std(path) {
+pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, String> {
+    let (name, read): (Arc<str>, Box<dyn Read + Send>) = if is_std(path) {
         ("<stdin>".into(), Box::new(io::stdin()))
     } else {
         let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         (path.display().to_string().into(), Box::new(f))
     };
-    let mut input: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, read));
+    let mut input: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 16, read));
     let format = match format {
         Format::Auto => match path.to_str().and_then(Format::from_extension) {
             Some(f) => f,
@@ -93,7 +94,7 @@ pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> CliResult<Records>
 /// Guesses the format from the first bytes: a BSON document starts with its length, whose
 /// fourth byte is zero for any document under 16 MiB, which no text has; JSON Lines start with
 /// `{`; anything else is taken for CSV.
-fn sniff(input: &mut Box<dyn BufRead>) -> io::Result<Format> {
+fn sniff(input: &mut Box<dyn BufRead + Send>) -> io::Result<Format> {
     let head = input.fill_buf()?;
     if head.len() >= 5 && head[3] == 0 {
         return Ok(Format::Bson);
@@ -105,14 +106,14 @@ fn sniff(input: &mut Box<dyn BufRead>) -> io::Result<Format> {
 }
 
 struct JsonLines {
-    name: Rc<str>,
-    input: Box<dyn BufRead>,
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
     line: u64,
     buf: Vec<u8>,
 }
 
 impl Iterator for JsonLines {
-    type Item = CliResult<Record>;
+    type Item = Result<Record, String>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -120,7 +121,7 @@ impl Iterator for JsonLines {
             match self.input.read_until(b'\n', &mut self.buf) {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(e) => return Some(Err(format!("{}: {e}", self.name).into())),
+                Err(e) => return Some(Err(format!("{}: {e}", self.name))),
             }
             self.line += 1;
             if self.buf.iter().all(u8::is_ascii_whitespace) {
@@ -139,8 +140,8 @@ impl Iterator for JsonLines {
 }
 
 struct BsonDocs {
-    name: Rc<str>,
-    input: Box<dyn BufRead>,
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
     number: u64,
     offset: u64,
     done: bool,
@@ -149,9 +150,10 @@ struct BsonDocs {
 impl BsonDocs {
     /// The next document's bytes; `None` at a clean end of file. Damage to the length prefix
     /// or a cut-off document ends the file: where the next document starts is unknown.
-    fn next_bytes(&mut self) -> CliResult<Option<Vec<u8>>> {
+    fn next_bytes(&mut self) -> Result<Option<Vec<u8>>, String> {
         let mut len = [0u8; 4];
-        let got = read_full(&mut self.input, &mut len)?;
+        let got =
+            read_full(&mut self.input, &mut len).map_err(|e| format!("{}: {e}", self.name))?;
         if got == 0 {
             return Ok(None);
         }
@@ -160,26 +162,28 @@ impl BsonDocs {
             self.name, self.number, self.offset
         );
         if got < 4 {
-            return Err(format!("{at}: the file ends inside a document length").into());
+            return Err(format!("{at}: the file ends inside a document length"));
         }
         let n = i32::from_le_bytes(len);
         if n < 5 || n as usize > MAX_BSON_DOC {
             return Err(format!(
                 "{at}: invalid document length {n}; cannot find where the next document starts"
-            )
-            .into());
+            ));
         }
         let mut bytes = vec![0u8; n as usize];
         bytes[..4].copy_from_slice(&len);
-        if read_full(&mut self.input, &mut bytes[4..])? < n as usize - 4 {
-            return Err(format!("{at}: the file ends inside the document ({n} bytes)").into());
+        let got = read_full(&mut self.input, &mut bytes[4..]).map_err(|e| format!("{at}: {e}"))?;
+        if got < n as usize - 4 {
+            return Err(format!(
+                "{at}: the file ends inside the document ({n} bytes)"
+            ));
         }
         Ok(Some(bytes))
     }
 }
 
 impl Iterator for BsonDocs {
-    type Item = CliResult<Record>;
+    type Item = Result<Record, String>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -225,13 +229,17 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 struct CsvRows {
-    name: Rc<str>,
-    reader: csv::Reader<Box<dyn BufRead>>,
+    name: Arc<str>,
+    reader: csv::Reader<Box<dyn BufRead + Send>>,
     schema: RowSchema,
     rec: csv::StringRecord,
 }
 
-fn csv_rows(name: Rc<str>, input: Box<dyn BufRead>, o: &CsvOptions) -> CliResult<Records> {
+fn csv_rows(
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
+    o: &CsvOptions,
+) -> Result<Records, String> {
     let mut reader = csv::Reader::from_reader(input);
     let header = reader
         .headers()
@@ -246,7 +254,7 @@ fn csv_rows(name: Rc<str>, input: Box<dyn BufRead>, o: &CsvOptions) -> CliResult
 }
 
 impl Iterator for CsvRows {
-    type Item = CliResult<Record>;
+    type Item = Result<Record, String>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let (line, doc) = match self.reader.read_record(&mut self.rec) {
@@ -255,7 +263,7 @@ impl Iterator for CsvRows {
                 self.rec.position().map_or(0, csv::Position::line),
                 self.schema.row(&self.rec),
             ),
-            Err(e) if e.is_io_error() => return Some(Err(format!("{}: {e}", self.name).into())),
+            Err(e) if e.is_io_error() => return Some(Err(format!("{}: {e}", self.name))),
             Err(e) => {
                 let line = e.position().map_or(0, csv::Position::line);
                 let why = match e.kind() {
