@@ -1,95 +1,54 @@
-//! The `tsbucket` command-line tool.
+//! `tsbucket demo`: generate a workload, ingest it, flush, run its queries and report storage
+//! and speed figures.
 
-use clap::{Parser, Subcommand};
+use crate::{CliResult, Workload};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
 use tsbucket::workload::queries::{devops_queries, seed004_queries};
 use tsbucket::workload::{devops::FIELDS, Devops};
 use tsbucket::{Collection, Database, Granularity, TimeseriesOptions};
 
-#[derive(Parser)]
-#[command(
-    name = "tsbucket",
-    version,
-    about = "Time-series collections with MongoDB semantics"
-)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
+/// Flags of `tsbucket demo`.
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Database directory (default: a temporary directory, removed afterwards).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Number of hosts (series).
+    #[arg(long, default_value_t = 1000)]
+    hosts: usize,
+    /// Hours of data at one measurement per host every 10 s.
+    #[arg(long, default_value_t = 6.0)]
+    hours: f64,
+    /// Float fields (2 decimals) instead of TSBS's int64.
+    #[arg(long)]
+    float: bool,
+    /// Measurements per insert batch.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Threads inserting concurrently (their batches share log fsyncs).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Which workload: the TSBS devops-cpu shape, or the seed 004 shape.
+    #[arg(long, value_enum, default_value_t = Workload::Devops)]
+    workload: Workload,
+    /// Size of the seed 004 workload (1.0 = 8.4 M rows).
+    #[arg(long, default_value_t = 0.05)]
+    scale: f64,
 }
 
-#[derive(Subcommand)]
-enum Cmd {
-    /// Generate the devops-cpu workload, ingest it, flush, run queries and report storage and
-    /// speed figures.
-    Demo {
-        /// Database directory (default: a temporary directory, removed afterwards).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Number of hosts (series).
-        #[arg(long, default_value_t = 1000)]
-        hosts: usize,
-        /// Hours of data at one measurement per host every 10 s.
-        #[arg(long, default_value_t = 6.0)]
-        hours: f64,
-        /// Float fields (2 decimals) instead of TSBS's int64.
-        #[arg(long)]
-        float: bool,
-        /// Measurements per insert batch.
-        #[arg(long, default_value_t = 1000)]
-        batch: usize,
-        /// Threads inserting concurrently (their batches share log fsyncs).
-        #[arg(long, default_value_t = 1)]
-        threads: usize,
-        /// Which workload: the TSBS devops-cpu shape, or the seed 004 shape.
-        #[arg(long, value_enum, default_value_t = Workload::Devops)]
-        workload: Workload,
-        /// Size of the seed 004 workload (1.0 = 8.4 M rows).
-        #[arg(long, default_value_t = 0.05)]
-        scale: f64,
-    },
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Workload {
-    Devops,
-    Seed004,
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let r = match cli.cmd {
-        Cmd::Demo {
-            dir,
-            hosts,
-            hours,
-            float,
-            batch,
-            threads,
-            workload,
-            scale,
-        } => match workload {
-            Workload::Devops => demo(dir, hosts, hours, float, batch, threads),
-            Workload::Seed004 => seed004(dir, scale, batch),
-        },
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+/// Runs the demo.
+pub fn run(a: DemoArgs) -> CliResult {
+    match a.workload {
+        Workload::Devops => demo(a.dir, a.hosts, a.hours, a.float, a.batch, a.threads),
+        Workload::Seed004 => seed004(a.dir, a.scale, a.batch),
     }
 }
 
-fn seed004(
-    dir: Option<PathBuf>,
-    scale: f64,
-    batch: usize,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn seed004(dir: Option<PathBuf>, scale: f64, batch: usize) -> CliResult {
     let (dir, _tmp) = demo_dir(dir)?;
     let cfg = tsbucket::workload::Seed004 {
         scale,
@@ -136,9 +95,7 @@ fn seed004(
 
 /// The database directory: the given one, or one inside a temporary directory that is removed
 /// when the returned guard drops.
-fn demo_dir(
-    dir: Option<PathBuf>,
-) -> Result<(PathBuf, Option<tempfile::TempDir>), Box<dyn std::error::Error>> {
+fn demo_dir(dir: Option<PathBuf>) -> CliResult<(PathBuf, Option<tempfile::TempDir>)> {
     match dir {
         Some(d) => Ok((d, None)),
         None => {
@@ -172,7 +129,7 @@ fn demo(
     float: bool,
     batch: usize,
     threads: usize,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> CliResult {
     let (dir, _tmp) = demo_dir(dir)?;
     let cfg = Devops {
         hosts,

@@ -1,0 +1,272 @@
+//! `tsbucket import`: JSON Lines, BSON or CSV files into a collection, in `insert_many`
+//! batches. A batch is all-or-nothing, so a bad record stops the import with its batch
+//! unwritten and earlier batches kept; `--skip-bad` drops bad records instead and counts them.
+
+use crate::admin::BucketArgs;
+use crate::csvdoc::CsvOptions;
+use crate::out::Out;
+use crate::sources::{self, Loc, Record};
+use crate::{open_existing, CliResult, Format};
+use clap::Args;
+use crossbeam_channel::Sender;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::Instant;
+use tsbucket::bson::Document;
+use tsbucket::{Collection, Database, Error};
+
+/// Bad records described on stderr with `--skip-bad`; later ones are only counted.
+const SHOWN_BAD: u64 = 10;
+
+/// Flags of `tsbucket import`.
+#[derive(Args)]
+pub struct ImportArgs {
+    /// Database directory.
+    dir: PathBuf,
+    /// Collection name.
+    coll: String,
+    /// Files to import in order; `-` reads stdin.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Input format; auto goes by the file extension, else by the first bytes.
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    format: Format,
+    /// Measurements per insert batch (each batch is written all or nothing).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+    /// Skip records that cannot be imported (reporting the first few) instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Create the collection first (it may exist with the same options).
+    #[arg(long, requires = "time_field")]
+    create: bool,
+    /// Time field of the collection to create.
+    #[arg(long, requires = "create")]
+    time_field: Option<String>,
+    #[command(flatten)]
+    bucket: BucketArgs,
+    /// CSV: column holding the time, RFC 3339 or epoch milliseconds (default: the time field).
+    #[arg(long, value_name = "C")]
+    time_column: Option<String>,
+    /// CSV: columns stored, as strings, as subfields of the meta field. Columns named
+    /// `<metaField>.x` are meta subfields anyway; other columns are typed by content.
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    meta_columns: Vec<String>,
+}
+
+/// Progress of an import.
+#[derive(Default)]
+struct Counts {
+    imported: u64,
+    skipped: u64,
+}
+
+/// Runs `import`.
+pub fn run(a: ImportArgs) -> CliResult {
+    if !a.create && a.bucket.any() {
+        use clap::CommandFactory;
+        let mut cli = crate::Cli::command();
+        cli.build();
+        let mut cmd = cli.find_subcommand_mut("import").cloned().unwrap_or(cli);
+        cmd.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "collection options (--meta-field, --granularity, --bucket-span, \
+                 --expire-after) need --create",
+        )
+        .exit();
+    }
+    let (db, coll) = open_collection(&a)?;
+    let opts = coll.options()?;
+    let csv = CsvOptions {
+        time_column: a
+            .time_column
+            .clone()
+            .unwrap_or_else(|| opts.get_time_field().to_string()),
+        time_field: opts.get_time_field().to_string(),
+        meta_field: opts.get_meta_field().map(str::to_string),
+        meta_columns: a.meta_columns.clone(),
+    };
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(ProgressStyle::with_template(
+        "{spinner} import {human_pos} rows, {per_sec} {msg}",
+    )?);
+    let mut imp = Importer {
+        coll: &coll,
+        pb: &pb,
+        skip_bad: a.skip_bad,
+        batch: Vec::new(),
+        locs: Vec::new(),
+        n: Counts::default(),
+    };
+    let t0 = Instant::now();
+    let (tx, rx) = crossbeam_channel::bounded::<Chunk>(4);
+    std::thread::scope(|scope| -> CliResult {
+        scope.spawn(|| read_files(&a.files, a.format, &csv, tx));
+        // Returning early drops `rx`, which stops the reader at its next send.
+        for chunk in rx {
+            match chunk {
+                Chunk::File(name) => pb.set_message(name),
+                Chunk::Records(records) => {
+                    for (loc, doc) in records {
+                        match doc {
+                            Ok(d) => {
+                                imp.batch.push(d);
+                                imp.locs.push(loc);
+                                if imp.batch.len() as u64 >= a.batch {
+                                    imp.write()?;
+                                }
+                            }
+                            Err(why) => imp.bad(loc, &why)?,
+                        }
+                    }
+                }
+                Chunk::Fatal(e) => return Err(imp.stopped(e)),
+            }
+        }
+        Ok(())
+    })?;
+    imp.write()?;
+    let n = imp.n;
+    pb.finish_and_clear();
+    db.flush()?;
+    db.close()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let mut out = Out::new();
+    out.line(&format!(
+        "imported {} rows, skipped {}, in {:.2} s ({:.0} rows/s)",
+        n.imported,
+        n.skipped,
+        secs,
+        n.imported as f64 / secs.max(1e-9)
+    ))?;
+    Ok(out.finish()?)
+}
+
+/// What the reader thread hands over.
+enum Chunk {
+    /// Reading moved on to this file.
+    File(String),
+    /// Records in file order.
+    Records(Vec<Record>),
+    /// The file cannot be read on; nothing after this.
+    Fatal(String),
+}
+
+/// Records handed over at a time: enough to make the channel's cost negligible.
+const CHUNK: usize = 256;
+
+/// Reads and parses the files in order, on its own thread, so that parsing overlaps writing.
+fn read_files(files: &[PathBuf], format: Format, csv: &CsvOptions, tx: Sender<Chunk>) {
+    for file in files {
+        if tx.send(Chunk::File(file.display().to_string())).is_err() {
+            return;
+        }
+        let records = match sources::open(file, format, csv) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Chunk::Fatal(e));
+                return;
+            }
+        };
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for rec in records {
+            match rec {
+                Ok(r) => chunk.push(r),
+                Err(e) => {
+                    let _ = tx.send(Chunk::Records(chunk));
+                    let _ = tx.send(Chunk::Fatal(e));
+                    return;
+                }
+            }
+            if chunk.len() == CHUNK
+                && tx
+                    .send(Chunk::Records(std::mem::replace(
+                        &mut chunk,
+                        Vec::with_capacity(CHUNK),
+                    )))
+                    .is_err()
+            {
+                return;
+            }
+        }
+        if tx.send(Chunk::Records(chunk)).is_err() {
+            return;
+        }
+    }
+}
+
+fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
+    match (&a.time_field, a.create) {
+        (Some(time_field), true) => {
+            let db = Database::open(&a.dir)?;
+            let coll = db.create_collection(&a.coll, a.bucket.options(time_field))?;
+            Ok((db, coll))
+        }
+        _ => {
+            let db = open_existing(&a.dir)?;
+            let coll = db.collection(&a.coll)?;
+            Ok((db, coll))
+        }
+    }
+}
+
+struct Importer<'a> {
+    coll: &'a Collection,
+    pb: &'a ProgressBar,
+    skip_bad: bool,
+    /// The batch being filled, and where each of its documents came from.
+    batch: Vec<Document>,
+    locs: Vec<Loc>,
+    n: Counts,
+}
+
+impl Importer<'_> {
+    /// Inserts the pending batch. The engine names the first invalid document; with
+    /// `--skip-bad` it is dropped and the rest retried.
+    fn write(&mut self) -> CliResult {
+        while !self.batch.is_empty() {
+            match self.coll.insert_many(&self.batch) {
+                Ok(r) => {
+                    self.n.imported += r.inserted_count;
+                    self.pb.inc(r.inserted_count);
+                    self.batch.clear();
+                    self.locs.clear();
+                }
+                Err(Error::InvalidDocument { index, message }) if index < self.locs.len() => {
+                    let loc = self.locs.remove(index);
+                    self.batch.remove(index);
+                    self.bad(loc, &message)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The error that ends the import, saying what was written.
+    fn stopped(&self, e: impl std::fmt::Display) -> Box<dyn std::error::Error> {
+        self.pb.finish_and_clear();
+        format!(
+            "{e}\nimport stopped: nothing of the current batch was written; the {} rows of \
+             earlier batches are imported and stay",
+            self.n.imported
+        )
+        .into()
+    }
+
+    /// A record that cannot be imported: stops the import, or is counted with `--skip-bad`.
+    fn bad(&mut self, loc: Loc, why: &str) -> CliResult {
+        if !self.skip_bad {
+            return Err(self.stopped(format!("{loc}: {why} (use --skip-bad to skip bad records)")));
+        }
+        self.n.skipped += 1;
+        if self.n.skipped <= SHOWN_BAD {
+            self.pb.suspend(|| eprintln!("skipped {loc}: {why}"));
+            if self.n.skipped == SHOWN_BAD {
+                self.pb
+                    .suspend(|| eprintln!("further bad records are counted, not shown"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,172 @@
+//! The `tsbucket` command-line tool: generate workloads, create collections, import data, query
+//! and check a database.
+//!
+//! Exit status: 0 on success, 1 when an operation fails or corruption is found, 2 for usage
+//! errors.
+
+mod admin;
+mod csvdoc;
+mod demo;
+mod gen;
+mod import;
+mod json;
+mod out;
+mod query;
+mod sources;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::Path;
+use std::process::ExitCode;
+use tsbucket::{Database, DbOptions};
+
+/// What commands return: any error is reported on stderr and ends the process with status 1.
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Parser)]
+#[command(
+    name = "tsbucket",
+    version,
+    about = "Time-series collections with MongoDB semantics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate the devops-cpu workload, ingest it, flush, run queries and report storage and
+    /// speed figures.
+    Demo(demo::DemoArgs),
+    /// Write a seeded benchmark workload to a file as JSON Lines, BSON or CSV.
+    Gen(gen::GenArgs),
+    /// Create a time-series collection (and the database if missing).
+    Create(admin::CreateArgs),
+    /// Import JSON Lines, BSON or CSV files into a collection.
+    ///
+    /// Documents go in batches through insert_many, each written all or nothing. A bad record
+    /// (unparsable line or row, missing or invalid time field, ...) is reported by file and
+    /// line (BSON: document number and byte offset) and stops the import with nothing of its
+    /// batch written; earlier batches stay. With --skip-bad bad records are skipped and
+    /// counted instead. The data is flushed to segments at the end.
+    Import(import::ImportArgs),
+    /// Print the measurements matching a filter, one relaxed Extended JSON document per line.
+    Find(query::FindArgs),
+    /// Run an aggregation pipeline and print its results as JSON Lines.
+    Aggregate(query::AggregateArgs),
+    /// Show how a find filter or a pipeline would read the collection's buckets.
+    Explain(query::ExplainArgs),
+    /// Count the measurements matching a filter.
+    Count(query::CountArgs),
+    /// Show storage figures of the collections.
+    Stats(admin::StatsArgs),
+    /// List the collections with their options.
+    List(admin::ListArgs),
+    /// Check every segment, the manifest and the _id index; exit 1 on any problem.
+    Verify(admin::VerifyArgs),
+}
+
+/// Which seeded workload to generate.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// The TSBS devops cpu-only shape: 10 string tags as meta, 10 CPU fields, every 10 s.
+    Devops,
+    /// The seed 004 shape: per-minute call counts with dimensions as meta.
+    Seed004,
+}
+
+/// File formats of `gen` and `import`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum Format {
+    /// From the file name's extension (.jsonl/.json/.ndjson, .bson, .csv); when reading stdin
+    /// or a file with another extension, from its first bytes.
+    Auto,
+    /// Relaxed MongoDB Extended JSON, one document per line (as mongoexport writes).
+    Jsonl,
+    /// Concatenated BSON documents (as mongodump writes).
+    Bson,
+    /// A header line and one row per document; nested fields as dotted column names.
+    Csv,
+}
+
+impl Format {
+    /// The format a file name's extension names, if any.
+    pub fn from_extension(path: &str) -> Option<Format> {
+        let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
+            "bson" => Some(Format::Bson),
+            "csv" => Some(Format::Csv),
+            _ => None,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Demo(a) => demo::run(a),
+        Cmd::Gen(a) => gen::run(a),
+        Cmd::Create(a) => admin::create(a),
+        Cmd::Import(a) => import::run(a),
+        Cmd::Find(a) => query::find(a),
+        Cmd::Aggregate(a) => query::aggregate(a),
+        Cmd::Explain(a) => query::explain(a),
+        Cmd::Count(a) => query::count(a),
+        Cmd::Stats(a) => admin::stats(a),
+        Cmd::List(a) => admin::list(a),
+        Cmd::Verify(a) => admin::verify(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`tsbucket find ... | head`): it has all it wanted.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", describe(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error's message, with MongoDB's error code where the engine gives one.
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<tsbucket::Error>().and_then(|t| t.code()) {
+        Some(code) => format!("{e} (MongoDB code {code})"),
+        None => e.to_string(),
+    }
+}
+
+/// Whether `e`, or an error it wraps, is a write to a closed pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        let io = match e.downcast_ref::<tsbucket::Error>() {
+            Some(tsbucket::Error::Io(io)) => Some(io),
+            _ => e.downcast_ref::<std::io::Error>(),
+        };
+        if io.is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// Opens the database in `dir`, which must already hold one: reading commands must not leave
+/// an empty database behind a mistyped path. The TTL sweeper stays off so that reading does
+/// not delete anything.
+pub fn open_existing(dir: &Path) -> CliResult<Database> {
+    if !dir.join(tsbucket::manifest::MANIFEST_FILE).is_file() {
+        return Err(format!("no tsbucket database in {}", dir.display()).into());
+    }
+    let opts = DbOptions {
+        ttl_interval: None,
+        ..DbOptions::default()
+    };
+    Ok(Database::open_with(dir, opts)?)
+}
+
+/// A path argument where `-` means stdin or stdout.
+pub fn is_std(path: &Path) -> bool {
+    path == Path::new("-")
+}

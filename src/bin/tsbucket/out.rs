@@ -1,0 +1,42 @@
+//! Buffered stdout. `println!` panics when the reader has gone away; writing through this
+//! returns the `BrokenPipe` error instead, which `main` treats as success.
+
+use serde_json::Value;
+use std::io::{self, BufWriter, StdoutLock, Write};
+
+/// Locked, buffered stdout.
+pub struct Out {
+    w: BufWriter<StdoutLock<'static>>,
+}
+
+impl Out {
+    /// Locks stdout for the rest of the command.
+    pub fn new() -> Out {
+        Out {
+            w: BufWriter::new(io::stdout().lock()),
+        }
+    }
+
+    /// Writes `v` as compact JSON and a newline.
+    pub fn json_line(&mut self, v: &Value) -> io::Result<()> {
+        serde_json::to_writer(&mut self.w, v)?;
+        self.w.write_all(b"\n")
+    }
+
+    /// Writes `v` as indented JSON and a newline.
+    pub fn json_pretty(&mut self, v: &Value) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut self.w, v)?;
+        self.w.write_all(b"\n")
+    }
+
+    /// Writes a line of text.
+    pub fn line(&mut self, s: &str) -> io::Result<()> {
+        self.w.write_all(s.as_bytes())?;
+        self.w.write_all(b"\n")
+    }
+
+    /// Flushes what is buffered; errors surface here rather than being lost on drop.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}

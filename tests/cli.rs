@@ -1,0 +1,344 @@
+//! End-to-end tests of the `tsbucket` binary: generate, create, import, query, verify, and
+//! the failure paths (bad input lines, corruption, closed pipes, usage errors).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Rows of `gen devops --hosts 5 --hours 1`: 5 hosts every 10 s.
+const ROWS: u64 = 5 * 360;
+
+fn tsbucket(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tsbucket"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs and expects success; returns stdout.
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = tsbucket(dir, args);
+    assert!(
+        out.status.success(),
+        "tsbucket {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs and expects exit status `code`; returns stderr.
+fn fails(dir: &Path, args: &[&str], code: i32) -> String {
+    let out = tsbucket(dir, args);
+    assert_eq!(out.status.code(), Some(code), "tsbucket {args:?}: {out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn count(dir: &Path, coll: &str, filter: &str) -> u64 {
+    ok(dir, &["count", "db", coll, filter])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn first_segment(db: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(db.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    segs.sort();
+    segs.into_iter().next().unwrap()
+}
+
+#[test]
+fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let gen = |file: &str| {
+        ok(
+            d,
+            &[
+                "gen", "devops", "--hosts", "5", "--hours", "1", "--out", file,
+            ],
+        )
+    };
+    for f in ["d.jsonl", "d.bson", "d.csv", "again.jsonl"] {
+        gen(f);
+    }
+    let jsonl = std::fs::read_to_string(d.join("d.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count() as u64, ROWS);
+    assert_eq!(
+        jsonl,
+        std::fs::read_to_string(d.join("again.jsonl")).unwrap()
+    );
+    assert!(jsonl
+        .starts_with(r#"{"time":{"$date":"2016-01-01T00:00:00Z"},"tags":{"hostname":"host_0""#));
+    let csv = std::fs::read_to_string(d.join("d.csv")).unwrap();
+    assert_eq!(csv.lines().count() as u64, ROWS + 1);
+    assert!(csv.starts_with("time,tags.hostname,tags.region,"));
+
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "cpu",
+            "--time-field",
+            "time",
+            "--meta-field",
+            "tags",
+        ],
+    );
+    let summary = ok(d, &["import", "db", "cpu", "d.jsonl"]);
+    assert!(
+        summary.contains(&format!("imported {ROWS} rows")),
+        "{summary}"
+    );
+    let create = ["--create", "--time-field", "time", "--meta-field", "tags"];
+    ok(
+        d,
+        &[&["import", "db", "cpu_bson", "d.bson"][..], &create].concat(),
+    );
+    ok(
+        d,
+        &[&["import", "db", "cpu_csv", "d.csv"][..], &create].concat(),
+    );
+
+    let group = r#"[{"$group": {"_id": "$tags.hostname", "n": {"$sum": 1}, "u": {"$sum": "$usage_user"}}}, {"$sort": {"_id": 1}}]"#;
+    let reference = ok(d, &["aggregate", "db", "cpu", group]);
+    let groups = json_lines(&reference);
+    assert_eq!(groups.len(), 5);
+    assert!(groups.iter().all(|g| g["n"] == 360));
+    assert_eq!(groups[1]["_id"], "host_1");
+    for coll in ["cpu", "cpu_bson", "cpu_csv"] {
+        assert_eq!(count(d, coll, "{}"), ROWS);
+        assert_eq!(count(d, coll, r#"{"tags.hostname": "host_1"}"#), 360);
+        // The same data whatever the format it travelled in.
+        assert_eq!(ok(d, &["aggregate", "db", coll, group]), reference);
+    }
+
+    let found = json_lines(&ok(
+        d,
+        &[
+            "find",
+            "db",
+            "cpu",
+            r#"{"tags.hostname": "host_2"}"#,
+            "--limit",
+            "7",
+        ],
+    ));
+    assert_eq!(found.len(), 7);
+    assert!(found.iter().all(|f| f["tags"]["hostname"] == "host_2"));
+    let last = json_lines(&ok(
+        d,
+        &[
+            "find",
+            "db",
+            "cpu_csv",
+            "--sort",
+            r#"{"time": -1}"#,
+            "--limit",
+            "1",
+            "--projection",
+            r#"{"time": 1, "_id": 0}"#,
+        ],
+    ));
+    assert_eq!(
+        last,
+        [serde_json::json!({"time": {"$date": "2016-01-01T00:59:50Z"}})]
+    );
+    let canonical = r#"{"time": {"$gte": {"$date": {"$numberLong": "1451608200000"}}}}"#;
+    assert_eq!(count(d, "cpu", canonical), ROWS / 2);
+
+    let explain: serde_json::Value =
+        serde_json::from_str(&ok(d, &["explain", "db", "cpu", canonical])).unwrap();
+    assert_eq!(explain["buckets_total"], 5);
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(d, &["stats", "db", "--json"])).unwrap();
+    assert_eq!(stats["cpu_csv"]["measurements"], ROWS);
+    assert!(ok(d, &["list", "db"]).contains("cpu_bson: timeField 'time', metaField 'tags'"));
+
+    let report = ok(d, &["verify", "db"]);
+    assert!(
+        report.contains(&format!("{} measurements", 3 * ROWS)),
+        "{report}"
+    );
+
+    // Damage the middle of a segment in a copy: verify must fail naming the file.
+    copy_dir(&d.join("db"), &d.join("damaged"));
+    let seg = first_segment(&d.join("damaged"));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(&seg, bytes).unwrap();
+    let err = fails(d, &["verify", "damaged"], 1);
+    let name = seg.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name) && err.contains("offset"), "{err}");
+}
+
+#[test]
+fn a_bad_line_stops_the_import_or_is_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "gen", "devops", "--hosts", "5", "--hours", "0.01", "--out", "d.jsonl",
+        ],
+    );
+    let good: Vec<String> = std::fs::read_to_string(d.join("d.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(good.len() >= 10);
+    let with_bad = |n: usize, bad: &str| {
+        let mut lines = good[..10].to_vec();
+        lines[n - 1] = bad.to_string();
+        lines.join("\n") + "\n"
+    };
+    std::fs::write(d.join("bad3.jsonl"), with_bad(3, r#"{"time": oops}"#)).unwrap();
+    std::fs::write(d.join("bad7.jsonl"), with_bad(7, r#"{"usage_user": 1}"#)).unwrap();
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "time",
+            "--meta-field",
+            "tags",
+        ],
+    );
+
+    // Line 3 is in the first batch of 4: nothing is written.
+    let err = fails(d, &["import", "db", "c", "bad3.jsonl", "--batch", "4"], 1);
+    assert!(err.contains("bad3.jsonl, line 3"), "{err}");
+    assert!(
+        err.contains("nothing of the current batch was written"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0);
+
+    // Line 7 parses but has no time: the engine refuses its batch, the first batch stays.
+    let err = fails(d, &["import", "db", "c", "bad7.jsonl", "--batch", "4"], 1);
+    assert!(
+        err.contains("bad7.jsonl, line 7") && err.contains("'time'"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 4);
+
+    let summary = ok(
+        d,
+        &[
+            "import",
+            "db",
+            "c",
+            "bad3.jsonl",
+            "--skip-bad",
+            "--batch",
+            "4",
+        ],
+    );
+    assert!(summary.contains("imported 9 rows, skipped 1"), "{summary}");
+    assert_eq!(count(d, "c", "{}"), 13);
+}
+
+#[test]
+fn a_closed_pipe_ends_find_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "gen", "devops", "--hosts", "20", "--hours", "0.5", "--out", "d.bson",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "import",
+            "db",
+            "cpu",
+            "d.bson",
+            "--create",
+            "--time-field",
+            "time",
+        ],
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
+        .current_dir(d)
+        .args(["find", "db", "cpu"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with(r#"{"_id":{"$oid":"#), "{first}");
+    // The reader is dropped here; the rest of the output (megabytes) cannot be written.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn usage_and_option_errors_have_distinct_statuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    fails(d, &["create", "db", "c"], 2);
+    fails(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "t",
+            "--granularity",
+            "hours",
+            "--bucket-span",
+            "60",
+        ],
+        2,
+    );
+    fails(d, &["import", "db", "c", "x.jsonl", "--meta-field", "m"], 2);
+    let err = fails(d, &["create", "db", "c", "--time-field", "_id"], 1);
+    assert!(err.contains("MongoDB code 72"), "{err}");
+    let err = fails(d, &["find", "nothing-here", "c"], 1);
+    assert!(err.contains("no tsbucket database"), "{err}");
+    assert!(!d.join("nothing-here").exists());
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let err = fails(d, &["find", "db", "c", r#"{"t": {"$bogus": 1}}"#], 1);
+    assert!(err.contains("MongoDB code 2"), "{err}");
+    let err = fails(d, &["find", "db", "c", "{not json"], 1);
+    assert!(err.contains("filter: invalid JSON"), "{err}");
+}
