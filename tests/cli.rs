@@ -186,6 +186,19 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
         "{report}"
     );
 
+    // The bundled inspector agrees: every segment checks out, and its JSON counts every row.
+    let dump = Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .args(["--check", "--json"])
+        .arg(d.join("db"))
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "{dump:?}");
+    let rows: u64 = json_lines(&String::from_utf8(dump.stdout).unwrap())
+        .iter()
+        .map(|f| f["row_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows, 3 * ROWS);
+
     // Damage the middle of a segment in a copy: verify must fail naming the file.
     copy_dir(&d.join("db"), &d.join("damaged"));
     let seg = first_segment(&d.join("damaged"));
@@ -197,6 +210,14 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     std::fs::write(&seg, bytes).unwrap();
     let err = fails(d, &["verify", "damaged"], 1);
     let name = seg.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name) && err.contains("offset"), "{err}");
+    let dump = Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .arg("--check")
+        .arg(&seg)
+        .output()
+        .unwrap();
+    assert_eq!(dump.status.code(), Some(1), "{dump:?}");
+    let err = String::from_utf8(dump.stderr).unwrap();
     assert!(err.contains(name) && err.contains("offset"), "{err}");
 }
 
