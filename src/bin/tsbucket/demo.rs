@@ -1,6 +1,7 @@
 //! `tsbucket demo`: generate a workload, ingest it, flush, run its queries and report storage
 //! and speed figures.
 
+use crate::out::Out;
 use crate::{CliResult, Workload};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
 use tsbucket::workload::queries::{devops_queries, seed004_queries};
-use tsbucket::workload::{devops::FIELDS, Devops};
+use tsbucket::workload::Devops;
 use tsbucket::{Collection, Database, Granularity, TimeseriesOptions};
 
 /// Flags of `tsbucket demo`.
@@ -54,43 +55,122 @@ fn seed004(dir: Option<PathBuf>, scale: f64, batch: usize) -> CliResult {
         scale,
         ..Default::default()
     };
-    let docs: Vec<Document> = cfg.generate().collect();
-    let total = docs.len() as u64;
-    println!("seed 004: scale {scale} = {total} rows over 272 one-minute periods, dims as meta");
+    let total = cfg.rows();
+    let mut out = Out::new();
+    out.line(&format!(
+        "seed 004: scale {scale} = {total} rows over 272 one-minute periods, dims as meta"
+    ))?;
     let db = Database::open(&dir)?;
     let _ = db.drop_collection("calls")?;
     let calls = db.create_collection(
         "calls",
         TimeseriesOptions::new("timestamp").meta_field("dims"),
     )?;
+    let fed = ingest(&calls, cfg.generate(), total, batch, 1)?;
+    db.flush()?;
+    let stats = calls.stats()?;
+    out.line(&format!(
+        "ingest: {:.0} rows/s; storage: {} bytes = {:.1} bytes/row; {} buckets ({:.1} rows/bucket) in {} segments; {:.1}x smaller than the {} bytes of BSON inserted",
+        fed.rows as f64 / fed.elapsed.as_secs_f64(),
+        stats.bytes_on_disk,
+        stats.bytes_on_disk as f64 / fed.rows.max(1) as f64,
+        stats.buckets,
+        fed.rows as f64 / stats.buckets.max(1) as f64,
+        stats.segments,
+        fed.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
+        fed.bson_bytes
+    ))?;
+    let t = Instant::now();
+    let n = calls.count_documents(doc! {"dims.vAppid": {"$ne": ""}})?;
+    out.line(&format!(
+        "query rows with vAppid != \"\": {n} in {}",
+        ms(t.elapsed())
+    ))?;
+    run_pipelines(&mut out, &calls, seed004_queries())?;
+    db.close()?;
+    out.finish()?;
+    Ok(())
+}
+
+/// What [`ingest`] did.
+struct Fed {
+    rows: u64,
+    bson_bytes: u64,
+    elapsed: Duration,
+}
+
+/// Inserts `docs` into `coll` in batches of `batch` from `threads` threads, with a progress
+/// bar. A generator thread builds the batches while they are inserted, so memory stays at a
+/// few batches whatever the workload's size; the elapsed time is wall time from the first
+/// batch to the last insert's return.
+fn ingest(
+    coll: &Collection,
+    docs: impl Iterator<Item = Document> + Send,
+    total: u64,
+    batch: usize,
+    threads: usize,
+) -> CliResult<Fed> {
+    let batch = batch.max(1);
+    let threads = threads.max(1);
     let pb = ProgressBar::new(total);
     pb.set_style(ProgressStyle::with_template(
         "ingest {bar:40} {pos}/{len} {per_sec} eta {eta}",
     )?);
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<Document>>(4 * threads);
     let t0 = Instant::now();
-    for chunk in docs.chunks(batch.max(1)) {
-        calls.insert_many(chunk)?;
-        pb.inc(chunk.len() as u64);
-    }
-    let ingest = t0.elapsed();
+    let (rows, bson_bytes) = std::thread::scope(|s| -> CliResult<(u64, u64)> {
+        let generator = s.spawn(move || {
+            let (mut rows, mut bytes) = (0u64, 0u64);
+            let mut docs = docs.peekable();
+            while docs.peek().is_some() {
+                let chunk: Vec<Document> = docs.by_ref().take(batch).collect();
+                rows += chunk.len() as u64;
+                bytes += chunk
+                    .iter()
+                    .map(|d| d.to_vec().map_or(0, |v| v.len() as u64))
+                    .sum::<u64>();
+                // The receivers are gone only when an insert failed; that error is reported.
+                if tx.send(chunk).is_err() {
+                    break;
+                }
+            }
+            (rows, bytes)
+        });
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (rx, pb) = (rx.clone(), &pb);
+                s.spawn(move || -> tsbucket::Result<()> {
+                    for chunk in rx {
+                        coll.insert_many(&chunk)?;
+                        pb.inc(chunk.len() as u64);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        drop(rx);
+        let mut first_err = None;
+        for w in workers {
+            match w.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => first_err = first_err.or(Some(e.into())),
+                Err(_) => first_err = first_err.or(Some("an insert thread panicked".into())),
+            }
+        }
+        let counted = generator
+            .join()
+            .map_err(|_| "the workload generator panicked")?;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(counted),
+        }
+    })?;
     pb.finish_and_clear();
-    db.flush()?;
-    let stats = calls.stats()?;
-    println!(
-        "ingest: {:.0} rows/s; storage: {} bytes = {:.1} bytes/row; {} buckets ({:.1} rows/bucket) in {} segments",
-        total as f64 / ingest.as_secs_f64(),
-        stats.bytes_on_disk,
-        stats.bytes_on_disk as f64 / total.max(1) as f64,
-        stats.buckets,
-        total as f64 / stats.buckets.max(1) as f64,
-        stats.segments
-    );
-    let t = Instant::now();
-    let n = calls.count_documents(doc! {"dims.vAppid": {"$ne": ""}})?;
-    println!("query rows with vAppid != \"\": {n} in {}", ms(t.elapsed()));
-    run_pipelines(&calls, seed004_queries())?;
-    db.close()?;
-    Ok(())
+    Ok(Fed {
+        rows,
+        bson_bytes,
+        elapsed: t0.elapsed(),
+    })
 }
 
 /// The database directory: the given one, or one inside a temporary directory that is removed
@@ -107,13 +187,17 @@ fn demo_dir(dir: Option<PathBuf>) -> CliResult<(PathBuf, Option<tempfile::TempDi
 
 /// Runs the workload's aggregations once each, printing result counts and times.
 fn run_pipelines(
+    out: &mut Out,
     c: &Collection,
     queries: Vec<(&'static str, Vec<Document>)>,
-) -> tsbucket::Result<()> {
+) -> CliResult {
     for (name, p) in queries {
         let t = Instant::now();
         let n = c.aggregate(p)?.count();
-        println!("aggregate {name}: {n} documents in {}", ms(t.elapsed()));
+        out.line(&format!(
+            "aggregate {name}: {n} documents in {}",
+            ms(t.elapsed())
+        ))?;
     }
     Ok(())
 }
@@ -138,11 +222,12 @@ fn demo(
         ..Devops::default()
     };
     let total = cfg.measurements();
-    println!(
+    let mut out = Out::new();
+    out.line(&format!(
         "devops-cpu: {hosts} hosts x {hours} h at 10 s = {total} measurements ({} values), {} fields",
         total * 10,
         if float { "float64" } else { "int64" }
-    );
+    ))?;
     let db = Database::open(&dir)?;
     let _ = db.drop_collection("cpu")?;
     let cpu = db.create_collection(
@@ -152,63 +237,29 @@ fn demo(
             .granularity(Granularity::Seconds),
     )?;
 
-    // Generate first so that the ingest rate measures the engine, not the generator.
-    let docs: Vec<Document> = cfg.generate().collect();
-    let bson_bytes: usize = docs
-        .iter()
-        .map(|d| d.to_vec().map(|v| v.len()).unwrap_or(0))
-        .sum();
-    let pb = ProgressBar::new(total);
-    pb.set_style(ProgressStyle::with_template(
-        "ingest {bar:40} {pos}/{len} {per_sec} eta {eta}",
-    )?);
-    let t0 = Instant::now();
-    let chunks: Vec<&[Document]> = docs.chunks(batch.max(1)).collect();
-    let threads = threads.max(1);
-    std::thread::scope(|s| -> tsbucket::Result<()> {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let (cpu, pb, chunks) = (&cpu, &pb, &chunks);
-                s.spawn(move || -> tsbucket::Result<()> {
-                    // Thread t takes every threads-th batch, so time order is roughly kept.
-                    for chunk in chunks.iter().skip(t).step_by(threads) {
-                        cpu.insert_many(chunk)?;
-                        pb.inc(chunk.len() as u64);
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap_or(Ok(()))?;
-        }
-        Ok(())
-    })?;
-    let ingest = t0.elapsed();
-    pb.finish_and_clear();
+    let fed = ingest(&cpu, cfg.generate(), total, batch, threads)?;
     let t1 = Instant::now();
     db.flush()?;
     let flush = t1.elapsed();
     let stats = cpu.stats()?;
-    drop(docs);
-
-    println!(
+    let values = fed.rows * 10;
+    out.line(&format!(
         "ingest: {:.0} measurements/s ({} in {:.2} s, batches of {batch}, {threads} thread(s), fsync before each insert returns); flush {:.2} s",
-        total as f64 / ingest.as_secs_f64(),
-        total,
-        ingest.as_secs_f64(),
+        fed.rows as f64 / fed.elapsed.as_secs_f64(),
+        fed.rows,
+        fed.elapsed.as_secs_f64(),
         flush.as_secs_f64()
-    );
-    println!(
+    ))?;
+    out.line(&format!(
         "storage: {} bytes on disk = {:.2} bytes/measurement, {:.3} bytes/value; {} buckets in {} segments; {:.1}x smaller than the {} bytes of BSON inserted",
         stats.bytes_on_disk,
-        stats.bytes_on_disk as f64 / total as f64,
-        stats.bytes_on_disk as f64 / (total * 10) as f64,
+        stats.bytes_on_disk as f64 / fed.rows.max(1) as f64,
+        stats.bytes_on_disk as f64 / values.max(1) as f64,
         stats.buckets,
         stats.segments,
-        bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
-        bson_bytes
-    );
+        fed.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
+        fed.bson_bytes
+    ))?;
 
     let start = cfg.start_ms;
     let host = "host_0";
@@ -236,10 +287,10 @@ fn demo(
     for (name, q) in &queries {
         let t = Instant::now();
         let n = q()?;
-        println!("query {name}: {n} results in {}", ms(t.elapsed()));
+        out.line(&format!("query {name}: {n} results in {}", ms(t.elapsed())))?;
     }
-    let _ = FIELDS;
-    run_pipelines(&cpu, devops_queries(&cfg))?;
+    run_pipelines(&mut out, &cpu, devops_queries(&cfg))?;
     db.close()?;
+    out.finish()?;
     Ok(())
 }
