@@ -129,6 +129,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether `entry` is one of a database directory's own files (lock, manifest, log), which
+/// are expected beside `seg/` and not worth a note.
+fn is_database_entry(dir: &Path, entry: &Path) -> bool {
+    dir.join("seg").is_dir()
+        && entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| matches!(n, "LOCK" | "MANIFEST" | "wal"))
+}
+
 /// The files an argument names: itself, or a directory's `*.seg` files (and those of its `seg/`
 /// subdirectory), sorted by name. Skipped entries are noted on stderr.
 fn expand(p: &Path) -> io::Result<Vec<PathBuf>> {
@@ -142,7 +152,7 @@ fn expand(p: &Path) -> io::Result<Vec<PathBuf>> {
             seg_dir = Some(entry);
         } else if is_segment_name(&entry) && !entry.is_dir() {
             files.push(entry);
-        } else {
+        } else if !is_database_entry(p, &entry) {
             eprintln!("note: skipping {}: not a segment file", entry.display());
         }
     }
