@@ -36,8 +36,10 @@ fn fmt(v: f64) -> String {
 fn ratio(r: f64) -> String {
     if r >= 0.1 {
         format!("{r:.2}")
+    } else if r >= 0.01 {
+        format!("{r:.3}")
     } else {
-        format!("{r:.2e}")
+        format!("{r:.4}")
     }
 }
 
