@@ -1,6 +1,6 @@
 //! Column codec throughput on the devops cpu shape (one bucket: 10 columns x 360 rows) plus the
 //! time and `_id` columns. Inputs are seeded; throughput is reported in values.
-//! Run: `CARGO_TARGET_DIR=/work/target-codec cargo bench --bench codec`.
+//! Run: `cargo bench --bench codec`.
 
 use std::hint::black_box;
 

@@ -1,7 +1,7 @@
 //! Segment write and read throughput on devops-cpu-shaped buckets (TSBS cpu-only: 10 string
 //! tags as meta, 10 usage fields, one row per host every 10 s, 360 rows = one hour per bucket).
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target-seg cargo bench --bench segment`
+//! Run: `cargo bench --bench segment`
 //! The first lines printed give the file size per bucket, per row and per value.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -63,6 +63,19 @@ fn tags(rng: &mut Rng, host: usize) -> Document {
     }
 }
 
+/// The `_id` an insert would give row `r` of host `h` when the hosts are inserted time-major,
+/// one row per host every 10 s: the insertion second, a fixed process value and a counter
+/// running over all hosts. Fixed rather than `ObjectId::new()`, so every run writes the same
+/// bytes.
+fn object_id(start_secs: u32, hosts: usize, h: usize, r: usize) -> ObjectId {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&(start_secs + r as u32 * 10).to_be_bytes());
+    b[4..9].copy_from_slice(&[0x5e, 0xed, 0x00, 0x12, 0x3b]);
+    let counter = (r * hosts + h) as u32;
+    b[9..].copy_from_slice(&counter.to_be_bytes()[1..]);
+    ObjectId::from_bytes(b)
+}
+
 /// `hosts` buckets of `rows` rows; `float` selects the float64 (2-decimal) variant.
 fn devops(hosts: usize, rows: usize, float: bool) -> Vec<BucketData> {
     let mut rng = Rng(123);
@@ -84,7 +97,7 @@ fn devops(hosts: usize, rows: usize, float: bool) -> Vec<BucketData> {
             cols.push(Column {
                 name: "_id".into(),
                 values: (0..rows)
-                    .map(|_| Some(Bson::ObjectId(ObjectId::new())))
+                    .map(|r| Some(Bson::ObjectId(object_id(start_secs, hosts, h, r))))
                     .collect(),
             });
             let (mut min, mut max) = (Document::new(), Document::new());
