@@ -5,6 +5,8 @@ use crate::db::{catalog_stats, Batch, DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
+use crate::modify::rewrite::BucketAction;
+use crate::modify::{DeleteResult, UpdateResult};
 use crate::options::TimeseriesOptions;
 use crate::query::agg;
 use crate::query::cursor::FindSpec;
@@ -298,6 +300,50 @@ impl Collection {
             id(a).cmp(&id(b))
         });
         Ok(out)
+    }
+
+    /// Updates the meta value of every measurement whose meta matches `filter`, under MongoDB's
+    /// legacy time-series rules: the filter may read only the meta field (or its subfields)
+    /// and `update` must be an operator document (`$set $unset $rename $inc $mul $min $max`)
+    /// that changes only the meta field; anything else is refused with `InvalidOptions` (72)
+    /// or `BadValue` before anything changes. Whole buckets are updated; counts are of
+    /// measurements. Durable and atomic once it returns: a crash leaves it done or not done.
+    pub fn update_many(&self, filter: Document, update: Document) -> Result<UpdateResult> {
+        let opts = self.options()?;
+        let meta = opts.get_meta_field();
+        let f = crate::modify::rules::update_filter(&filter, meta)?;
+        let u = crate::modify::update::MetaUpdate::parse(&update, meta)?;
+        let counts = crate::modify::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
+            if !f.matches(meta) {
+                return Ok(None);
+            }
+            let new = u.apply(meta)?;
+            Ok(Some(if new.as_ref() == meta {
+                BucketAction::Keep
+            } else {
+                BucketAction::SetMeta(new)
+            }))
+        })?;
+        Ok(UpdateResult {
+            matched_count: counts.matched,
+            modified_count: counts.changed,
+        })
+    }
+
+    /// Deletes every measurement whose meta matches `filter` (which may read only the meta
+    /// field; on a collection without one, only `{}`, which deletes everything), whole
+    /// buckets at a time. Segment files left without buckets are deleted and partly affected
+    /// ones rewritten, so the space comes back. Atomic and durable like
+    /// [`Collection::update_many`].
+    pub fn delete_many(&self, filter: Document) -> Result<DeleteResult> {
+        let opts = self.options()?;
+        let f = crate::modify::rules::delete_filter(&filter, opts.get_meta_field())?;
+        let counts = crate::modify::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
+            Ok(f.matches(meta).then_some(BucketAction::Drop))
+        })?;
+        Ok(DeleteResult {
+            deleted_count: counts.changed,
+        })
     }
 
     /// Storage figures and catalog counters.

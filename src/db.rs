@@ -67,7 +67,7 @@ impl CollState {
         }
     }
 
-    fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
+    pub(crate) fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
         let time = self.entry.options.get_time_field().to_string();
         for (i, b) in seg.buckets().iter().enumerate() {
             let start = match b.min.get(&time) {
@@ -117,7 +117,7 @@ pub(crate) struct DbInner {
     pub state: Arc<RwLock<Shared>>,
     wal: RwLock<Option<Wal<Batch>>>,
     /// The manifest as last written; its lock also serialises flushes and DDL.
-    manifest: Mutex<Manifest>,
+    pub(crate) manifest: Mutex<Manifest>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
     /// Dropping it tells the flusher to stop.
@@ -522,14 +522,14 @@ impl DbInner {
         Ok(())
     }
 
-    fn poison(&self, e: &Error) {
+    pub(crate) fn poison(&self, e: &Error) {
         let mut p = self.poisoned.lock();
         if p.is_none() {
             *p = Some(e.to_string());
         }
     }
 
-    fn store_manifest(&self, m: &Manifest) -> Result<()> {
+    pub(crate) fn store_manifest(&self, m: &Manifest) -> Result<()> {
         m.store(self.vfs.as_ref(), &self.path)
             .inspect_err(|e| self.poison(e))
     }
@@ -556,6 +556,11 @@ impl DbInner {
     /// bucket is closed first.
     pub(crate) fn flush(&self, close_all: bool) -> Result<()> {
         let mut man = self.manifest.lock();
+        self.flush_locked(&mut man, close_all)
+    }
+
+    /// [`DbInner::flush`] for a caller that already holds the manifest lock.
+    pub(crate) fn flush_locked(&self, man: &mut Manifest, close_all: bool) -> Result<()> {
         {
             let mut st = self.state.write();
             if close_all {
