@@ -42,8 +42,20 @@ pub struct CollStats {
     pub buckets: u64,
     /// Buckets held in segment files.
     pub flushed_buckets: u64,
-    /// Open buckets in the catalog.
+    /// Open buckets in the catalog (gauge), set-aside ones included.
     pub open_buckets: u64,
+    /// Of the open buckets, those set aside for late measurements because time moved past
+    /// them (MongoDB's archived buckets; gauge).
+    pub archived_buckets: u64,
+    /// Closed buckets still in memory, waiting for the flusher (gauge).
+    pub unflushed_buckets: u64,
+    /// Approximate memory held by the collection's bucket catalog: open buckets and closed
+    /// ones awaiting a flush, in bytes (gauge; the limit is `DbOptions::catalog_memory_limit`).
+    pub catalog_memory_bytes: u64,
+    /// Measurements per bucket over all buckets (0 when there are none).
+    pub avg_measurements_per_bucket: f64,
+    /// Segment bytes per flushed bucket, MongoDB's `avgBucketSize` (0 when none is flushed).
+    pub avg_bucket_bytes: u64,
     /// Segment files of the collection.
     pub segments: u64,
     /// Bytes of this collection's segment files.
@@ -320,8 +332,11 @@ impl Collection {
                 }
             }
             s.open_buckets = c.catalog.open_buckets() as u64;
+            s.archived_buckets = c.catalog.archived_buckets() as u64;
+            s.catalog_memory_bytes = (c.catalog.memory() + 2 * c.catalog.closed_bytes()) as u64;
             for b in c.flushing.iter().chain(c.catalog.closed().iter()) {
                 s.buckets += 1;
+                s.unflushed_buckets += 1;
                 s.measurements += u64::from(b.count);
             }
             s.buckets += s.open_buckets;
@@ -333,6 +348,10 @@ impl Collection {
         s.wal_bytes = wal_bytes;
         s.manifest_bytes = manifest_bytes;
         s.bytes_on_disk = s.segment_bytes + wal_bytes + manifest_bytes;
+        if s.buckets > 0 {
+            s.avg_measurements_per_bucket = s.measurements as f64 / s.buckets as f64;
+        }
+        s.avg_bucket_bytes = s.segment_bytes.checked_div(s.flushed_buckets).unwrap_or(0);
         Ok(s)
     }
 }

@@ -14,8 +14,8 @@ use common::*;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
 use tsbucket::bson::doc;
+use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
 use tsbucket::{Database, DbOptions, Error};
 
 const MODES: [CrashMode; 5] = [
@@ -431,18 +431,24 @@ fn power_cut_at_every_operation_of_a_drop_leaves_the_collection_dropped_or_intac
                 .collect();
             assert!(names.contains(&"b".to_string()), "{ctx}: {names:?}");
             assert_eq!(
-                db.collection("b").unwrap().count_documents(doc! {}).unwrap(),
+                db.collection("b")
+                    .unwrap()
+                    .count_documents(doc! {})
+                    .unwrap(),
                 5,
                 "{ctx}"
             );
             if names.contains(&"a".to_string()) {
                 assert!(dropped.is_err(), "{ctx}: an acknowledged drop came back");
-                let n = db.collection("a").unwrap().count_documents(doc! {}).unwrap();
+                let n = db
+                    .collection("a")
+                    .unwrap()
+                    .count_documents(doc! {})
+                    .unwrap();
                 assert_eq!(n, 40, "{ctx}: the collection came back partly");
             }
             // No file of the dropped collection is left behind, and nothing else is damaged.
-            db.verify()
-                .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+            db.verify().unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
             db.close().unwrap();
         }
         k += 1;

@@ -136,6 +136,15 @@ impl CollCatalog {
         self.open_count
     }
 
+    /// Open buckets that are not their series' current bucket: set aside when time moved
+    /// past them and kept for late measurements (MongoDB's archived buckets).
+    pub fn archived_buckets(&self) -> usize {
+        self.series
+            .values()
+            .map(|s| s.open.len() - usize::from(s.current.is_some()).min(s.open.len()))
+            .sum()
+    }
+
     /// Bytes of measurements in closed buckets awaiting a flush.
     pub fn closed_bytes(&self) -> usize {
         self.closed_bytes
