@@ -435,6 +435,12 @@ impl Database {
     /// the files in `seg/`, and that the in-memory `_id` index equals one rebuilt from a scan.
     /// The first problem is returned as `Error::Corruption` naming the file.
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(|_, _| {})
+    }
+
+    /// [`Database::verify`], calling `progress(segments_done, segments_total)` after each
+    /// segment, for a progress display on large databases.
+    pub fn verify_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         self.inner.check_open()?;
         // Holding the manifest lock keeps flushes and DDL out while files are compared.
         let man = self.inner.manifest.lock();
@@ -456,6 +462,11 @@ impl Database {
                 ));
             }
         }
+        let total: u64 = man
+            .collections
+            .iter()
+            .map(|c| c.segments.len() as u64)
+            .sum();
         for entry in &man.collections {
             let Some(c) = st.colls.get(&entry.id) else {
                 return Err(Error::corruption(
@@ -482,6 +493,7 @@ impl Database {
                     .map(|b| u64::from(b.count))
                     .sum::<u64>();
                 rebuilt.add_segment(sid, seg.clone());
+                progress(report.segments, total);
             }
             if rebuilt.index != c.index {
                 return Err(Error::corruption(

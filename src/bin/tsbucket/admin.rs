@@ -320,7 +320,16 @@ fn stats_json(s: &CollStats) -> Value {
 /// file and offset, and `main` exits 1 with it.
 pub fn verify(a: VerifyArgs) -> CliResult {
     let db = open_existing(&a.dir)?;
-    let r = db.verify()?;
+    let pb = indicatif::ProgressBar::new(0);
+    pb.set_style(indicatif::ProgressStyle::with_template(
+        "verify {bar:40} {pos}/{len} segments eta {eta}",
+    )?);
+    let r = db.verify_with_progress(|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    });
+    pb.finish_and_clear();
+    let r = r?;
     db.close()?;
     let mut out = Out::new();
     out.line(&format!(
