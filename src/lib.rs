@@ -53,6 +53,9 @@ pub mod vfs;
 pub mod wal;
 pub mod workload;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
