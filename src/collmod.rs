@@ -76,7 +76,22 @@ impl CollMod {
             self.rounding_seconds,
         ) {
             (None, None, None) => {}
-            (Some(g), None, None) => {
+            (Some(g), _, Some(_)) => {
+                return Err(Error::InvalidOptions(format!(
+                    "Timeseries 'bucketRoundingSeconds' cannot be set alongside the granularity \
+                     parameter '{}'",
+                    g.as_str()
+                )))
+            }
+            (Some(g), Some(span), None) if span != g.max_span_seconds() => {
+                return Err(Error::InvalidOptions(format!(
+                    "Timeseries 'bucketMaxSpanSeconds' cannot be set to a value other than the \
+                     default of {} for the provided granularity",
+                    g.max_span_seconds()
+                )))
+            }
+            // A granularity with its own default span is that granularity (as at creation).
+            (Some(g), _, None) => {
                 match cur.get_granularity() {
                     Some(old) if old == g => {}
                     Some(old) if old.max_span_seconds() < g.max_span_seconds() => {}
@@ -92,13 +107,6 @@ impl CollMod {
                 }
                 next.granularity = Some(g);
                 next.custom_span = None;
-            }
-            (Some(_), _, _) => {
-                return Err(Error::InvalidOptions(
-                    "Timeseries 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' cannot be \
-                     set alongside the granularity parameter"
-                        .into(),
-                ))
             }
             (None, Some(span), Some(rounding)) => {
                 let candidate = TimeseriesOptions {

@@ -152,17 +152,42 @@ fn seconds_to_hours_in_one_step_and_custom_to_a_wider_granularity() {
         code(db.coll_mod("d", CollMod::default().granularity(Granularity::Minutes))),
         Some(72)
     );
-    // A granularity and spans in one collMod: 72.
+    // A granularity with a rounding, or with a span other than its default: 72 (as at
+    // creation); with its default span alone it is just the granularity.
+    let e = db
+        .coll_mod(
+            "a",
+            CollMod::default()
+                .granularity(Granularity::Hours)
+                .bucket_span(2_592_000, 2_592_000),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidOptions(m) if m.contains("cannot be set alongside the granularity")),
+        "{e}"
+    );
+    let e = db
+        .coll_mod(
+            "b",
+            CollMod::default()
+                .granularity(Granularity::Hours)
+                .bucket_max_span_seconds(3_600),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidOptions(m) if m == "Timeseries 'bucketMaxSpanSeconds' cannot be set to a value other than the default of 2592000 for the provided granularity"),
+        "{e}"
+    );
+    db.coll_mod(
+        "b",
+        CollMod::default()
+            .granularity(Granularity::Hours)
+            .bucket_max_span_seconds(2_592_000),
+    )
+    .unwrap();
     assert_eq!(
-        code(
-            db.coll_mod(
-                "a",
-                CollMod::default()
-                    .granularity(Granularity::Hours)
-                    .bucket_span(2_592_000, 2_592_000)
-            )
-        ),
-        Some(72)
+        options(&db, "b").get_granularity(),
+        Some(Granularity::Hours)
     );
 }
 
