@@ -140,7 +140,7 @@ pub(crate) struct DbInner {
     pub(crate) manifest: Mutex<Manifest>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
-    /// Dropping it tells the flusher to stop.
+    /// Dropping it tells the flusher and the TTL sweeper to stop.
     stop_tx: Mutex<Option<Sender<()>>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// The background TTL sweeper, when `DbOptions::ttl_interval` is set.
@@ -550,7 +550,7 @@ impl DbInner {
         Ok(())
     }
 
-    pub(crate) fn poison(&self, e: &Error) {
+    fn poison(&self, e: &Error) {
         let mut p = self.poisoned.lock();
         if p.is_none() {
             *p = Some(e.to_string());
