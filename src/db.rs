@@ -262,6 +262,18 @@ impl Database {
                         ),
                     ));
                 }
+                if let Some(&last) = entry.expired.get(&sid).and_then(|e| e.last()) {
+                    if last as usize >= seg.buckets().len() {
+                        return Err(Error::corruption(
+                            path.join(crate::manifest::MANIFEST_FILE),
+                            0,
+                            format!(
+                                "expiredBuckets names bucket {last} of segment {sid}, which has {}",
+                                seg.buckets().len()
+                            ),
+                        ));
+                    }
+                }
                 collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
                 cs.add_segment(sid, Arc::new(seg));
             }

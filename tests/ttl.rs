@@ -532,3 +532,30 @@ fn sweeps_run_alongside_inserts() {
     assert_eq!(total(&db), 400);
     db.verify().unwrap();
 }
+
+/// A manifest whose `expiredBuckets` names a bucket position the segment does not have is
+/// reported as corruption of the manifest, not ignored.
+#[test]
+fn expired_buckets_beyond_a_segment_are_corruption() {
+    use tsbucket::manifest::Manifest;
+    let fs = MemFs::new();
+    {
+        let db = open(&fs);
+        let c = db.create_collection("c", ttl_options(60)).unwrap();
+        c.insert_many(&docs("a", &[NOW])).unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let dir = std::path::Path::new("/db");
+    let mut m = Manifest::load(&fs, dir).unwrap().unwrap();
+    let sid = m.collections[0].segments[0];
+    m.collections[0]
+        .expired
+        .insert(sid, std::collections::BTreeSet::from([5]));
+    m.store(&fs, dir).unwrap();
+    let e = Database::open_with("/db", mem_options(&fs)).unwrap_err();
+    assert!(
+        matches!(&e, tsbucket::Error::Corruption { .. }) && e.to_string().contains("MANIFEST"),
+        "{e}"
+    );
+}
