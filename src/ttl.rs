@@ -16,7 +16,7 @@ use crate::segment::Segment;
 use bson::{Bson, DateTime};
 use crossbeam_channel::Receiver;
 use std::collections::BTreeMap;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -93,13 +93,22 @@ pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
     let mut next = man.clone();
     let mut gone: Vec<(u32, u64)> = Vec::new();
     {
-        let st = db.state.read();
+        // Segments are immutable and, with the manifest lock held, no other thread adds or
+        // removes any: take handles and decide without holding the state lock.
+        let segs: BTreeMap<u64, Arc<Segment>> = {
+            let st = db.state.read();
+            cutoffs
+                .keys()
+                .filter_map(|id| st.colls.get(id))
+                .flat_map(|c| c.segments.iter().map(|(&k, v)| (k, v.clone())))
+                .collect()
+        };
         for entry in next.collections.iter_mut() {
-            let (Some(&cut), Some(c)) = (cutoffs.get(&entry.id), st.colls.get(&entry.id)) else {
+            let Some(&cut) = cutoffs.get(&entry.id) else {
                 continue;
             };
             for sid in entry.segments.clone() {
-                let Some(seg) = c.segments.get(&sid) else {
+                let Some(seg) = segs.get(&sid) else {
                     continue;
                 };
                 for (i, b) in seg.buckets().iter().enumerate() {
