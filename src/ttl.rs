@@ -44,6 +44,26 @@ impl Database {
     /// in every collection with expiry set, and deletes segment files left with no live bucket.
     /// The background sweeper (`DbOptions::ttl_interval`) calls this with the database clock's
     /// time. Durable once it returns.
+    ///
+    /// ```
+    /// use tsbucket::bson::{doc, DateTime};
+    /// use tsbucket::{CollMod, Database, TimeseriesOptions};
+    /// # fn main() -> tsbucket::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Database::open(dir.path())?;
+    /// let c = db.create_collection("m", TimeseriesOptions::new("t").expire_after_seconds(3600))?;
+    /// let t = DateTime::from_millis(1_700_000_000_000);
+    /// c.insert_one(&doc! {"t": t, "v": 1})?;
+    /// // One hour after the measurement it is not older than expireAfterSeconds yet.
+    /// let later = |ms| DateTime::from_millis(t.timestamp_millis() + ms);
+    /// assert_eq!(db.sweep_expired(later(3_600_000))?.buckets_deleted, 0);
+    /// let r = db.sweep_expired(later(3_600_001))?;
+    /// assert_eq!((r.buckets_deleted, r.measurements_deleted), (1, 1));
+    /// // Expiry can be changed or removed later.
+    /// db.coll_mod("m", CollMod::default().expire_after_seconds(None))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn sweep_expired(&self, now: DateTime) -> Result<SweepResult> {
         self.inner.check_writable()?;
         sweep(&self.inner, now)
