@@ -226,12 +226,7 @@ impl Collection {
     pub fn count_documents(&self, filter: Document) -> Result<u64> {
         if filter.is_empty() {
             return self.with_state(|c| {
-                let seg: u64 = c
-                    .segments
-                    .values()
-                    .flat_map(|s| s.buckets().iter())
-                    .map(|b| u64::from(b.count))
-                    .sum();
+                let seg: u64 = c.segment_buckets().map(|b| u64::from(b.count)).sum();
                 let mem: u64 = c
                     .flushing
                     .iter()
@@ -326,10 +321,10 @@ impl Collection {
             for seg in c.segments.values() {
                 s.segments += 1;
                 s.segment_bytes += seg.len_bytes();
-                for b in seg.buckets() {
-                    s.flushed_buckets += 1;
-                    s.measurements += u64::from(b.count);
-                }
+            }
+            for b in c.segment_buckets() {
+                s.flushed_buckets += 1;
+                s.measurements += u64::from(b.count);
             }
             s.open_buckets = c.catalog.open_buckets() as u64;
             s.archived_buckets = c.catalog.archived_buckets() as u64;

@@ -70,12 +70,12 @@ impl CollState {
     fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
         let time = self.entry.options.get_time_field().to_string();
         for (i, b) in seg.buckets().iter().enumerate() {
-            let start = match b.min.get(&time) {
-                Some(Bson::DateTime(t)) => t.timestamp_millis(),
-                _ => b.id.timestamp().timestamp_millis(),
-            };
+            // Buckets the TTL sweeper deleted stay in the file but not in the index.
+            if self.entry.is_expired(id, i as u32) {
+                continue;
+            }
             self.index.insert(
-                (start, b.id.bytes()),
+                id_key(&time, b),
                 BucketLoc {
                     segment: id,
                     index: i as u32,
@@ -84,6 +84,26 @@ impl CollState {
         }
         self.segments.insert(id, seg);
     }
+
+    /// Summaries of the live buckets in segments (those the `_id` index lists).
+    pub(crate) fn segment_buckets(
+        &self,
+    ) -> impl Iterator<Item = &crate::segment::BucketSummary> + '_ {
+        self.index.values().filter_map(|loc| {
+            self.segments
+                .get(&loc.segment)
+                .and_then(|s| s.buckets().get(loc.index as usize))
+        })
+    }
+}
+
+/// The `_id` index key of a bucket in a segment.
+pub(crate) fn id_key(time_field: &str, b: &crate::segment::BucketSummary) -> IdKey {
+    let start = match b.min.get(time_field) {
+        Some(Bson::DateTime(t)) => t.timestamp_millis(),
+        _ => b.id.timestamp().timestamp_millis(),
+    };
+    (start, b.id.bytes())
 }
 
 pub(crate) fn bucket_params(o: &TimeseriesOptions) -> BucketParams {
@@ -117,12 +137,14 @@ pub(crate) struct DbInner {
     pub state: Arc<RwLock<Shared>>,
     wal: RwLock<Option<Wal<Batch>>>,
     /// The manifest as last written; its lock also serialises flushes and DDL.
-    manifest: Mutex<Manifest>,
+    pub(crate) manifest: Mutex<Manifest>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
-    /// Dropping it tells the flusher to stop.
+    /// Dropping it tells the flusher and the TTL sweeper to stop.
     stop_tx: Mutex<Option<Sender<()>>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The background TTL sweeper, when `DbOptions::ttl_interval` is set.
+    ttl_sweeper: Mutex<Option<JoinHandle<()>>>,
     lock: Mutex<Option<Box<dyn LockGuard>>>,
 }
 
@@ -240,6 +262,18 @@ impl Database {
                         ),
                     ));
                 }
+                if let Some(&last) = entry.expired.get(&sid).and_then(|e| e.last()) {
+                    if last as usize >= seg.buckets().len() {
+                        return Err(Error::corruption(
+                            path.join(crate::manifest::MANIFEST_FILE),
+                            0,
+                            format!(
+                                "expiredBuckets names bucket {last} of segment {sid}, which has {}",
+                                seg.buckets().len()
+                            ),
+                        ));
+                    }
+                }
                 collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
                 cs.add_segment(sid, Arc::new(seg));
             }
@@ -318,8 +352,13 @@ impl Database {
             closed: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             flusher: Mutex::new(None),
+            ttl_sweeper: Mutex::new(None),
             lock: Mutex::new(Some(lock)),
         });
+        if let Some(every) = inner.opts.ttl_interval {
+            let h = crate::ttl::spawn_sweeper(Arc::downgrade(&inner), every, stop_rx.clone())?;
+            *inner.ttl_sweeper.lock() = Some(h);
+        }
         let handle = spawn_flusher(Arc::downgrade(&inner), flush_rx, stop_rx)?;
         *inner.flusher.lock() = Some(handle);
         Ok(Database { inner })
@@ -353,6 +392,7 @@ impl Database {
             name: name.to_string(),
             options,
             segments: Vec::new(),
+            expired: Default::default(),
         };
         let mut next = man.clone();
         next.next_collection_id += 1;
@@ -541,7 +581,7 @@ impl DbInner {
         }
     }
 
-    fn store_manifest(&self, m: &Manifest) -> Result<()> {
+    pub(crate) fn store_manifest(&self, m: &Manifest) -> Result<()> {
         m.store(self.vfs.as_ref(), &self.path)
             .inspect_err(|e| self.poison(e))
     }
@@ -568,6 +608,11 @@ impl DbInner {
     /// bucket is closed first.
     pub(crate) fn flush(&self, close_all: bool) -> Result<()> {
         let mut man = self.manifest.lock();
+        self.flush_locked(&mut man, close_all)
+    }
+
+    /// [`DbInner::flush`] for a caller that already holds the manifest lock.
+    pub(crate) fn flush_locked(&self, man: &mut Manifest, close_all: bool) -> Result<()> {
         {
             let mut st = self.state.write();
             if close_all {
@@ -644,8 +689,9 @@ impl DbInner {
             return Ok(());
         }
         self.stop_tx.lock().take();
-        if let Some(h) = self.flusher.lock().take() {
-            // The flusher itself may drop the last handle; it cannot wait for itself.
+        let threads = [self.flusher.lock().take(), self.ttl_sweeper.lock().take()];
+        for h in threads.into_iter().flatten() {
+            // A background thread may drop the last handle; it cannot wait for itself.
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }

@@ -367,6 +367,28 @@ impl CollCatalog {
         n
     }
 
+    /// Closes the open buckets whose latest measurement is older than `cutoff_ms` (the TTL
+    /// sweeper deletes them once they are in a segment). Returns how many were closed.
+    pub fn close_expired(&mut self, cutoff_ms: i64) -> usize {
+        let victims: Vec<(Vec<u8>, ObjectId)> = self
+            .series
+            .iter()
+            .flat_map(|(k, s)| {
+                s.open
+                    .iter()
+                    .filter(|b| b.max_time_ms < cutoff_ms)
+                    .map(move |b| (k.clone(), b.id))
+            })
+            .collect();
+        let n = victims.len();
+        for (key, id) in victims {
+            if let Some(b) = self.remove_open(&key, id) {
+                push_closed(&mut self.closed, &mut self.closed_bytes, b);
+            }
+        }
+        n
+    }
+
     /// Closes every open bucket (explicit flush, collection change).
     pub fn close_all(&mut self) {
         for (_, s) in self.series.drain() {
