@@ -42,6 +42,7 @@ pub mod codec;
 mod collection;
 mod db;
 pub mod error;
+pub mod index;
 pub mod ingest;
 pub mod manifest;
 pub mod options;

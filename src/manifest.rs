@@ -7,6 +7,7 @@
 //! replaced atomically (write `MANIFEST.tmp`, fsync, rename, fsync the directory).
 
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
 use crate::options::{Granularity, TimeseriesOptions};
 use crate::vfs::{write_atomic, Vfs};
 use bson::{doc, Bson, Document};
@@ -16,8 +17,11 @@ use std::path::Path;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// Magic bytes at offset 0.
 pub const MAGIC: &[u8; 8] = b"TSBMANIF";
-/// Current format version.
-pub const VERSION: u16 = 1;
+/// Current format version. Version 2 adds collections' `indexes`; a manifest without any index
+/// is still written as version 1, so builds that know only version 1 keep opening it.
+pub const VERSION: u16 = 2;
+/// Oldest format version this build reads.
+pub const MIN_VERSION: u16 = 1;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 20;
 /// Largest body accepted (a sanity bound against a damaged length field).
@@ -34,6 +38,8 @@ pub struct CollectionEntry {
     pub options: TimeseriesOptions,
     /// Ids of the live segment files of this collection.
     pub segments: Vec<u64>,
+    /// Secondary indexes, in creation order (manifest version 2; empty before).
+    pub indexes: Vec<IndexDef>,
 }
 
 /// The whole manifest.
@@ -103,12 +109,21 @@ impl Manifest {
             .collections
             .iter()
             .map(|c| {
-                Bson::Document(doc! {
+                let mut d = doc! {
                     "id": i64::from(c.id),
                     "name": &c.name,
                     "options": options_doc(&c.options),
                     "segments": c.segments.iter().map(|&s| Bson::Int64(s as i64)).collect::<Vec<_>>(),
-                })
+                };
+                if !c.indexes.is_empty() {
+                    let ix: Vec<Bson> = c
+                        .indexes
+                        .iter()
+                        .map(|i| Bson::Document(doc! {"name": &i.name, "key": i.key.clone()}))
+                        .collect();
+                    d.insert("indexes", ix);
+                }
+                Bson::Document(d)
             })
             .collect();
         let body = doc! {
@@ -122,8 +137,13 @@ impl Manifest {
         // An in-memory document of plain values always serialises.
         let _ = body.to_writer(&mut body_bytes);
         let mut out = Vec::with_capacity(HEADER_LEN + body_bytes.len());
+        let version = if self.collections.iter().any(|c| !c.indexes.is_empty()) {
+            VERSION
+        } else {
+            MIN_VERSION
+        };
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(&(body_bytes.len() as u32).to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -159,7 +179,7 @@ impl Manifest {
                 .map(u32::from_le_bytes)
         };
         let version = u16_at(8).unwrap_or(0);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(bad(
                 8,
                 format!("unsupported manifest version {version} (this build reads {VERSION})"),
@@ -211,11 +231,22 @@ impl Manifest {
             for s in c.get_array("segments").map_err(|e| e.to_string())? {
                 segments.push(s.as_i64().ok_or("segment id is not an int64")? as u64);
             }
+            let mut indexes = Vec::new();
+            if let Ok(ix) = c.get_array("indexes") {
+                for i in ix {
+                    let i = i.as_document().ok_or("index entry is not a document")?;
+                    indexes.push(IndexDef {
+                        name: i.get_str("name").map_err(|e| e.to_string())?.to_string(),
+                        key: i.get_document("key").map_err(|e| e.to_string())?.clone(),
+                    });
+                }
+            }
             m.collections.push(CollectionEntry {
                 id,
                 name,
                 options,
                 segments,
+                indexes,
             });
         }
         Ok(m)
@@ -270,6 +301,7 @@ mod tests {
                     .bucket_span(200, 200)
                     .expire_after_seconds(60),
                 segments: vec![3, 8],
+                indexes: Vec::new(),
             }],
         }
     }
@@ -285,6 +317,19 @@ mod tests {
         let mut m = sample();
         m.collections[0].options = TimeseriesOptions::new("ts").meta_field("m");
         assert_eq!(Manifest::decode(&m.encode(), Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
+    fn indexes_round_trip_as_version_2() {
+        let mut m = sample();
+        assert_eq!(m.encode()[8], 1, "no index: still version 1");
+        m.collections[0].indexes = vec![IndexDef {
+            name: "m.a_1_ts_-1".into(),
+            key: doc! {"m.a": 1, "ts": -1},
+        }];
+        let bytes = m.encode();
+        assert_eq!(bytes[8], 2);
+        assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
     }
 
     #[test]
