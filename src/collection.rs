@@ -307,6 +307,76 @@ impl Collection {
         Ok(out)
     }
 
+    /// Creates a secondary index on `keys` (time field, meta field or meta subfields,
+    /// measurement fields; `1` ascending, `-1` descending; compound allowed) and returns its
+    /// name, e.g. `"metadata.sensorId_1_timestamp_1"`. Creating an identical index again is a
+    /// no-op. Unique, text, hashed, geo and wildcard indexes and sparse or partial options are
+    /// refused with MongoDB's codes (see [`Collection::create_index_with`]). Durable once it
+    /// returns. An index led by a meta path serves equality and `$in` on that path.
+    pub fn create_index(&self, keys: Document) -> Result<String> {
+        self.create_index_with(keys, Document::new())
+    }
+
+    /// [`Collection::create_index`] with MongoDB's index options document: `name` is honoured;
+    /// `unique: true` and `expireAfterSeconds` are `Error::InvalidOptions` (72) as in MongoDB;
+    /// `sparse: true`, `partialFilterExpression`, `hidden: true` and `collation` are
+    /// `Error::CannotCreateIndex` (67), not supported here; other fields are
+    /// `Error::InvalidOptions`.
+    pub fn create_index_with(&self, keys: Document, options: Document) -> Result<String> {
+        let opts = self.options()?;
+        self.db.update_indexes(self.id, &self.name, |existing| {
+            let (def, exists) = crate::index::parse_index(&keys, &options, &opts, existing)?;
+            if exists {
+                return Ok((None, def.name));
+            }
+            let mut next = existing.to_vec();
+            let name = def.name.clone();
+            next.push(def);
+            Ok((Some(next), name))
+        })
+    }
+
+    /// The collection's secondary indexes in the user's form `{v: 2, key, name}`, in creation
+    /// order. Like MongoDB (reference §6) no default index is listed: the `_id` index of
+    /// buckets is internal.
+    pub fn list_indexes(&self) -> Result<Vec<Document>> {
+        self.with_state(|c| c.entry.indexes.iter().map(|i| i.user_doc()).collect())
+    }
+
+    /// The secondary indexes in bucket form `{v: 2, key, name}` (`key` as MongoDB stores it on
+    /// the bucket collection, e.g. `{"meta.a": 1, "control.min.t": 1, "control.max.t": 1}`).
+    pub fn list_bucket_indexes(&self) -> Result<Vec<Document>> {
+        self.with_state(|c| {
+            c.entry
+                .indexes
+                .iter()
+                .map(|i| {
+                    bson::doc! {
+                        "v": 2,
+                        "key": crate::index::bucket_key(&i.key, &c.entry.options),
+                        "name": &i.name,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Drops the index named `name`; `Error::IndexNotFound` (27) if there is none (names are
+    /// not translated: the name is the one `list_indexes` shows). Durable once it returns.
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        self.db.update_indexes(self.id, &self.name, |existing| {
+            if !existing.iter().any(|i| i.name == name) {
+                return Err(Error::IndexNotFound(name.to_string()));
+            }
+            let next = existing
+                .iter()
+                .filter(|i| i.name != name)
+                .cloned()
+                .collect();
+            Ok((Some(next), ()))
+        })
+    }
+
     /// Storage figures and catalog counters.
     pub fn stats(&self) -> Result<CollStats> {
         let wal_bytes = self.db.wal_bytes();

@@ -53,6 +53,8 @@ pub(crate) struct CollState {
     pub index: BTreeMap<IdKey, BucketLoc>,
     /// Closed buckets being written to a segment right now; readers still see them here.
     pub flushing: Vec<Arc<BucketData>>,
+    /// Maps of the meta indexes, derived from `segments` on demand.
+    pub meta_cache: crate::index::meta::MetaCache,
 }
 
 impl CollState {
@@ -64,6 +66,7 @@ impl CollState {
             segments: BTreeMap::new(),
             index: BTreeMap::new(),
             flushing: Vec::new(),
+            meta_cache: Default::default(),
         }
     }
 
@@ -393,6 +396,7 @@ impl Database {
             options,
             segments: Vec::new(),
             expired: Default::default(),
+            indexes: Vec::new(),
         };
         let mut next = man.clone();
         next.next_collection_id += 1;
@@ -579,6 +583,37 @@ impl DbInner {
         if p.is_none() {
             *p = Some(e.to_string());
         }
+    }
+
+    /// Replaces the index definitions of collection `id`: computed by `f` from the current ones
+    /// under the manifest lock, made durable by a manifest write (the commit point), then
+    /// published to readers. `f` returning an error or `None` changes nothing.
+    pub(crate) fn update_indexes<R>(
+        &self,
+        id: u32,
+        name: &str,
+        f: impl FnOnce(&[crate::index::IndexDef]) -> Result<(Option<Vec<crate::index::IndexDef>>, R)>,
+    ) -> Result<R> {
+        self.check_writable()?;
+        let mut man = self.manifest.lock();
+        let pos = man
+            .collections
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
+        let (new, r) = f(&man.collections[pos].indexes)?;
+        let Some(new) = new else {
+            return Ok(r);
+        };
+        let mut next = man.clone();
+        next.collections[pos].indexes = new.clone();
+        next.generation += 1;
+        self.store_manifest(&next)?;
+        *man = next;
+        if let Some(c) = self.state.write().colls.get_mut(&id) {
+            c.entry.indexes = new;
+        }
+        Ok(r)
     }
 
     pub(crate) fn store_manifest(&self, m: &Manifest) -> Result<()> {

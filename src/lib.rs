@@ -43,6 +43,7 @@ mod collection;
 mod collmod;
 mod db;
 pub mod error;
+pub mod index;
 pub mod ingest;
 pub mod manifest;
 pub mod options;

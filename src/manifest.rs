@@ -7,6 +7,7 @@
 //! replaced atomically (write `MANIFEST.tmp`, fsync, rename, fsync the directory).
 
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
 use crate::options::{Granularity, TimeseriesOptions};
 use crate::vfs::{write_atomic, Vfs};
 use bson::{doc, Bson, Document};
@@ -17,9 +18,10 @@ use std::path::Path;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// Magic bytes at offset 0.
 pub const MAGIC: &[u8; 8] = b"TSBMANIF";
-/// Current format version (the version written).
+/// Current format version. Version 2 adds collections' optional `expiredBuckets` (TTL) and
+/// `indexes`; version 1 is version 2 without them.
 pub const VERSION: u16 = 2;
-/// Oldest format version still read: version 1 is version 2 without `expiredBuckets`.
+/// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 20;
@@ -41,6 +43,8 @@ pub struct CollectionEntry {
     /// rows the log may still replay): segment id -> bucket positions in that segment. Readers
     /// treat these buckets as absent; the file goes once every bucket in it is listed here.
     pub expired: BTreeMap<u64, BTreeSet<u32>>,
+    /// Secondary indexes, in creation order (manifest version 2; empty before).
+    pub indexes: Vec<IndexDef>,
 }
 
 impl CollectionEntry {
@@ -169,6 +173,14 @@ impl Manifest {
                 if !c.expired.is_empty() {
                     d.insert("expiredBuckets", expired_doc(&c.expired));
                 }
+                if !c.indexes.is_empty() {
+                    let ix: Vec<Bson> = c
+                        .indexes
+                        .iter()
+                        .map(|i| Bson::Document(doc! {"name": &i.name, "key": i.key.clone()}))
+                        .collect();
+                    d.insert("indexes", ix);
+                }
                 Bson::Document(d)
             })
             .collect();
@@ -183,8 +195,17 @@ impl Manifest {
         // An in-memory document of plain values always serialises.
         let _ = body.to_writer(&mut body_bytes);
         let mut out = Vec::with_capacity(HEADER_LEN + body_bytes.len());
+        let version = if self
+            .collections
+            .iter()
+            .any(|c| !c.indexes.is_empty() || !c.expired.is_empty())
+        {
+            VERSION
+        } else {
+            MIN_VERSION
+        };
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(&(body_bytes.len() as u32).to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -277,12 +298,23 @@ impl Manifest {
                 Err(_) if !c.contains_key("expiredBuckets") => BTreeMap::new(),
                 Err(e) => return Err(format!("expiredBuckets: {e}")),
             };
+            let mut indexes = Vec::new();
+            if let Ok(ix) = c.get_array("indexes") {
+                for i in ix {
+                    let i = i.as_document().ok_or("index entry is not a document")?;
+                    indexes.push(IndexDef {
+                        name: i.get_str("name").map_err(|e| e.to_string())?.to_string(),
+                        key: i.get_document("key").map_err(|e| e.to_string())?.clone(),
+                    });
+                }
+            }
             m.collections.push(CollectionEntry {
                 id,
                 name,
                 options,
                 segments,
                 expired,
+                indexes,
             });
         }
         Ok(m)
@@ -338,6 +370,7 @@ mod tests {
                     .expire_after_seconds(60),
                 segments: vec![3, 8],
                 expired: BTreeMap::new(),
+                indexes: Vec::new(),
             }],
         }
     }
@@ -385,6 +418,19 @@ mod tests {
         let mut m = sample();
         m.collections[0].options = TimeseriesOptions::new("ts").meta_field("m");
         assert_eq!(Manifest::decode(&m.encode(), Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
+    fn indexes_round_trip_as_version_2() {
+        let mut m = sample();
+        assert_eq!(m.encode()[8], 1, "no index: still version 1");
+        m.collections[0].indexes = vec![IndexDef {
+            name: "m.a_1_ts_-1".into(),
+            key: doc! {"m.a": 1, "ts": -1},
+        }];
+        let bytes = m.encode();
+        assert_eq!(bytes[8], 2);
+        assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
     }
 
     #[test]

@@ -610,3 +610,37 @@ fn segment_dump_marks_swept_buckets() {
         "{text}"
     );
 }
+
+#[test]
+fn a_meta_index_never_returns_swept_buckets() {
+    let fs = MemFs::new();
+    let db = open(&fs);
+    let c = db.create_collection("c", ttl_options(3600)).unwrap();
+    c.create_index(doc! {"m": 1}).unwrap();
+    // Series "a": an old bucket (swept) and a recent one, in the same segment as "b"'s, so the
+    // file stays while the old bucket is hidden.
+    c.insert_many(&docs("a", &[NOW - 5 * 3600 * 1000, NOW - MIN]))
+        .unwrap();
+    c.insert_many(&docs("b", &[NOW - MIN])).unwrap();
+    db.flush().unwrap();
+    let r = db.sweep_expired(at(NOW)).unwrap();
+    assert_eq!(r.buckets_deleted, 1);
+    for filter in [doc! {"m": "a"}, doc! {"m": {"$in": ["a", "b"]}}] {
+        let ex = c.explain(filter.clone()).unwrap();
+        assert_eq!(ex.index_used.as_deref(), Some("m_1"), "{filter}");
+        let found: Vec<_> = c
+            .find(filter.clone())
+            .unwrap()
+            .map(|d| d.unwrap())
+            .collect();
+        assert!(
+            found.iter().all(|d| d.get_i64("v").unwrap() == NOW - MIN),
+            "{filter}: {found:?}"
+        );
+    }
+    assert_eq!(count(&db, "a"), 1);
+    db.close().unwrap();
+    let db = open(&fs);
+    assert_eq!(count(&db, "a"), 1);
+    db.close().unwrap();
+}
