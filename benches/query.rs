@@ -5,7 +5,9 @@
 //! (it is built there on the first run and reused afterwards); `TSBUCKET_QUERY_HOSTS` and
 //! `TSBUCKET_QUERY_HOURS` change the size; `TSBUCKET_QUERY_ONLY` runs the queries whose name
 //! contains it. `TSBUCKET_QUERY_WORKLOAD=seed004` (with `TSBUCKET_QUERY_SCALE`, default 1.0)
-//! times the seed-004 shape instead: many small buckets, where planning cost per bucket shows.
+//! times the seed-004 shape instead: many small buckets, where planning cost per bucket shows;
+//! there `TSBUCKET_QUERY_INDEX=1` creates an index on `dims.vAppid` first (and without it any
+//! such index is dropped), to compare reads with and without the meta index.
 
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
@@ -107,11 +109,13 @@ fn run(c: &tsbucket::Collection, queries: &[(&str, Document, Query)]) -> tsbucke
         }
         let ex = c.explain(filter.clone())?;
         println!(
-            "{name}: {n} results; min {:.2} ms, median {:.2} ms (planning {:.3} ms); buckets {} total, {} pruned by _id, {} by stats, {} whole, {} unpacked",
+            "{name}: {n} results; min {:.2} ms, median {:.2} ms (planning {:.3} ms); buckets {} total, {} pruned by index {:?}, {} by _id, {} by stats, {} whole, {} unpacked",
             times[0].as_secs_f64() * 1000.0,
             times[times.len() / 2].as_secs_f64() * 1000.0,
             plan_time.as_secs_f64() * 1000.0,
             ex.buckets_total,
+            ex.buckets_pruned_by_index,
+            ex.index_used,
             ex.buckets_pruned_by_id,
             ex.buckets_pruned_by_stats,
             ex.buckets_taken_whole,
@@ -151,10 +155,45 @@ fn seed004() -> tsbucket::Result<()> {
         "{} rows in {} buckets ({} segments)",
         s.measurements, s.buckets, s.segments
     );
+    let index = doc! {"dims.vAppid": 1};
+    if std::env::var("TSBUCKET_QUERY_INDEX").as_deref() == Ok("1") {
+        calls.create_index(index)?;
+    } else if calls
+        .list_indexes()?
+        .iter()
+        .any(|i| i.get_document("key").ok() == Some(&index))
+    {
+        calls.drop_index("dims.vAppid_1")?;
+    }
     let one_app = doc! {"dims.vAppid": "app00007"};
+    // An app id that is present, whatever the scale.
+    let first = calls
+        .find_with(
+            doc! {"dims.vAppid": {"$ne": ""}},
+            FindOptions {
+                limit: Some(1),
+                ..FindOptions::default()
+            },
+        )?
+        .next()
+        .transpose()?
+        .and_then(|d| {
+            d.get_document("dims")
+                .ok()?
+                .get_str("vAppid")
+                .ok()
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let present_app = doc! {"dims.vAppid": first};
     let not_empty = doc! {"dims.vAppid": {"$ne": ""}};
     let slow = doc! {"dProcessTime": {"$gt": 4999.0}};
     let queries: Vec<(&str, Document, Query)> = vec![
+        (
+            "find one present app id",
+            present_app.clone(),
+            Box::new(|| Ok(calls.find(present_app.clone())?.count() as u64)),
+        ),
         (
             "count one app id",
             one_app.clone(),

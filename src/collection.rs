@@ -44,8 +44,20 @@ pub struct CollStats {
     pub buckets: u64,
     /// Buckets held in segment files.
     pub flushed_buckets: u64,
-    /// Open buckets in the catalog.
+    /// Open buckets in the catalog (gauge), set-aside ones included.
     pub open_buckets: u64,
+    /// Of the open buckets, those set aside for late measurements because time moved past
+    /// them (MongoDB's archived buckets; gauge).
+    pub archived_buckets: u64,
+    /// Closed buckets still in memory, waiting for the flusher (gauge).
+    pub unflushed_buckets: u64,
+    /// Approximate memory held by the collection's bucket catalog: open buckets and closed
+    /// ones awaiting a flush, in bytes (gauge; the limit is `DbOptions::catalog_memory_limit`).
+    pub catalog_memory_bytes: u64,
+    /// Measurements per bucket over all buckets (0 when there are none).
+    pub avg_measurements_per_bucket: f64,
+    /// Segment bytes per flushed bucket, MongoDB's `avgBucketSize` (0 when none is flushed).
+    pub avg_bucket_bytes: u64,
     /// Segment files of the collection.
     pub segments: u64,
     /// Bytes of this collection's segment files.
@@ -216,12 +228,7 @@ impl Collection {
     pub fn count_documents(&self, filter: Document) -> Result<u64> {
         if filter.is_empty() {
             return self.with_state(|c| {
-                let seg: u64 = c
-                    .segments
-                    .values()
-                    .flat_map(|s| s.buckets().iter())
-                    .map(|b| u64::from(b.count))
-                    .sum();
+                let seg: u64 = c.segment_buckets().map(|b| u64::from(b.count)).sum();
                 let mem: u64 = c
                     .flushing
                     .iter()
@@ -346,6 +353,95 @@ impl Collection {
         })
     }
 
+    /// An update statement in the shape of MongoDB's `update` command, `{q, u, multi,
+    /// upsert}`, run under the rules of [`Collection::update_many`]. Since `multi` defaults to
+    /// false in MongoDB it must be given as `true`: a non-multi update, an upsert and a
+    /// pipeline `u` are refused with `InvalidOptions` (72), as MongoDB refuses them on a
+    /// time-series collection, before anything changes.
+    pub fn update(&self, statement: Document) -> Result<UpdateResult> {
+        let opts = self.options()?;
+        let s = crate::modify::statement::parse_update(&statement, opts.get_meta_field())?;
+        self.update_many(s.filter, s.update)
+    }
+
+    /// A delete statement in the shape of MongoDB's `delete` command, `{q, limit}`, run as
+    /// [`Collection::delete_many`]. `limit` must be 0: a limit of 1 (a non-multi delete) is
+    /// refused with `Unsupported` (MongoDB's IllegalOperation, 20) before anything changes.
+    pub fn delete(&self, statement: Document) -> Result<DeleteResult> {
+        let filter = crate::modify::statement::parse_delete(&statement)?;
+        self.delete_many(filter)
+    }
+
+    /// Creates a secondary index on `keys` (time field, meta field or meta subfields,
+    /// measurement fields; `1` ascending, `-1` descending; compound allowed) and returns its
+    /// name, e.g. `"metadata.sensorId_1_timestamp_1"`. Creating an identical index again is a
+    /// no-op. Unique, text, hashed, geo and wildcard indexes and sparse or partial options are
+    /// refused with MongoDB's codes (see [`Collection::create_index_with`]). Durable once it
+    /// returns. An index led by a meta path serves equality and `$in` on that path.
+    pub fn create_index(&self, keys: Document) -> Result<String> {
+        self.create_index_with(keys, Document::new())
+    }
+
+    /// [`Collection::create_index`] with MongoDB's index options document: `name` is honoured;
+    /// `unique: true` and `expireAfterSeconds` are `Error::InvalidOptions` (72) as in MongoDB;
+    /// `sparse: true`, `partialFilterExpression`, `hidden: true` and `collation` are
+    /// `Error::CannotCreateIndex` (67), not supported here; other fields are
+    /// `Error::InvalidOptions`.
+    pub fn create_index_with(&self, keys: Document, options: Document) -> Result<String> {
+        let opts = self.options()?;
+        self.db.update_indexes(self.id, &self.name, |existing| {
+            let (def, exists) = crate::index::parse_index(&keys, &options, &opts, existing)?;
+            if exists {
+                return Ok((None, def.name));
+            }
+            let mut next = existing.to_vec();
+            let name = def.name.clone();
+            next.push(def);
+            Ok((Some(next), name))
+        })
+    }
+
+    /// The collection's secondary indexes in the user's form `{v: 2, key, name}`, in creation
+    /// order. Like MongoDB (reference §6) no default index is listed: the `_id` index of
+    /// buckets is internal.
+    pub fn list_indexes(&self) -> Result<Vec<Document>> {
+        self.with_state(|c| c.entry.indexes.iter().map(|i| i.user_doc()).collect())
+    }
+
+    /// The secondary indexes in bucket form `{v: 2, key, name}` (`key` as MongoDB stores it on
+    /// the bucket collection, e.g. `{"meta.a": 1, "control.min.t": 1, "control.max.t": 1}`).
+    pub fn list_bucket_indexes(&self) -> Result<Vec<Document>> {
+        self.with_state(|c| {
+            c.entry
+                .indexes
+                .iter()
+                .map(|i| {
+                    bson::doc! {
+                        "v": 2,
+                        "key": crate::index::bucket_key(&i.key, &c.entry.options),
+                        "name": &i.name,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Drops the index named `name`; `Error::IndexNotFound` (27) if there is none (names are
+    /// not translated: the name is the one `list_indexes` shows). Durable once it returns.
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        self.db.update_indexes(self.id, &self.name, |existing| {
+            if !existing.iter().any(|i| i.name == name) {
+                return Err(Error::IndexNotFound(name.to_string()));
+            }
+            let next = existing
+                .iter()
+                .filter(|i| i.name != name)
+                .cloned()
+                .collect();
+            Ok((Some(next), ()))
+        })
+    }
+
     /// Storage figures and catalog counters.
     pub fn stats(&self) -> Result<CollStats> {
         let wal_bytes = self.db.wal_bytes();
@@ -360,14 +456,17 @@ impl Collection {
             for seg in c.segments.values() {
                 s.segments += 1;
                 s.segment_bytes += seg.len_bytes();
-                for b in seg.buckets() {
-                    s.flushed_buckets += 1;
-                    s.measurements += u64::from(b.count);
-                }
+            }
+            for b in c.segment_buckets() {
+                s.flushed_buckets += 1;
+                s.measurements += u64::from(b.count);
             }
             s.open_buckets = c.catalog.open_buckets() as u64;
+            s.archived_buckets = c.catalog.archived_buckets() as u64;
+            s.catalog_memory_bytes = (c.catalog.memory() + 2 * c.catalog.closed_bytes()) as u64;
             for b in c.flushing.iter().chain(c.catalog.closed().iter()) {
                 s.buckets += 1;
+                s.unflushed_buckets += 1;
                 s.measurements += u64::from(b.count);
             }
             s.buckets += s.open_buckets;
@@ -379,6 +478,10 @@ impl Collection {
         s.wal_bytes = wal_bytes;
         s.manifest_bytes = manifest_bytes;
         s.bytes_on_disk = s.segment_bytes + wal_bytes + manifest_bytes;
+        if s.buckets > 0 {
+            s.avg_measurements_per_bucket = s.measurements as f64 / s.buckets as f64;
+        }
+        s.avg_bucket_bytes = s.segment_bytes.checked_div(s.flushed_buckets).unwrap_or(0);
         Ok(s)
     }
 }

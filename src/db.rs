@@ -53,6 +53,8 @@ pub(crate) struct CollState {
     pub index: BTreeMap<IdKey, BucketLoc>,
     /// Closed buckets being written to a segment right now; readers still see them here.
     pub flushing: Vec<Arc<BucketData>>,
+    /// Maps of the meta indexes, derived from `segments` on demand.
+    pub meta_cache: crate::index::meta::MetaCache,
 }
 
 impl CollState {
@@ -64,18 +66,19 @@ impl CollState {
             segments: BTreeMap::new(),
             index: BTreeMap::new(),
             flushing: Vec::new(),
+            meta_cache: Default::default(),
         }
     }
 
     pub(crate) fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
         let time = self.entry.options.get_time_field().to_string();
         for (i, b) in seg.buckets().iter().enumerate() {
-            let start = match b.min.get(&time) {
-                Some(Bson::DateTime(t)) => t.timestamp_millis(),
-                _ => b.id.timestamp().timestamp_millis(),
-            };
+            // Buckets the TTL sweeper deleted stay in the file but not in the index.
+            if self.entry.is_expired(id, i as u32) {
+                continue;
+            }
             self.index.insert(
-                (start, b.id.bytes()),
+                id_key(&time, b),
                 BucketLoc {
                     segment: id,
                     index: i as u32,
@@ -84,6 +87,26 @@ impl CollState {
         }
         self.segments.insert(id, seg);
     }
+
+    /// Summaries of the live buckets in segments (those the `_id` index lists).
+    pub(crate) fn segment_buckets(
+        &self,
+    ) -> impl Iterator<Item = &crate::segment::BucketSummary> + '_ {
+        self.index.values().filter_map(|loc| {
+            self.segments
+                .get(&loc.segment)
+                .and_then(|s| s.buckets().get(loc.index as usize))
+        })
+    }
+}
+
+/// The `_id` index key of a bucket in a segment.
+pub(crate) fn id_key(time_field: &str, b: &crate::segment::BucketSummary) -> IdKey {
+    let start = match b.min.get(time_field) {
+        Some(Bson::DateTime(t)) => t.timestamp_millis(),
+        _ => b.id.timestamp().timestamp_millis(),
+    };
+    (start, b.id.bytes())
 }
 
 pub(crate) fn bucket_params(o: &TimeseriesOptions) -> BucketParams {
@@ -120,9 +143,11 @@ pub(crate) struct DbInner {
     pub(crate) manifest: Mutex<Manifest>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
-    /// Dropping it tells the flusher to stop.
+    /// Dropping it tells the flusher and the TTL sweeper to stop.
     stop_tx: Mutex<Option<Sender<()>>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The background TTL sweeper, when `DbOptions::ttl_interval` is set.
+    ttl_sweeper: Mutex<Option<JoinHandle<()>>>,
     lock: Mutex<Option<Box<dyn LockGuard>>>,
 }
 
@@ -240,6 +265,18 @@ impl Database {
                         ),
                     ));
                 }
+                if let Some(&last) = entry.expired.get(&sid).and_then(|e| e.last()) {
+                    if last as usize >= seg.buckets().len() {
+                        return Err(Error::corruption(
+                            path.join(crate::manifest::MANIFEST_FILE),
+                            0,
+                            format!(
+                                "expiredBuckets names bucket {last} of segment {sid}, which has {}",
+                                seg.buckets().len()
+                            ),
+                        ));
+                    }
+                }
                 collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
                 cs.add_segment(sid, Arc::new(seg));
             }
@@ -318,8 +355,13 @@ impl Database {
             closed: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             flusher: Mutex::new(None),
+            ttl_sweeper: Mutex::new(None),
             lock: Mutex::new(Some(lock)),
         });
+        if let Some(every) = inner.opts.ttl_interval {
+            let h = crate::ttl::spawn_sweeper(Arc::downgrade(&inner), every, stop_rx.clone())?;
+            *inner.ttl_sweeper.lock() = Some(h);
+        }
         let handle = spawn_flusher(Arc::downgrade(&inner), flush_rx, stop_rx)?;
         *inner.flusher.lock() = Some(handle);
         Ok(Database { inner })
@@ -353,6 +395,8 @@ impl Database {
             name: name.to_string(),
             options,
             segments: Vec::new(),
+            expired: Default::default(),
+            indexes: Vec::new(),
         };
         let mut next = man.clone();
         next.next_collection_id += 1;
@@ -435,6 +479,12 @@ impl Database {
     /// the files in `seg/`, and that the in-memory `_id` index equals one rebuilt from a scan.
     /// The first problem is returned as `Error::Corruption` naming the file.
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(|_, _| {})
+    }
+
+    /// [`Database::verify`], calling `progress(segments_done, segments_total)` after each
+    /// segment, for a progress display on large databases.
+    pub fn verify_with_progress(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         self.inner.check_open()?;
         // Holding the manifest lock keeps flushes and DDL out while files are compared.
         let man = self.inner.manifest.lock();
@@ -456,6 +506,11 @@ impl Database {
                 ));
             }
         }
+        let total: u64 = man
+            .collections
+            .iter()
+            .map(|c| c.segments.len() as u64)
+            .sum();
         for entry in &man.collections {
             let Some(c) = st.colls.get(&entry.id) else {
                 return Err(Error::corruption(
@@ -482,6 +537,7 @@ impl Database {
                     .map(|b| u64::from(b.count))
                     .sum::<u64>();
                 rebuilt.add_segment(sid, seg.clone());
+                progress(report.segments, total);
             }
             if rebuilt.index != c.index {
                 return Err(Error::corruption(
@@ -527,6 +583,37 @@ impl DbInner {
         if p.is_none() {
             *p = Some(e.to_string());
         }
+    }
+
+    /// Replaces the index definitions of collection `id`: computed by `f` from the current ones
+    /// under the manifest lock, made durable by a manifest write (the commit point), then
+    /// published to readers. `f` returning an error or `None` changes nothing.
+    pub(crate) fn update_indexes<R>(
+        &self,
+        id: u32,
+        name: &str,
+        f: impl FnOnce(&[crate::index::IndexDef]) -> Result<(Option<Vec<crate::index::IndexDef>>, R)>,
+    ) -> Result<R> {
+        self.check_writable()?;
+        let mut man = self.manifest.lock();
+        let pos = man
+            .collections
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
+        let (new, r) = f(&man.collections[pos].indexes)?;
+        let Some(new) = new else {
+            return Ok(r);
+        };
+        let mut next = man.clone();
+        next.collections[pos].indexes = new.clone();
+        next.generation += 1;
+        self.store_manifest(&next)?;
+        *man = next;
+        if let Some(c) = self.state.write().colls.get_mut(&id) {
+            c.entry.indexes = new;
+        }
+        Ok(r)
     }
 
     pub(crate) fn store_manifest(&self, m: &Manifest) -> Result<()> {
@@ -637,8 +724,9 @@ impl DbInner {
             return Ok(());
         }
         self.stop_tx.lock().take();
-        if let Some(h) = self.flusher.lock().take() {
-            // The flusher itself may drop the last handle; it cannot wait for itself.
+        let threads = [self.flusher.lock().take(), self.ttl_sweeper.lock().take()];
+        for h in threads.into_iter().flatten() {
+            // A background thread may drop the last handle; it cannot wait for itself.
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }

@@ -40,6 +40,18 @@ pub enum Error {
     /// A collection of that name already exists with other options (MongoDB code 48).
     #[error("collection '{0}' already exists with different options")]
     NamespaceExists(String),
+    /// An index cannot be created as specified (MongoDB code 67).
+    #[error("cannot create index: {0}")]
+    CannotCreateIndex(String),
+    /// No index of that name exists (MongoDB code 27).
+    #[error("index not found with name [{0}]")]
+    IndexNotFound(String),
+    /// An index with the same key pattern exists under another name (MongoDB code 85).
+    #[error("index already exists with a different name: {0}")]
+    IndexOptionsConflict(String),
+    /// An index with the same name exists with another key pattern (MongoDB code 86).
+    #[error("an existing index has the same name as the requested index but a different key: {0}")]
+    IndexKeySpecsConflict(String),
     /// Another `Database` (in this or another process) holds the directory.
     #[error("database directory {} is locked by another open Database; close it first", .0.display())]
     Locked(PathBuf),
@@ -74,6 +86,10 @@ impl Error {
             Error::Unsupported(_) => Some(20),
             Error::NamespaceNotFound(_) => Some(26),
             Error::NamespaceExists(_) => Some(48),
+            Error::CannotCreateIndex(_) => Some(67),
+            Error::IndexNotFound(_) => Some(27),
+            Error::IndexOptionsConflict(_) => Some(85),
+            Error::IndexKeySpecsConflict(_) => Some(86),
             _ => None,
         }
     }
@@ -99,6 +115,10 @@ mod tests {
         assert_eq!(Error::Unsupported("x".into()).code(), Some(20));
         assert_eq!(Error::NamespaceNotFound("x".into()).code(), Some(26));
         assert_eq!(Error::NamespaceExists("x".into()).code(), Some(48));
+        assert_eq!(Error::CannotCreateIndex("x".into()).code(), Some(67));
+        assert_eq!(Error::IndexNotFound("x".into()).code(), Some(27));
+        assert_eq!(Error::IndexOptionsConflict("x".into()).code(), Some(85));
+        assert_eq!(Error::IndexKeySpecsConflict("x".into()).code(), Some(86));
         assert_eq!(Error::Closed.code(), None);
     }
 

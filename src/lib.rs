@@ -40,8 +40,10 @@ pub mod catalog;
 pub mod clock;
 pub mod codec;
 mod collection;
+mod collmod;
 mod db;
 pub mod error;
+pub mod index;
 pub mod ingest;
 pub mod manifest;
 mod modify;
@@ -50,16 +52,22 @@ pub mod order;
 pub mod query;
 pub mod segment;
 pub mod sums;
+pub mod ttl;
 pub mod vfs;
 pub mod wal;
 pub mod workload;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
+pub use collmod::CollMod;
 pub use db::{CollectionInfo, Database, VerifyReport};
 pub use error::{Error, Result};
 pub use modify::{DeleteResult, UpdateResult};
 pub use options::{BucketLimits, DbOptions, Granularity, TimeseriesOptions};
 pub use query::{Cursor, Explain, FindOptions};
+pub use ttl::SweepResult;
 pub use wal::SyncMode;

@@ -7,17 +7,22 @@
 //! replaced atomically (write `MANIFEST.tmp`, fsync, rename, fsync the directory).
 
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
 use crate::options::{Granularity, TimeseriesOptions};
 use crate::vfs::{write_atomic, Vfs};
 use bson::{doc, Bson, Document};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// File name of the manifest inside the database directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// Magic bytes at offset 0.
 pub const MAGIC: &[u8; 8] = b"TSBMANIF";
-/// Current format version.
-pub const VERSION: u16 = 1;
+/// Current format version. Version 2 adds collections' optional `expiredBuckets` (TTL) and
+/// `indexes`; version 1 is version 2 without them.
+pub const VERSION: u16 = 2;
+/// Oldest format version this build reads.
+pub const MIN_VERSION: u16 = 1;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 20;
 /// Largest body accepted (a sanity bound against a damaged length field).
@@ -34,6 +39,21 @@ pub struct CollectionEntry {
     pub options: TimeseriesOptions,
     /// Ids of the live segment files of this collection.
     pub segments: Vec<u64>,
+    /// Buckets deleted by the TTL sweeper from segments that still hold live buckets (or whose
+    /// rows the log may still replay): segment id -> bucket positions in that segment. Readers
+    /// treat these buckets as absent; the file goes once every bucket in it is listed here.
+    pub expired: BTreeMap<u64, BTreeSet<u32>>,
+    /// Secondary indexes, in creation order (manifest version 2; empty before).
+    pub indexes: Vec<IndexDef>,
+}
+
+impl CollectionEntry {
+    /// Whether bucket `index` of segment `segment` was deleted by the TTL sweeper.
+    pub fn is_expired(&self, segment: u64, index: u32) -> bool {
+        self.expired
+            .get(&segment)
+            .is_some_and(|s| s.contains(&index))
+    }
 }
 
 /// The whole manifest.
@@ -96,6 +116,47 @@ fn options_from(d: &Document) -> std::result::Result<TimeseriesOptions, String> 
     Ok(o)
 }
 
+fn expired_doc(e: &BTreeMap<u64, BTreeSet<u32>>) -> Vec<Bson> {
+    e.iter()
+        .map(|(&seg, idx)| {
+            Bson::Document(doc! {
+                "segment": seg as i64,
+                "buckets": idx.iter().map(|&i| Bson::Int64(i64::from(i))).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+fn expired_from(
+    a: &[Bson],
+    segments: &[u64],
+) -> std::result::Result<BTreeMap<u64, BTreeSet<u32>>, String> {
+    let mut out = BTreeMap::new();
+    for e in a {
+        let e = e
+            .as_document()
+            .ok_or("expiredBuckets entry is not a document")?;
+        let seg = e.get_i64("segment").map_err(|e| format!("segment: {e}"))? as u64;
+        if !segments.contains(&seg) {
+            return Err(format!(
+                "expiredBuckets names segment {seg}, which the collection does not list"
+            ));
+        }
+        let mut set = BTreeSet::new();
+        for i in e
+            .get_array("buckets")
+            .map_err(|e| format!("buckets: {e}"))?
+        {
+            let i = i
+                .as_i64()
+                .ok_or("expired bucket position is not an int64")?;
+            set.insert(u32::try_from(i).map_err(|e| e.to_string())?);
+        }
+        out.insert(seg, set);
+    }
+    Ok(out)
+}
+
 impl Manifest {
     /// Encodes the manifest file.
     pub fn encode(&self) -> Vec<u8> {
@@ -103,12 +164,24 @@ impl Manifest {
             .collections
             .iter()
             .map(|c| {
-                Bson::Document(doc! {
+                let mut d = doc! {
                     "id": i64::from(c.id),
                     "name": &c.name,
                     "options": options_doc(&c.options),
                     "segments": c.segments.iter().map(|&s| Bson::Int64(s as i64)).collect::<Vec<_>>(),
-                })
+                };
+                if !c.expired.is_empty() {
+                    d.insert("expiredBuckets", expired_doc(&c.expired));
+                }
+                if !c.indexes.is_empty() {
+                    let ix: Vec<Bson> = c
+                        .indexes
+                        .iter()
+                        .map(|i| Bson::Document(doc! {"name": &i.name, "key": i.key.clone()}))
+                        .collect();
+                    d.insert("indexes", ix);
+                }
+                Bson::Document(d)
             })
             .collect();
         let body = doc! {
@@ -122,8 +195,17 @@ impl Manifest {
         // An in-memory document of plain values always serialises.
         let _ = body.to_writer(&mut body_bytes);
         let mut out = Vec::with_capacity(HEADER_LEN + body_bytes.len());
+        let version = if self
+            .collections
+            .iter()
+            .any(|c| !c.indexes.is_empty() || !c.expired.is_empty())
+        {
+            VERSION
+        } else {
+            MIN_VERSION
+        };
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(&(body_bytes.len() as u32).to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -159,7 +241,7 @@ impl Manifest {
                 .map(u32::from_le_bytes)
         };
         let version = u16_at(8).unwrap_or(0);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(bad(
                 8,
                 format!("unsupported manifest version {version} (this build reads {VERSION})"),
@@ -211,11 +293,28 @@ impl Manifest {
             for s in c.get_array("segments").map_err(|e| e.to_string())? {
                 segments.push(s.as_i64().ok_or("segment id is not an int64")? as u64);
             }
+            let expired = match c.get_array("expiredBuckets") {
+                Ok(a) => expired_from(a, &segments)?,
+                Err(_) if !c.contains_key("expiredBuckets") => BTreeMap::new(),
+                Err(e) => return Err(format!("expiredBuckets: {e}")),
+            };
+            let mut indexes = Vec::new();
+            if let Ok(ix) = c.get_array("indexes") {
+                for i in ix {
+                    let i = i.as_document().ok_or("index entry is not a document")?;
+                    indexes.push(IndexDef {
+                        name: i.get_str("name").map_err(|e| e.to_string())?.to_string(),
+                        key: i.get_document("key").map_err(|e| e.to_string())?.clone(),
+                    });
+                }
+            }
             m.collections.push(CollectionEntry {
                 id,
                 name,
                 options,
                 segments,
+                expired,
+                indexes,
             });
         }
         Ok(m)
@@ -270,6 +369,8 @@ mod tests {
                     .bucket_span(200, 200)
                     .expire_after_seconds(60),
                 segments: vec![3, 8],
+                expired: BTreeMap::new(),
+                indexes: Vec::new(),
             }],
         }
     }
@@ -281,10 +382,55 @@ mod tests {
     }
 
     #[test]
+    fn expired_buckets_round_trip() {
+        let mut m = sample();
+        m.collections[0].expired = BTreeMap::from([(3, BTreeSet::from([0, 2]))]);
+        let back = Manifest::decode(&m.encode(), Path::new("M")).unwrap();
+        assert_eq!(back, m);
+        assert!(back.collections[0].is_expired(3, 2));
+        assert!(!back.collections[0].is_expired(3, 1));
+        assert!(!back.collections[0].is_expired(8, 0));
+    }
+
+    #[test]
+    fn expired_buckets_of_an_unlisted_segment_are_corruption() {
+        let mut m = sample();
+        m.collections[0].expired = BTreeMap::from([(5, BTreeSet::from([0]))]);
+        let e = Manifest::decode(&m.encode(), Path::new("M")).unwrap_err();
+        assert!(matches!(e, Error::Corruption { .. }), "{e}");
+    }
+
+    #[test]
+    fn version_1_manifests_still_load() {
+        let m = sample();
+        let mut bytes = m.encode();
+        bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[..16]);
+        h.update(&bytes[HEADER_LEN..]);
+        let crc = h.finalize().to_le_bytes();
+        bytes[16..20].copy_from_slice(&crc);
+        assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
     fn default_granularity_round_trips_as_equal_options() {
         let mut m = sample();
         m.collections[0].options = TimeseriesOptions::new("ts").meta_field("m");
         assert_eq!(Manifest::decode(&m.encode(), Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
+    fn indexes_round_trip_as_version_2() {
+        let mut m = sample();
+        assert_eq!(m.encode()[8], 1, "no index: still version 1");
+        m.collections[0].indexes = vec![IndexDef {
+            name: "m.a_1_ts_-1".into(),
+            key: doc! {"m.a": 1, "ts": -1},
+        }];
+        let bytes = m.encode();
+        assert_eq!(bytes[8], 2);
+        assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
     }
 
     #[test]

@@ -516,3 +516,45 @@ fn raw_inserts_match_document_inserts_and_refuse_bad_bytes() {
     assert_eq!(c.stats().unwrap().wal_bytes, before, "nothing was logged");
     assert_eq!(c.count_documents(doc! {}).unwrap(), 2);
 }
+
+#[test]
+fn stats_gauges_follow_open_archived_and_flushed_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!(s.catalog.avg_num_measurements_per_commit(), None);
+    assert_eq!(
+        (s.avg_measurements_per_bucket, s.avg_bucket_bytes),
+        (0.0, 0)
+    );
+
+    c.insert_one(&doc! {"t": at("2024-04-08T00:00:00Z"), "m": 1, "x": 1})
+        .unwrap();
+    // Two hours later: past the span, so the first bucket is set aside for late data.
+    c.insert_many(&[
+        doc! {"t": at("2024-04-08T02:00:00Z"), "m": 1, "x": 2},
+        doc! {"t": at("2024-04-08T02:00:01Z"), "m": 1, "x": 3},
+    ])
+    .unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!((s.open_buckets, s.archived_buckets), (2, 1));
+    assert_eq!(s.buckets, 2);
+    assert_eq!(s.avg_measurements_per_bucket, 1.5);
+    assert!(s.catalog_memory_bytes > 0);
+    assert_eq!(s.catalog.num_commits, 2);
+    assert_eq!(s.catalog.avg_num_measurements_per_commit(), Some(1));
+
+    db.flush().unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!(
+        (s.open_buckets, s.archived_buckets, s.unflushed_buckets),
+        (0, 0, 0)
+    );
+    assert_eq!(s.catalog_memory_bytes, 0);
+    assert_eq!(s.flushed_buckets, 2);
+    assert_eq!(s.avg_bucket_bytes, s.segment_bytes / 2);
+    assert!(s.avg_bucket_bytes > 0);
+}

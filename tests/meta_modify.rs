@@ -386,3 +386,138 @@ fn queries_after_meta_merge_equal_the_model() {
     check(&c, &model, "after reopen");
     db.verify().unwrap();
 }
+
+/// The command-shaped forms refuse what a driver may send and MongoDB refuses on a time-series
+/// collection (AT-13: non-multi, upsert, pipeline are 72; AT-14: `limit: 1` is 20), with
+/// nothing changed, and run the accepted statements like `update_many` and `delete_many`.
+#[test]
+fn at13_at14_statements() {
+    let fs = MemFs::new();
+    let db = Database::open_with("/db", opts(&fs)).unwrap();
+    let c = coll(&db, Some("tag"));
+    c.insert_many(&[
+        doc! {"_id": 1, "time": t(0), "tag": {"a": "A"}},
+        doc! {"_id": 2, "time": t(1), "tag": {"a": "A"}},
+        doc! {"_id": 3, "time": t(2), "tag": {"b": "B"}},
+    ])
+    .unwrap();
+    db.flush().unwrap();
+    let before = all(&c);
+    let u = doc! {"$set": {"tag.z": 1}};
+    for (stmt, code) in [
+        (doc! {"q": {"tag.a": "A"}, "u": u.clone()}, 72),
+        (
+            doc! {"q": {"tag.a": "A"}, "u": u.clone(), "multi": false},
+            72,
+        ),
+        (
+            doc! {"q": {"tag.a": "A"}, "u": u.clone(), "multi": true, "upsert": true},
+            72,
+        ),
+        (
+            doc! {"q": {"tag.a": "A"}, "u": [{"$set": {"tag.z": 1}}], "multi": true},
+            72,
+        ),
+        (doc! {"q": {"x": 1}, "u": u.clone(), "multi": true}, 72),
+        (
+            doc! {"q": {"tag.a": "A"}, "u": {"f2": "f2"}, "multi": true},
+            72,
+        ),
+    ] {
+        let e = c.update(stmt.clone()).unwrap_err();
+        assert_eq!(e.code(), Some(code), "{stmt}: {e}");
+    }
+    let e = c
+        .delete(doc! {"q": {"tag.a": "A"}, "limit": 1})
+        .unwrap_err();
+    assert_eq!(e.code(), Some(20), "{e}");
+    assert!(e.to_string().contains("non-multi delete"), "{e}");
+    assert_eq!(all(&c), before);
+
+    let r = c
+        .update(doc! {"q": {"tag.a": "A"}, "u": u, "multi": true})
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    let r = c.delete(doc! {"q": {"tag.b": "B"}, "limit": 0}).unwrap();
+    assert_eq!(r.deleted_count, 1);
+    assert_eq!(ids(&c), vec![1, 2]);
+    assert_eq!(
+        c.count_documents(doc! {"tag": {"a": "A", "z": 1}}).unwrap(),
+        2
+    );
+}
+
+/// Buckets the TTL sweeper deleted are neither matched nor counted by a later update or
+/// delete, and a segment rewritten for one does not bring them back, before or after reopen.
+#[test]
+fn swept_buckets_stay_deleted_through_updates_and_deletes() {
+    let fs = MemFs::new();
+    let db = Database::open_with("/db", opts(&fs)).unwrap();
+    let c = db
+        .create_collection(
+            "c",
+            TimeseriesOptions::new("time")
+                .meta_field("tag")
+                .expire_after_seconds(3600),
+        )
+        .unwrap();
+    // One segment holding old and young buckets of series 0 and 1.
+    let mut docs = Vec::new();
+    for s in 0..2 {
+        for (k, at) in [(0, 0i64), (1, 10 * 3600)].into_iter() {
+            docs.push(doc! {"_id": s * 10 + k, "time": t(at), "tag": {"s": s}, "v": 1});
+        }
+    }
+    c.insert_many(&docs).unwrap();
+    db.flush().unwrap();
+    let now = DateTime::from_millis(T0 + 10 * 3_600_000);
+    let swept = db.sweep_expired(now).unwrap();
+    assert_eq!(swept.measurements_deleted, 2);
+    assert_eq!(ids(&c), vec![1, 11]);
+
+    let r = c
+        .update_many(doc! {}, doc! {"$set": {"tag.k": "x"}})
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    assert_eq!(ids(&c), vec![1, 11]);
+    assert_eq!(c.delete_many(doc! {"tag.s": 0}).unwrap().deleted_count, 1);
+    assert_eq!(ids(&c), vec![11]);
+    assert_eq!(c.stats().unwrap().measurements, 1);
+    db.verify().unwrap();
+    db.close().unwrap();
+
+    let db = Database::open_with("/db", opts(&fs)).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(ids(&c), vec![11]);
+    assert_eq!(
+        all(&c)[0].get_document("tag").unwrap(),
+        &doc! {"s": 1, "k": "x"}
+    );
+    assert_eq!(db.verify().unwrap().measurements, 1);
+}
+
+/// A meta index answers for the new meta values after an update and forgets deleted series.
+#[test]
+fn meta_index_follows_updates_and_deletes() {
+    let fs = MemFs::new();
+    let db = Database::open_with("/db", opts(&fs)).unwrap();
+    let c = coll(&db, Some("tag"));
+    let docs = load(&c, &db);
+    c.create_index(doc! {"tag.s": 1}).unwrap();
+    let count = |c: &Collection, s: i32| {
+        let e = c.explain(doc! {"tag.s": s}).unwrap();
+        assert_eq!(e.index_used.as_deref(), Some("tag.s_1"));
+        c.count_documents(doc! {"tag.s": s}).unwrap()
+    };
+    assert_eq!(count(&c, 2), 300);
+    c.update_many(doc! {"tag.s": 2}, doc! {"$set": {"tag.s": 7}})
+        .unwrap();
+    assert_eq!((count(&c, 2), count(&c, 7)), (0, 300));
+    c.delete_many(doc! {"tag.s": 7}).unwrap();
+    assert_eq!((count(&c, 7), count(&c, 0)), (0, 300));
+    db.close().unwrap();
+    let db = Database::open_with("/db", opts(&fs)).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!((count(&c, 7), count(&c, 1)), (0, 300));
+    assert_eq!(all(&c).len(), docs.len() - 300);
+}

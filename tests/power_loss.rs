@@ -14,6 +14,7 @@ use common::*;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tsbucket::bson::doc;
 use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
 use tsbucket::{Database, DbOptions, Error};
 
@@ -382,4 +383,75 @@ fn dropped_collection_never_comes_back_in_any_crash_image() {
     }
     db.close().unwrap();
     eprintln!("power_loss: {images} images after drop and re-create");
+}
+
+#[test]
+fn power_cut_at_every_operation_of_a_drop_leaves_the_collection_dropped_or_intact() {
+    let mut k = 1u64;
+    loop {
+        let mem = MemFs::new();
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        let opts = DbOptions {
+            vfs: Arc::new(fault.clone()),
+            ..mem_options(&mem)
+        };
+        let db = Database::open_with("/db", opts).unwrap();
+        let a = db.create_collection("a", ts_options()).unwrap();
+        let b = db.create_collection("b", ts_options()).unwrap();
+        a.insert_many(&batch_docs(1, 1, 30, 3)).unwrap();
+        b.insert_many(&batch_docs(2, 1, 5, 1)).unwrap();
+        db.flush().unwrap();
+        // In the log only: the drop must discard these as well.
+        a.insert_many(&batch_docs(1, 2, 10, 3)).unwrap();
+
+        fault.fail_nth(k, true, Injected::Eio);
+        let dropped = db.drop_collection("a");
+        let ctx = format!("power cut at operation {k} of the drop ({dropped:?})");
+        if dropped.is_ok() && fault.injected_count() == 0 {
+            break;
+        }
+        drop(db);
+        for (i, image) in [
+            mem.crash(),
+            mem.crash_with(CrashMode::KeepPrefix, k),
+            mem.crash_with(CrashMode::TornSector, k),
+            mem.crash_with_dir_entries(CrashMode::Random, k),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let ctx = format!("{ctx}, image {i}");
+            let db = Database::open_with("/db", mem_options(image))
+                .unwrap_or_else(|e| panic!("{ctx}: does not open: {e}"));
+            let names: Vec<String> = db
+                .list_collections()
+                .unwrap()
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+            assert!(names.contains(&"b".to_string()), "{ctx}: {names:?}");
+            assert_eq!(
+                db.collection("b")
+                    .unwrap()
+                    .count_documents(doc! {})
+                    .unwrap(),
+                5,
+                "{ctx}"
+            );
+            if names.contains(&"a".to_string()) {
+                assert!(dropped.is_err(), "{ctx}: an acknowledged drop came back");
+                let n = db
+                    .collection("a")
+                    .unwrap()
+                    .count_documents(doc! {})
+                    .unwrap();
+                assert_eq!(n, 40, "{ctx}: the collection came back partly");
+            }
+            // No file of the dropped collection is left behind, and nothing else is damaged.
+            db.verify().unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+            db.close().unwrap();
+        }
+        k += 1;
+    }
+    assert!(k > 3, "the drop should span several operations, saw {k}");
 }

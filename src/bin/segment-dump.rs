@@ -5,13 +5,13 @@
 
 use clap::Parser;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tsbucket::bson::{Bson, Document};
 use tsbucket::codec::{column_codec, decode_column, ids, CodecError};
-use tsbucket::manifest::Manifest;
+use tsbucket::manifest::{parse_segment_name, Manifest};
 use tsbucket::query::unpack::row_document;
 use tsbucket::segment::format::HEADER_MAGIC;
 use tsbucket::segment::{BucketLayout, BucketSummary, Segment};
@@ -40,7 +40,9 @@ raw/encoded. Names starting with U+0001 are the engine's bookkeeping.
   collection {name, meta_field} (null when no MANIFEST names the collection),
   layout {header_bytes, page_count, zstd_page_count, page_bytes_stored, page_bytes_raw,
           directory_bytes_stored, directory_bytes_raw, footer_bytes},
-  buckets [{index, id, id_time, meta (left out when the bucket has no meta field), count,
+  buckets [{index, expired (true when the MANIFEST lists the bucket as deleted by the TTL
+            sweeper; left out otherwise), id, id_time, meta (left out when the bucket has no
+            meta field), count,
             control {min, max, sums (left out when the bucket keeps none)},
             data {page, page_offset, page_compressed, offset_in_page, bytes},
             columns [{name, codec, codec_id, rows, raw_bytes, encoded_bytes, ratio}],
@@ -231,6 +233,26 @@ impl Manifests {
             c.options.get_meta_field().map(str::to_string),
         ))
     }
+
+    /// Positions of the buckets of `seg_path` that its database's TTL sweeper deleted.
+    fn expired(&mut self, seg_path: &Path, id: u32) -> BTreeSet<u32> {
+        let Some(sid) = seg_path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_segment_name)
+        else {
+            return BTreeSet::new();
+        };
+        if self.collection(seg_path, id).is_none() {
+            return BTreeSet::new();
+        }
+        let db = seg_path.parent().and_then(Path::parent);
+        db.and_then(|d| self.by_db.get(d))
+            .and_then(|m| m.as_ref())
+            .and_then(|m| m.collections.iter().find(|c| c.id == id))
+            .and_then(|c| c.expired.get(&sid).cloned())
+            .unwrap_or_default()
+    }
 }
 
 /// What a column costs, from its encoded bytes.
@@ -354,6 +376,7 @@ fn dump(
     let seg = Segment::open(&RealFs, path).map_err(fail)?;
     let info = seg.info();
     let coll = manifests.collection(path, info.collection_id);
+    let expired = manifests.expired(path, info.collection_id);
     let meta_field = cli
         .meta_field
         .clone()
@@ -449,6 +472,9 @@ fn dump(
         if cli.json {
             let mut b = Map::new();
             b.insert("index".into(), json!(i));
+            if expired.contains(&(i as u32)) {
+                b.insert("expired".into(), json!(true));
+            }
             b.insert("id".into(), json!(s.id.to_hex()));
             b.insert("id_time".into(), json!(id_time(s)));
             if let Some(m) = &s.meta {
@@ -494,9 +520,14 @@ fn dump(
             continue;
         }
         w.line(format_args!(
-            "bucket {i}: _id {} ({})",
+            "bucket {i}: _id {} ({}){}",
             s.id.to_hex(),
-            id_time(s)
+            id_time(s),
+            if expired.contains(&(i as u32)) {
+                ", deleted by the TTL sweeper"
+            } else {
+                ""
+            }
         ));
         match &s.meta {
             Some(m) => w.line(format_args!("  meta: {}", ext(m))),

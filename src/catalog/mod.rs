@@ -136,6 +136,15 @@ impl CollCatalog {
         self.open_count
     }
 
+    /// Open buckets that are not their series' current bucket: set aside when time moved
+    /// past them and kept for late measurements (MongoDB's archived buckets).
+    pub fn archived_buckets(&self) -> usize {
+        self.series
+            .values()
+            .map(|s| s.open.len() - usize::from(s.current.is_some()).min(s.open.len()))
+            .sum()
+    }
+
     /// Bytes of measurements in closed buckets awaiting a flush.
     pub fn closed_bytes(&self) -> usize {
         self.closed_bytes
@@ -352,6 +361,28 @@ impl CollCatalog {
         for (key, id) in victims {
             if let Some(b) = self.remove_open(&key, id) {
                 self.stats.num_buckets_closed_due_to_wal_limit += 1;
+                push_closed(&mut self.closed, &mut self.closed_bytes, b);
+            }
+        }
+        n
+    }
+
+    /// Closes the open buckets whose latest measurement is older than `cutoff_ms` (the TTL
+    /// sweeper deletes them once they are in a segment). Returns how many were closed.
+    pub fn close_expired(&mut self, cutoff_ms: i64) -> usize {
+        let victims: Vec<(Vec<u8>, ObjectId)> = self
+            .series
+            .iter()
+            .flat_map(|(k, s)| {
+                s.open
+                    .iter()
+                    .filter(|b| b.max_time_ms < cutoff_ms)
+                    .map(move |b| (k.clone(), b.id))
+            })
+            .collect();
+        let n = victims.len();
+        for (key, id) in victims {
+            if let Some(b) = self.remove_open(&key, id) {
                 push_closed(&mut self.closed, &mut self.closed_bytes, b);
             }
         }

@@ -37,3 +37,12 @@ pub struct CatalogStats {
     /// Measurements committed.
     pub num_measurements_committed: u64,
 }
+
+impl CatalogStats {
+    /// MongoDB's `avgNumMeasurementsPerCommit`: measurements per commit, integer division;
+    /// `None` (absent in MongoDB) before the first commit.
+    pub fn avg_num_measurements_per_commit(&self) -> Option<u64> {
+        self.num_measurements_committed
+            .checked_div(self.num_commits)
+    }
+}

@@ -10,6 +10,7 @@
 
 pub mod rewrite;
 pub mod rules;
+pub mod statement;
 pub mod update;
 
 use crate::catalog::meta::series_key;
@@ -20,7 +21,7 @@ use crate::manifest::segment_path;
 use crate::segment::Segment;
 use bson::Bson;
 use rewrite::{fate, rewrite_segment, BucketAction, SegmentFate};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// Result of [`crate::Collection::update_many`]; counts are of measurements, as MongoDB's
@@ -68,10 +69,17 @@ pub(crate) fn apply_to_buckets(
             .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
         let open = c.catalog.snapshot_open();
+        let entry = &c.entry;
         let metas = c
             .segments
-            .values()
-            .flat_map(|s| s.buckets().iter().map(|b| b.meta.as_ref()))
+            .iter()
+            .flat_map(|(&sid, s)| {
+                s.buckets()
+                    .iter()
+                    .enumerate()
+                    .filter(move |(i, _)| !entry.is_expired(sid, *i as u32))
+                    .map(|(_, b)| b.meta.as_ref())
+            })
             .chain(c.flushing.iter().map(|b| b.meta.as_ref()))
             .chain(c.catalog.closed().iter().map(|b| b.meta.as_ref()))
             .chain(open.iter().map(|b| b.meta.as_ref()));
@@ -84,7 +92,10 @@ pub(crate) fn apply_to_buckets(
     // Everything in segments, and every segment row at or below the log checkpoint, so the log
     // can never bring back a row this operation removes or changes.
     db.flush_locked(&mut man, true)?;
-    let segs: Vec<(u64, Arc<Segment>)> = {
+    // Each segment with the positions of its buckets the TTL sweeper already deleted: they
+    // are neither matched nor counted, and a rewrite leaves them out.
+    type Live = (u64, Arc<Segment>, BTreeSet<u32>);
+    let segs: Vec<Live> = {
         let st = db.state.read();
         let c = st
             .colls
@@ -93,14 +104,23 @@ pub(crate) fn apply_to_buckets(
         c.entry
             .segments
             .iter()
-            .filter_map(|sid| c.segments.get(sid).map(|s| (*sid, s.clone())))
+            .filter_map(|sid| {
+                c.segments.get(sid).map(|s| {
+                    let gone = c.entry.expired.get(sid).cloned().unwrap_or_default();
+                    (*sid, s.clone(), gone)
+                })
+            })
             .collect()
     };
     let mut counts = Counts::default();
     let mut plans: Vec<(u64, Arc<Segment>, Vec<BucketAction>, SegmentFate)> = Vec::new();
-    for (sid, seg) in segs {
+    for (sid, seg, gone) in segs {
         let mut actions = Vec::with_capacity(seg.buckets().len());
-        for b in seg.buckets() {
+        for (i, b) in seg.buckets().iter().enumerate() {
+            if gone.contains(&(i as u32)) {
+                actions.push(BucketAction::Drop);
+                continue;
+            }
             let action = match decide(b.meta.as_ref())? {
                 None => BucketAction::Keep,
                 Some(a) => {
@@ -125,8 +145,14 @@ pub(crate) fn apply_to_buckets(
             };
             actions.push(action);
         }
+        // Deleted buckets alone are no reason to rewrite: the sweeper removes the file once
+        // all of its buckets have expired.
+        let live_changes = actions
+            .iter()
+            .enumerate()
+            .any(|(i, a)| *a != BucketAction::Keep && !gone.contains(&(i as u32)));
         let f = fate(&actions);
-        if f != SegmentFate::Untouched {
+        if live_changes && f != SegmentFate::Untouched {
             plans.push((sid, seg, actions, f));
         }
     }
@@ -155,6 +181,10 @@ pub(crate) fn apply_to_buckets(
         .find(|e| e.id == coll_id)
         .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
     entry.segments = replace_ids(&entry.segments, &replaced);
+    for (o, _) in &replaced {
+        entry.expired.remove(o);
+    }
+    let (segments, expired) = (entry.segments.clone(), entry.expired.clone());
     next.generation += 1;
     // The commit point.
     db.store_manifest(&next)?;
@@ -173,7 +203,8 @@ pub(crate) fn apply_to_buckets(
                     c.add_segment(*id, seg.clone());
                 }
             }
-            c.entry.segments = replace_ids(&c.entry.segments, &replaced);
+            c.entry.segments = segments;
+            c.entry.expired = expired;
         }
     }
     // No longer referenced: a crash before these removals leaves files that the next open

@@ -7,7 +7,7 @@ pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rows::{heads, Need, Rows};
 use super::unpack::row_document;
 use crate::bucket::BucketData;
-use crate::db::CollState;
+use crate::db::{BucketLoc, CollState};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
 use bson::{Bson, Document};
@@ -56,6 +56,13 @@ pub struct Explain {
     pub buckets_from_stats: u64,
     /// Inclusive time bounds derived from the filter (milliseconds), if any.
     pub time_bounds: Option<(i64, i64)>,
+    /// The meta index that chose the flushed buckets to consider, if one applied (an equality
+    /// or `$in` on its leading meta path); otherwise they came from the `_id` index.
+    pub index_used: Option<String>,
+    /// Flushed buckets the meta index yielded (before the `_id` range and statistics).
+    pub buckets_from_index: u64,
+    /// Flushed buckets the meta index left out: their meta value cannot match.
+    pub buckets_pruned_by_index: u64,
 }
 
 /// Bucket start (`control.min` of the time field, else the `_id`'s time prefix), milliseconds.
@@ -100,8 +107,42 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
     let in_range = |start: i64| range.is_some_and(|(lo, hi)| (lo..=hi).contains(&start));
     let total_seg = c.index.len() as u64;
     let mut seg_in_range = 0u64;
-    if let Some((lo, hi)) = range {
-        for (_, loc) in c.index.range((lo, [0; 12])..=(hi, [0xFF; 12])) {
+    let by_index = range.and_then(|_| {
+        crate::index::meta::candidates(
+            &c.meta_cache,
+            &c.entry.indexes,
+            &c.entry.options,
+            &c.segments,
+            plan,
+        )
+        .map(|(name, mut found)| {
+            // Buckets the TTL sweeper deleted stay in their files until the whole file goes;
+            // the `_id` index leaves them out, and so must the meta index's answer.
+            found.retain(|(_, loc)| !c.entry.is_expired(loc.segment, loc.index));
+            (name, found)
+        })
+    });
+    let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
+        (Some((name, found)), _) => {
+            ex.index_used = Some(name.clone());
+            ex.buckets_from_index = found.len() as u64;
+            ex.buckets_pruned_by_index = total_seg - found.len() as u64;
+            Box::new(
+                found
+                    .iter()
+                    .filter(|(k, _)| in_range(k.0))
+                    .map(|(_, loc)| loc),
+            )
+        }
+        (None, Some((lo, hi))) => Box::new(
+            c.index
+                .range((lo, [0; 12])..=(hi, [0xFF; 12]))
+                .map(|(_, loc)| loc),
+        ),
+        (None, None) => Box::new(std::iter::empty()),
+    };
+    {
+        for loc in locs {
             seg_in_range += 1;
             let Some(seg) = c.segments.get(&loc.segment) else {
                 continue;
@@ -120,7 +161,7 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
             );
         }
     }
-    ex.buckets_pruned_by_id = total_seg - seg_in_range;
+    ex.buckets_pruned_by_id = total_seg - ex.buckets_pruned_by_index - seg_in_range;
     let time_field = plan.time_field();
     let frozen = c.flushing.iter().chain(c.catalog.closed().iter());
     for b in frozen {

@@ -185,6 +185,15 @@ pub fn stats(a: StatsArgs) -> CliResult {
             out.line(&line)?;
         }
         if let (Some(_), [(_, s)]) = (&a.coll, all.as_slice()) {
+            out.line(&format!(
+                "{:.1} measurements per bucket, {} bytes per flushed bucket; open buckets {} ({} archived), {} awaiting flush, catalog memory {} bytes",
+                s.avg_measurements_per_bucket,
+                s.avg_bucket_bytes,
+                s.open_buckets,
+                s.archived_buckets,
+                s.unflushed_buckets,
+                s.catalog_memory_bytes
+            ))?;
             out.line("bucket catalog:")?;
             for (k, v) in catalog_counters(s) {
                 out.line(&format!("  {k:<48} {v:>12}"))?;
@@ -275,6 +284,12 @@ fn catalog_counters(s: &CollStats) -> Vec<(&'static str, u64)> {
         ("numCommits", c.num_commits),
         ("numMeasurementsCommitted", c.num_measurements_committed),
     ]
+    .into_iter()
+    .chain(
+        c.avg_num_measurements_per_commit()
+            .map(|v| ("avgNumMeasurementsPerCommit", v)),
+    )
+    .collect()
 }
 
 fn stats_json(s: &CollStats) -> Value {
@@ -287,6 +302,11 @@ fn stats_json(s: &CollStats) -> Value {
         "buckets": s.buckets,
         "flushedBuckets": s.flushed_buckets,
         "openBuckets": s.open_buckets,
+        "archivedBuckets": s.archived_buckets,
+        "unflushedBuckets": s.unflushed_buckets,
+        "catalogMemoryBytes": s.catalog_memory_bytes,
+        "avgMeasurementsPerBucket": s.avg_measurements_per_bucket,
+        "avgBucketSize": s.avg_bucket_bytes,
         "segments": s.segments,
         "segmentBytes": s.segment_bytes,
         "walBytes": s.wal_bytes,
@@ -300,7 +320,16 @@ fn stats_json(s: &CollStats) -> Value {
 /// file and offset, and `main` exits 1 with it.
 pub fn verify(a: VerifyArgs) -> CliResult {
     let db = open_existing(&a.dir)?;
-    let r = db.verify()?;
+    let pb = indicatif::ProgressBar::new(0);
+    pb.set_style(indicatif::ProgressStyle::with_template(
+        "verify {bar:40} {pos}/{len} segments eta {eta}",
+    )?);
+    let r = db.verify_with_progress(|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    });
+    pb.finish_and_clear();
+    let r = r?;
     db.close()?;
     let mut out = Out::new();
     out.line(&format!(

@@ -1,0 +1,155 @@
+//! `wal_reader`: bytes as one or several WAL files through recovery on `MemFs`, each replayed
+//! payload through the insert-record decoder. Besides raw bytes, the input can describe a log
+//! of well-formed records (so checksums pass and the torn-tail rules are reached) that is then
+//! cut short: recovery must keep exactly the records that end before the cut.
+
+use super::values;
+use super::Input;
+use crate::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields};
+use crate::vfs::{MemFs, Vfs};
+use crate::wal::reader::{file_name, recover, Recovery, TailFix};
+use crate::wal::record::{encode_file_header, encode_record};
+use bson::{Bson, DateTime};
+use std::path::Path;
+
+const DIR: &str = "/wal";
+/// Small, so that oversize records are reachable.
+const MAX_RECORD: usize = 1 << 16;
+const FIELDS: Fields<'static> = Fields {
+    time: "t",
+    meta: Some("m"),
+};
+
+/// Runs one input.
+pub fn run(data: &[u8]) {
+    let mut inp = Input::new(data);
+    match inp.u8() % 3 {
+        0 => {
+            let checkpoint = u64::from(inp.u8() % 4);
+            replay(&[(1, inp.rest().to_vec())], checkpoint);
+        }
+        1 => {
+            let checkpoint = u64::from(inp.u8() % 8);
+            let n = 1 + inp.below(4);
+            let mut files = Vec::with_capacity(n);
+            let mut seq = 1u64;
+            for _ in 0..n {
+                seq += u64::from(inp.u8() % 4);
+                let len = usize::from(inp.u16());
+                files.push((seq, inp.bytes(len).to_vec()));
+            }
+            replay(&files, checkpoint);
+        }
+        _ => structured(&mut inp),
+    }
+}
+
+/// A replayed record: seq and payload.
+type Replayed = (u64, Vec<u8>);
+
+/// Writes `files` (first seq, bytes) and recovers them; checks what any successful recovery
+/// must satisfy. Returns the recovery and the replayed records.
+fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Replayed>)> {
+    let fs = MemFs::new();
+    let dir = Path::new(DIR);
+    fs.create_dir_all(dir).ok()?;
+    for (seq, bytes) in files {
+        let mut f = fs.open_append(&dir.join(file_name(*seq)), true).ok()?;
+        f.append(bytes).ok()?;
+    }
+    let mut got: Vec<Replayed> = Vec::new();
+    let rec = recover(&fs, dir, MAX_RECORD, checkpoint, &mut |seq, payload| {
+        // The engine decodes every replayed record; damaged payloads must be errors.
+        if let Ok(Some(r)) = decode_insert(payload) {
+            let _ = prepare_replayed(payload, &r, &FIELDS);
+        }
+        got.push((seq, payload.to_vec()));
+        Ok(())
+    })
+    .ok()?;
+    for (k, (seq, _)) in got.iter().enumerate() {
+        assert_eq!(
+            *seq,
+            checkpoint + 1 + k as u64,
+            "replayed seqs must be consecutive"
+        );
+    }
+    if let Some((last, _)) = got.last() {
+        assert_eq!(*last, rec.last_seq, "last_seq is the last replayed record");
+    }
+    if let TailFix::Truncate(at) = rec.tail {
+        let last = files.last().map_or(0, |f| f.1.len());
+        assert!(
+            at as usize <= last,
+            "truncation point {at} beyond the file ({last})"
+        );
+    }
+    Some((rec, got))
+}
+
+/// A payload: an insert record of generated measurements, or raw bytes.
+fn payload(inp: &mut Input<'_>) -> Vec<u8> {
+    if inp.one_in(3) {
+        return inp.short_bytes().to_vec();
+    }
+    let n = 1 + inp.below(4);
+    let docs: Vec<_> = (0..n)
+        .map(|_| {
+            let mut d = values::document(inp, 1);
+            d.insert("t", DateTime::from_millis(values::int64(inp, 0)));
+            if inp.one_in(2) {
+                d.insert("m", Bson::Int32(i32::from(inp.u8())));
+            }
+            d
+        })
+        .collect();
+    match prepare_batch(1 + u32::from(inp.u8() % 2), &docs, &FIELDS) {
+        Ok((_, p, _)) => p,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Well-formed files of consecutive records, then optionally the last file cut at a byte
+/// offset: the recovered records must be exactly those that end at or before the cut.
+fn structured(inp: &mut Input<'_>) {
+    let nfiles = 1 + inp.below(3);
+    let mut files: Vec<(u64, Vec<u8>)> = Vec::new();
+    // (seq, payload, file index, end offset)
+    let mut records: Vec<(u64, Vec<u8>, usize, usize)> = Vec::new();
+    let mut seq = 1u64;
+    for fi in 0..nfiles {
+        let first = seq;
+        let mut buf = encode_file_header(seq).to_vec();
+        // Only the last file may be empty: the next file would take the same name.
+        let n = inp.below(5) + usize::from(fi + 1 < nfiles);
+        for _ in 0..n {
+            let p = payload(inp);
+            encode_record(&mut buf, seq, &p);
+            records.push((seq, p, fi, buf.len()));
+            seq += 1;
+        }
+        files.push((first, buf));
+    }
+    let checkpoint = 0;
+    let cut = if inp.one_in(2) {
+        files.last().map(|f| inp.below(f.1.len() + 1))
+    } else {
+        None
+    };
+    let last = files.len() - 1;
+    if let (Some(c), Some(f)) = (cut, files.last_mut()) {
+        f.1.truncate(c);
+    }
+    let Some((rec, got)) = replay(&files, checkpoint) else {
+        panic!("recovery refused an intact log (cut at {cut:?})");
+    };
+    let want: Vec<Replayed> = records
+        .into_iter()
+        .filter(|r| r.2 != last || cut.is_none_or(|c| r.3 <= c))
+        .map(|r| (r.0, r.1))
+        .collect();
+    assert_eq!(got, want, "recovered records (cut at {cut:?})");
+    if cut.is_none() {
+        assert_eq!(rec.tail, TailFix::None, "intact log needs no tail fix");
+    }
+}
