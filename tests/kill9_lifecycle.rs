@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{count_from_env, seed_from_env, Rng};
+use common::{
+    collection_names, count_from_env, reported, run_child_until_killed, seed_from_env, Rng,
+};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use tsbucket::bson::{doc, DateTime, Document};
 use tsbucket::{Database, DbOptions, TimeseriesOptions};
@@ -90,34 +90,10 @@ fn kill9_during_updates_deletes_and_drops_leaves_each_done_or_not() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
         let delay = Duration::from_millis(rng.range(30, 1500));
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-            .env(DIR_VAR, &dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
-        let lines = reader.join().unwrap();
-        let reported = |tag: &str| -> Vec<i64> {
-            lines
-                .iter()
-                .filter_map(|l| l.find(tag).map(|p| &l[p + tag.len()..]))
-                .filter_map(|s| s.trim().parse::<i64>().ok())
-                .collect()
-        };
-        let acked = reported("ACK ").into_iter().max();
-        let (updated, deleted) = (reported("UPD "), reported("DEL "));
-        let (created, dropped) = (reported("CREATED "), reported("DROPPED "));
+        let lines = run_child_until_killed(CHILD_TEST, DIR_VAR, &dir, delay);
+        let acked = reported(&lines, "ACK ").into_iter().max();
+        let (updated, deleted) = (reported(&lines, "UPD "), reported(&lines, "DEL "));
+        let (created, dropped) = (reported(&lines, "CREATED "), reported(&lines, "DROPPED "));
         let ctx = format!(
             "cycle {cycle}, delay {delay:?}, acked {acked:?}, {} updates, {} deletes, {} drops",
             updated.len(),
@@ -157,12 +133,7 @@ fn kill9_during_updates_deletes_and_drops_leaves_each_done_or_not() {
                 assert_eq!(ks[0], "a", "{ctx}: series {i}");
             }
         }
-        let names: Vec<String> = db
-            .list_collections()
-            .unwrap()
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+        let names = collection_names(&db);
         for i in &dropped {
             assert!(!names.contains(&format!("x{i}")), "{ctx}: x{i} came back");
         }

@@ -7,10 +7,8 @@
 
 mod common;
 
-use common::{count_from_env, seed_from_env, Rng};
+use common::{count_from_env, reported, run_child_until_killed, seed_from_env, Rng};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use tsbucket::bson::{doc, DateTime};
 use tsbucket::{Database, DbOptions, TimeseriesOptions};
@@ -72,31 +70,8 @@ fn kill9_during_sweeps_leaves_each_bucket_whole_or_gone() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
         let delay = Duration::from_millis(rng.range(30, 1500));
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-            .env(DIR_VAR, &dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
-        let lines = reader.join().unwrap();
-        let last = |tag: &str| {
-            lines
-                .iter()
-                .filter_map(|l| l.find(tag).map(|p| &l[p + tag.len()..]))
-                .filter_map(|s| s.trim().parse::<i64>().ok())
-                .max()
-        };
+        let lines = run_child_until_killed(CHILD_TEST, DIR_VAR, &dir, delay);
+        let last = |tag: &str| reported(&lines, tag).into_iter().max();
         let (acked, swept) = (last("ACK "), last("SWEPT "));
         let ctx = format!("cycle {cycle}, delay {delay:?}, acked {acked:?}, swept {swept:?}");
         eprintln!("kill9_ttl: {ctx}");

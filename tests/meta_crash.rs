@@ -4,27 +4,22 @@
 //! holds the collection either exactly as before the operation or exactly as after it (after
 //! it whenever the operation was acknowledged), and takes new writes.
 
+mod common;
+
+use common::{all_by_id, mem_options, CRASH_MODES};
 use std::sync::Arc;
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs};
+use tsbucket::vfs::{FaultFs, Injected, MemFs};
 use tsbucket::{Collection, Database, DbOptions, TimeseriesOptions};
 
 const T0: i64 = 1_700_000_000_000;
 
 fn mem_opts(fs: &MemFs) -> DbOptions {
-    let mut o = DbOptions::default().vfs(Arc::new(fs.clone()));
-    o.ttl_interval = None;
-    o
+    mem_options(fs)
 }
 
 fn all(c: &Collection) -> Vec<Document> {
-    let mut v: Vec<Document> = c
-        .find(doc! {})
-        .unwrap()
-        .collect::<tsbucket::Result<_>>()
-        .unwrap();
-    v.sort_by_key(|d| d.get_i32("_id").unwrap_or(-1));
-    v
+    all_by_id(c)
 }
 
 /// Three series over three segments (each holding all of them) plus rows still in open
@@ -62,13 +57,6 @@ fn series(d: &Document) -> i32 {
 type Op = fn(&Collection) -> tsbucket::Result<u64>;
 
 fn run_power_cuts(op: Op, after: fn(Vec<Document>) -> Vec<Document>, expect_count: u64) {
-    let modes = [
-        CrashMode::DropUnsynced,
-        CrashMode::KeepPrefix,
-        CrashMode::TornSector,
-        CrashMode::ZeroExtension,
-        CrashMode::Random,
-    ];
     let mut k = 1u64;
     let mut images = 0;
     loop {
@@ -92,7 +80,7 @@ fn run_power_cuts(op: Op, after: fn(Vec<Document>) -> Vec<Document>, expect_coun
             assert!(c.insert_one(&doc! {"time": DateTime::now()}).is_err());
         }
         let mut cuts = vec![mem.crash()];
-        for (i, m) in modes.iter().enumerate() {
+        for (i, m) in CRASH_MODES.iter().enumerate() {
             cuts.push(mem.crash_with(*m, k * 7 + i as u64));
             cuts.push(mem.crash_with_dir_entries(*m, k * 11 + i as u64));
         }

@@ -2,7 +2,9 @@
 //! counts, refusals that change nothing, disk space given back, reopen, and queries after two
 //! series' meta values became equal, checked against a model.
 
-use std::sync::Arc;
+mod common;
+
+use common::{all_by_id, mem_options};
 use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::vfs::MemFs;
 use tsbucket::{Collection, Database, DbOptions, TimeseriesOptions};
@@ -14,9 +16,7 @@ fn t(i: i64) -> DateTime {
 }
 
 fn opts(fs: &MemFs) -> DbOptions {
-    let mut o = DbOptions::default().vfs(Arc::new(fs.clone()));
-    o.ttl_interval = None;
-    o
+    mem_options(fs)
 }
 
 fn coll(db: &Database, meta: Option<&str>) -> Collection {
@@ -28,13 +28,7 @@ fn coll(db: &Database, meta: Option<&str>) -> Collection {
 }
 
 fn all(c: &Collection) -> Vec<Document> {
-    let mut v: Vec<Document> = c
-        .find(doc! {})
-        .unwrap()
-        .collect::<tsbucket::Result<_>>()
-        .unwrap();
-    v.sort_by_key(|d| d.get_i32("_id").unwrap_or(-1));
-    v
+    all_by_id(c)
 }
 
 fn ids(c: &Collection) -> Vec<i32> {

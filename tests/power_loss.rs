@@ -18,14 +18,6 @@ use tsbucket::bson::doc;
 use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
 use tsbucket::{Database, DbOptions, Error};
 
-const MODES: [CrashMode; 5] = [
-    CrashMode::DropUnsynced,
-    CrashMode::KeepPrefix,
-    CrashMode::TornSector,
-    CrashMode::ZeroExtension,
-    CrashMode::Random,
-];
-
 /// Small thresholds so the background flusher writes segments and reclaims the log between
 /// the test's own steps.
 fn busy_options(fs: &MemFs) -> DbOptions {
@@ -85,7 +77,7 @@ fn every_crash_image_after_each_acknowledged_step_holds_exactly_the_acknowledged
             _ => unreachable!(),
         }
         // The background flusher may be anywhere in its work: any moment is a crash moment.
-        for (m, mode) in MODES.iter().enumerate() {
+        for (m, mode) in CRASH_MODES.iter().enumerate() {
             for s in 0..seeds_per_mode {
                 for keep_entries in [false, true] {
                     let img_seed = seed ^ (step << 16) ^ (m as u64) << 8 ^ s;
@@ -369,7 +361,7 @@ fn dropped_collection_never_comes_back_in_any_crash_image() {
         ..Outcome::default()
     };
     let mut images = 0;
-    for mode in MODES {
+    for mode in CRASH_MODES {
         for seed in 0..4 {
             for image in [
                 fs.crash_with(mode, seed),
@@ -423,12 +415,7 @@ fn power_cut_at_every_operation_of_a_drop_leaves_the_collection_dropped_or_intac
             let ctx = format!("{ctx}, image {i}");
             let db = Database::open_with("/db", mem_options(image))
                 .unwrap_or_else(|e| panic!("{ctx}: does not open: {e}"));
-            let names: Vec<String> = db
-                .list_collections()
-                .unwrap()
-                .into_iter()
-                .map(|c| c.name)
-                .collect();
+            let names = collection_names(&db);
             assert!(names.contains(&"b".to_string()), "{ctx}: {names:?}");
             assert_eq!(
                 db.collection("b")

@@ -9,7 +9,7 @@ use common::mem_options;
 use std::sync::Arc;
 use std::time::Duration;
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket::vfs::{CrashMode, FaultFs, Injected, MemFs, Vfs};
+use tsbucket::vfs::{FaultFs, Injected, MemFs, Vfs};
 use tsbucket::{CollMod, Database, DbOptions, ManualClock, SweepResult, TimeseriesOptions};
 
 /// 2024-01-01T00:30:00Z: half-way through a seconds-granularity bucket.
@@ -370,14 +370,6 @@ fn check_sweep_image(image: &MemFs, done: bool, ctx: &str) {
     db.close().unwrap();
 }
 
-const MODES: [CrashMode; 5] = [
-    CrashMode::DropUnsynced,
-    CrashMode::KeepPrefix,
-    CrashMode::TornSector,
-    CrashMode::ZeroExtension,
-    CrashMode::Random,
-];
-
 /// Power loss at every file-system operation of a sweep (FaultFs failing everything from
 /// operation k on, then every crash image of what was left): each bucket is present or deleted,
 /// the manifest never names a missing file, and a sweep that returned Ok is durable.
@@ -444,7 +436,7 @@ fn a_crash_at_every_step_of_a_sweep_leaves_each_bucket_present_or_deleted() {
             }
             drop(db);
             fault.disarm();
-            for (i, mode) in MODES.iter().enumerate() {
+            for (i, mode) in common::CRASH_MODES.iter().enumerate() {
                 let seed = k * 31 + i as u64;
                 check_sweep_image(&mem.crash_with(*mode, seed), res.is_ok(), &ctx);
                 check_sweep_image(&mem.crash_with_dir_entries(*mode, seed), res.is_ok(), &ctx);

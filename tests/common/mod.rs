@@ -330,3 +330,71 @@ pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
         }
     }
 }
+
+/// Every way `MemFs` can lose unsynced data at a power cut.
+pub const CRASH_MODES: [tsbucket::vfs::CrashMode; 5] = [
+    tsbucket::vfs::CrashMode::DropUnsynced,
+    tsbucket::vfs::CrashMode::KeepPrefix,
+    tsbucket::vfs::CrashMode::TornSector,
+    tsbucket::vfs::CrashMode::ZeroExtension,
+    tsbucket::vfs::CrashMode::Random,
+];
+
+/// Every document of the collection, ordered by an int32 `_id`.
+pub fn all_by_id(c: &Collection) -> Vec<Document> {
+    let mut v: Vec<Document> = c
+        .find(doc! {})
+        .unwrap()
+        .collect::<tsbucket::Result<_>>()
+        .unwrap();
+    v.sort_by_key(|d| d.get_i32("_id").unwrap_or(-1));
+    v
+}
+
+/// The names of the database's collections.
+pub fn collection_names(db: &Database) -> Vec<String> {
+    db.list_collections()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect()
+}
+
+/// Runs test `test` of this test binary in a child process with `var` set to `dir`, kills it
+/// with SIGKILL after `delay`, and returns every line it printed before it died.
+pub fn run_child_until_killed(
+    test: &str,
+    var: &str,
+    dir: &std::path::Path,
+    delay: std::time::Duration,
+) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(var, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    std::thread::sleep(delay);
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap()
+}
+
+/// The numbers the child reported after `tag` ("ACK 7" with tag "ACK "), in order.
+pub fn reported(lines: &[String], tag: &str) -> Vec<i64> {
+    lines
+        .iter()
+        .filter_map(|l| l.find(tag).map(|p| &l[p + tag.len()..]))
+        .filter_map(|s| s.trim().parse::<i64>().ok())
+        .collect()
+}
