@@ -363,3 +363,118 @@ fn usage_and_option_errors_have_distinct_statuses() {
     let err = fails(d, &["find", "db", "c", "{not json"], 1);
     assert!(err.contains("filter: invalid JSON"), "{err}");
 }
+
+#[test]
+fn lifecycle_commands_update_delete_index_coll_mod_sweep_and_drop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "gen", "devops", "--hosts", "5", "--hours", "1", "--out", "d.jsonl",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "import",
+            "db",
+            "cpu",
+            "d.jsonl",
+            "--create",
+            "--time-field",
+            "time",
+            "--meta-field",
+            "tags",
+        ],
+    );
+    let per_host = ROWS / 5;
+
+    let out = ok(
+        d,
+        &[
+            "update",
+            "db",
+            "cpu",
+            r#"{"tags.hostname": "host_1"}"#,
+            r#"{"$set": {"tags.rack": "r9"}}"#,
+        ],
+    );
+    assert_eq!(
+        out.trim(),
+        format!("matched {per_host} measurements, modified {per_host}")
+    );
+    assert_eq!(count(d, "cpu", r#"{"tags.rack": "r9"}"#), per_host);
+    let err = fails(
+        d,
+        &[
+            "update",
+            "db",
+            "cpu",
+            r#"{"usage_user": 1}"#,
+            r#"{"$set": {"tags.rack": "r1"}}"#,
+        ],
+        1,
+    );
+    assert!(err.contains("MongoDB code 72"), "{err}");
+
+    let out = ok(
+        d,
+        &["delete", "db", "cpu", r#"{"tags.hostname": "host_2"}"#],
+    );
+    assert_eq!(out.trim(), format!("deleted {per_host} measurements"));
+    assert_eq!(count(d, "cpu", "{}"), ROWS - per_host);
+
+    let name = ok(
+        d,
+        &[
+            "index",
+            "db",
+            "cpu",
+            "create",
+            r#"{"tags.hostname": 1, "time": -1}"#,
+        ],
+    );
+    assert_eq!(name.trim(), "tags.hostname_1_time_-1");
+    let list = json_lines(&ok(d, &["index", "db", "cpu", "list", "--buckets"]));
+    assert_eq!(
+        list[0]["key"],
+        serde_json::json!({"meta.hostname": 1, "control.max.time": -1, "control.min.time": -1})
+    );
+    let err = fails(
+        d,
+        &["index", "db", "cpu", "create", r#"{"time": "text"}"#],
+        1,
+    );
+    assert!(err.contains("MongoDB code"), "{err}");
+    ok(
+        d,
+        &["index", "db", "cpu", "drop", "tags.hostname_1_time_-1"],
+    );
+    assert!(ok(d, &["index", "db", "cpu", "list"]).trim().is_empty());
+
+    let err = fails(d, &["coll-mod", "db", "cpu", "--bucket-span", "60"], 1);
+    assert!(err.contains("MongoDB code 72"), "{err}");
+    let out = ok(d, &["coll-mod", "db", "cpu", "--granularity", "minutes"]);
+    assert!(out.contains("granularity minutes"), "{out}");
+    let out = ok(d, &["coll-mod", "db", "cpu", "--expire-after", "3600"]);
+    assert!(out.contains("expireAfterSeconds 3600"), "{out}");
+    fails(d, &["coll-mod", "db", "cpu"], 1);
+
+    // The generated hour starts at 2016-01-01T00:00:00Z; two hours later all of it is older
+    // than an hour.
+    let out = ok(d, &["sweep", "db", "--now", "2016-01-01T01:30:00Z"]);
+    assert!(out.starts_with("deleted 0 buckets"), "{out}");
+    let out = ok(d, &["sweep", "db", "--now", "2016-01-01T02:00:01Z"]);
+    assert!(
+        out.contains(&format!("({} measurements)", ROWS - per_host)),
+        "{out}"
+    );
+    assert_eq!(count(d, "cpu", "{}"), 0);
+    fails(d, &["sweep", "db", "--now", "yesterday"], 1);
+
+    assert_eq!(ok(d, &["drop", "db", "cpu"]).trim(), "dropped cpu");
+    fails(d, &["drop", "db", "cpu"], 1);
+    assert!(ok(d, &["list", "db"]).trim().is_empty());
+    ok(d, &["verify", "db"]);
+}

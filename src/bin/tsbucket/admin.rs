@@ -140,7 +140,8 @@ pub fn list(a: ListArgs) -> CliResult {
     Ok(())
 }
 
-fn describe_options(o: &TimeseriesOptions) -> String {
+/// One line describing a collection's options.
+pub fn describe_options(o: &TimeseriesOptions) -> String {
     let mut s = format!("timeField '{}'", o.get_time_field());
     if let Some(m) = o.get_meta_field() {
         s += &format!(", metaField '{m}'");

@@ -10,6 +10,7 @@ mod demo;
 mod gen;
 mod import;
 mod json;
+mod modify;
 mod out;
 mod query;
 mod sources;
@@ -64,6 +65,21 @@ enum Cmd {
     List(admin::ListArgs),
     /// Check every segment, the manifest and the _id index; exit 1 on any problem.
     Verify(admin::VerifyArgs),
+    /// Update the meta value of the measurements whose meta matches a filter (MongoDB's
+    /// meta-only rules: filter and update may name only the meta field).
+    Update(modify::UpdateArgs),
+    /// Delete the measurements whose meta matches a filter (which may name only the meta
+    /// field); the space comes back at once.
+    Delete(modify::DeleteArgs),
+    /// Delete the buckets of collections with expireAfterSeconds whose measurements are all
+    /// older than now - expireAfterSeconds.
+    Sweep(modify::SweepArgs),
+    /// Change a collection's bucketing (only coarser) or its expireAfterSeconds.
+    CollMod(modify::CollModArgs),
+    /// Create, list or drop a collection's secondary indexes.
+    Index(modify::IndexArgs),
+    /// Drop a collection and its files.
+    Drop(modify::DropArgs),
 }
 
 /// Which seeded workload to generate.
@@ -116,6 +132,12 @@ fn main() -> ExitCode {
         Cmd::Stats(a) => admin::stats(a),
         Cmd::List(a) => admin::list(a),
         Cmd::Verify(a) => admin::verify(a),
+        Cmd::Update(a) => modify::update(a),
+        Cmd::Delete(a) => modify::delete(a),
+        Cmd::Sweep(a) => modify::sweep(a),
+        Cmd::CollMod(a) => modify::coll_mod(a),
+        Cmd::Index(a) => modify::index(a),
+        Cmd::Drop(a) => modify::drop(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
