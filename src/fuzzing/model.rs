@@ -1,9 +1,10 @@
 //! `model`: random operations on a database on `MemFs` against a plain list of the
 //! acknowledged measurements. Operations: insert a batch (a few series, times in and out of
 //! order), flush, query a time range (optionally one series) with `find` and
-//! `count_documents`, power loss (a crash image of every kind `MemFs` makes, then reopen), and
-//! a clean close and reopen. Every acknowledged measurement must survive every crash, and
-//! every answer must equal the model's.
+//! `count_documents`, meta-only `delete_many` and `update_many` of one series, power loss (a
+//! crash image of every kind `MemFs` makes, then reopen), and a clean close and reopen. Every
+//! acknowledged measurement, update and delete must survive every crash, and every answer must
+//! equal the model's.
 
 use super::Input;
 use crate::vfs::{CrashMode, MemFs};
@@ -87,7 +88,7 @@ pub fn run(data: &[u8]) {
         if inp.is_empty() {
             break;
         }
-        match inp.u8() % 8 {
+        match inp.u8() % 10 {
             0..=2 => {
                 let n = 1 + inp.below(12);
                 let docs: Vec<(i64, i32, Document)> = (0..n)
@@ -156,6 +157,38 @@ pub fn run(data: &[u8]) {
                     answer(&model, i64::MIN, i64::MAX, None),
                     "{ctx}"
                 );
+            }
+            7 => {
+                let s = i32::from(inp.u8() % 4);
+                let n = model.iter().filter(|m| m.1 == s).count() as u64;
+                match c.delete_many(doc! {"m": s}) {
+                    Ok(r) => assert_eq!(r.deleted_count, n, "step {step}: delete of series {s}"),
+                    Err(e) => panic!("step {step}: delete failed: {e}"),
+                }
+                model.retain(|m| m.1 != s);
+            }
+            8 => {
+                let (from, to) = (i32::from(inp.u8() % 4), i32::from(inp.u8() % 4));
+                let n = model.iter().filter(|m| m.1 == from).count() as u64;
+                match c.update_many(doc! {"m": from}, doc! {"$set": {"m": to}}) {
+                    Ok(r) => {
+                        let changed = if from == to { 0 } else { n };
+                        assert_eq!(
+                            (r.matched_count, r.modified_count),
+                            (n, changed),
+                            "step {step}: update of series {from} to {to}"
+                        );
+                    }
+                    Err(e) => panic!("step {step}: update failed: {e}"),
+                }
+                for m in model.iter_mut().filter(|m| m.1 == from) {
+                    m.1 = to;
+                    // The meta field keeps its place in the document.
+                    if let Ok(mut d) = Document::from_reader(m.2.as_slice()) {
+                        d.insert("m", to);
+                        m.2 = d.to_vec().unwrap_or_default();
+                    }
+                }
             }
             _ => {
                 drop(c);
