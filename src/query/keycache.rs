@@ -26,6 +26,9 @@ fn starts_key(starts: &[i64]) -> Option<Starts> {
 #[derive(Default)]
 pub struct KeyCache {
     parts: foldhash::HashMap<Box<[u8]>, u32>,
+    /// Parts by where a bucket's meta value came from (see [`KeyCache::remembered`]): per
+    /// source, by index, `u32::MAX` when unknown.
+    by_source: foldhash::HashMap<usize, Vec<u32>>,
     bins: Vec<foldhash::HashMap<Starts, u32>>,
     buf: Vec<u8>,
     at: Vec<usize>,
@@ -67,6 +70,26 @@ impl KeyCache {
         self.bins.push(foldhash::HashMap::default());
         self.parts.insert(self.buf.as_slice().into(), p);
         Ok(Some(p))
+    }
+
+    /// The part remembered for meta values from `source`: a caller's name for one meta
+    /// value (such as a segment and its reference to the value), so that the key is encoded
+    /// once per distinct value rather than once per bucket.
+    pub fn remembered(&self, (source, i): (usize, u32)) -> Option<u32> {
+        let p = *self.by_source.get(&source)?.get(i as usize)?;
+        (p != u32::MAX).then_some(p)
+    }
+
+    /// Remembers `part` for meta values from `source`.
+    pub fn remember(&mut self, (source, i): (usize, u32), part: u32) {
+        let parts = self.by_source.entry(source).or_default();
+        let i = i as usize;
+        if parts.len() <= i {
+            parts.resize(i + 1, u32::MAX);
+        }
+        if let Some(p) = parts.get_mut(i) {
+            *p = part;
+        }
     }
 
     /// The group remembered for `part` and bin starts `starts`.
@@ -114,5 +137,17 @@ mod tests {
             c.part(&e, &doc! {"m": {"h": "a"}}, "t", true).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn parts_are_remembered_per_source_and_index() {
+        let mut c = KeyCache::default();
+        assert_eq!(c.remembered((1, 3)), None);
+        c.remember((1, 3), 7);
+        c.remember((2, 0), 8);
+        assert_eq!(c.remembered((1, 3)), Some(7));
+        assert_eq!(c.remembered((1, 2)), None);
+        assert_eq!(c.remembered((2, 0)), Some(8));
+        assert_eq!(c.remembered((3, 0)), None);
     }
 }
