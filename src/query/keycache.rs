@@ -3,8 +3,8 @@
 //!
 //! The columnar path looks a key up once per bucket and time bin. Encoding the whole key and
 //! probing a table of every group each time is the expensive part when there are many groups;
-//! here the meta-dependent part is encoded once per bucket (the key with its time bytes
-//! zeroed) and picks a small map from bin starts to groups.
+//! here the meta-dependent part is encoded once per distinct meta value (the key with its time
+//! bytes zeroed) and numbered, and (part number, bin starts) finds the group.
 
 use super::expr::{Expr, Row};
 use super::group::key_template;
@@ -29,7 +29,11 @@ pub struct KeyCache {
     /// Parts by where a bucket's meta value came from (see [`KeyCache::remembered`]): per
     /// source, by index, `u32::MAX` when unknown.
     by_source: foldhash::HashMap<usize, Vec<u32>>,
-    bins: Vec<foldhash::HashMap<Starts, u32>>,
+    /// Groups by (part, bin starts) in one table: one map per part scattered small tables
+    /// over the heap, and a probe was a cache miss more.
+    bins: foldhash::HashMap<(u32, Starts), u32>,
+    /// Parts handed out so far (part 0 is the key that does not read meta).
+    parts_made: u32,
     buf: Vec<u8>,
     at: Vec<usize>,
 }
@@ -46,9 +50,6 @@ impl KeyCache {
         reads_meta: bool,
     ) -> Result<Option<u32>> {
         if !reads_meta {
-            if self.bins.is_empty() {
-                self.bins.push(foldhash::HashMap::default());
-            }
             return Ok(Some(0));
         }
         if !key_template(e, row, time_field, &mut self.buf, &mut self.at)? {
@@ -62,12 +63,9 @@ impl KeyCache {
         if let Some(&p) = self.parts.get(self.buf.as_slice()) {
             return Ok(Some(p));
         }
-        // Index 0 belongs to keys that do not read meta; parts start at 1.
-        if self.bins.is_empty() {
-            self.bins.push(foldhash::HashMap::default());
-        }
-        let p = self.bins.len() as u32;
-        self.bins.push(foldhash::HashMap::default());
+        // Part 0 belongs to keys that do not read meta; parts start at 1.
+        self.parts_made += 1;
+        let p = self.parts_made;
         self.parts.insert(self.buf.as_slice().into(), p);
         Ok(Some(p))
     }
@@ -94,16 +92,13 @@ impl KeyCache {
 
     /// The group remembered for `part` and bin starts `starts`.
     pub fn get(&self, part: u32, starts: &[i64]) -> Option<u32> {
-        self.bins
-            .get(part as usize)?
-            .get(&starts_key(starts)?)
-            .copied()
+        self.bins.get(&(part, starts_key(starts)?)).copied()
     }
 
     /// Remembers group `g` for `part` and `starts`.
     pub fn put(&mut self, part: u32, starts: &[i64], g: u32) {
-        if let (Some(m), Some(k)) = (self.bins.get_mut(part as usize), starts_key(starts)) {
-            m.insert(k, g);
+        if let Some(k) = starts_key(starts) {
+            self.bins.insert((part, k), g);
         }
     }
 }
