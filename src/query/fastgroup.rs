@@ -309,6 +309,23 @@ impl FastGroup {
         time_of(d, &self.time_field)
     }
 
+    /// `control.min` of the time field (the rounded bucket start), without a document lookup
+    /// when the segment read it at open.
+    fn time_lo(&self, st: &BucketStats<'_>) -> Option<i64> {
+        match st.time {
+            Some((lo, _)) => Some(lo),
+            None => self.stat_time(st.min),
+        }
+    }
+
+    /// `control.max` of the time field (the latest time).
+    fn time_hi(&self, st: &BucketStats<'_>) -> Option<i64> {
+        match st.time {
+            Some((_, hi)) => Some(hi),
+            None => self.stat_time(st.max),
+        }
+    }
+
     /// The bins of the key's time leaves when every row of the bucket shares them (judged from
     /// `control` times: the minimum is the rounded bucket start, a lower bound).
     fn const_bins(&self, st: &BucketStats<'_>, hi: Option<i64>, out: &mut Vec<i64>) -> bool {
@@ -320,7 +337,7 @@ impl FastGroup {
         let lo = if st.count == 1 {
             Some(hi)
         } else {
-            self.stat_time(st.min)
+            self.time_lo(st)
         };
         let Some(lo) = lo else { return false };
         for leaf in &self.leaves {
@@ -393,18 +410,35 @@ impl FastGroup {
     fn key_part(
         &self,
         cache: &mut KeyCache,
+        src: &Source,
         meta: Option<&Bson>,
         t: Option<i64>,
     ) -> Result<Option<u32>> {
         if t.is_none() && !self.leaves.is_empty() {
             return Ok(None);
         }
-        cache.part(
+        // A segment's buckets with one meta reference share their meta value, hence the part
+        // (the time bytes are zeroed in it, so which date `t` is does not matter).
+        let source = match src {
+            Source::Seg(seg, i) if self.reads_meta => seg
+                .buckets()
+                .get(*i as usize)
+                .map(|s| (Arc::as_ptr(seg) as usize, s.meta_ref())),
+            _ => None,
+        };
+        if let Some(p) = source.and_then(|k| cache.remembered(k)) {
+            return Ok(Some(p));
+        }
+        let part = cache.part(
             &self.spec.id,
             &self.row(meta, t),
             &self.time_field,
             self.reads_meta,
-        )
+        )?;
+        if let (Some(k), Some(p)) = (source, part) {
+            cache.remember(k, p);
+        }
+        Ok(part)
     }
 
     /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
@@ -423,9 +457,9 @@ impl FastGroup {
                 for s in scans {
                     let st = columns::stats(&s.src)?;
                     let bound = if max_time {
-                        self.stat_time(st.max).map_or(i64::MAX, |t| -t)
+                        self.time_hi(&st).map_or(i64::MAX, |t| -t)
                     } else {
-                        self.stat_time(st.min).unwrap_or(i64::MAX)
+                        self.time_lo(&st).unwrap_or(i64::MAX)
                     };
                     keys.push((bound, place(s, keys.len())));
                 }
@@ -475,15 +509,15 @@ impl FastGroup {
             // once.
             let meta_varies = (self.reads_meta || self.row_filter.reads_meta()) && st.meta_varies();
             let meta_ok = !(self.reads_meta && meta_varies);
-            let hi = self.stat_time(st.max);
+            let hi = self.time_hi(&st);
             // The key's bins when the key is constant over the bucket.
             let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
             let part = match key_const {
-                true => self.key_part(&mut cache, st.meta, hi)?,
+                true => self.key_part(&mut cache, &scan.src, st.meta, hi)?,
                 false => None,
             };
             if let (Some(_), true) = (&self.picks, key_const) {
-                let lo = self.stat_time(st.min);
+                let lo = self.time_lo(&st);
                 let g = self.group_of(&mut table, &mut cache, part, &bins, st.meta, hi, false)?;
                 let settled = g.is_some_and(|g| {
                     table.accs(g).iter().all(|a| match a {
@@ -621,7 +655,7 @@ impl FastGroup {
                             starts.push(b.0);
                         }
                         if part.is_none() {
-                            part = Some(self.key_part(cache, st.meta, Some(t))?);
+                            part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
                         }
                     }
                     let p = if t.is_some() { part.flatten() } else { None };

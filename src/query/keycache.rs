@@ -3,8 +3,8 @@
 //!
 //! The columnar path looks a key up once per bucket and time bin. Encoding the whole key and
 //! probing a table of every group each time is the expensive part when there are many groups;
-//! here the meta-dependent part is encoded once per bucket (the key with its time bytes
-//! zeroed) and picks a small map from bin starts to groups.
+//! here the meta-dependent part is encoded once per distinct meta value (the key with its time
+//! bytes zeroed) and numbered, and (part number, bin starts) finds the group.
 
 use super::expr::{Expr, Row};
 use super::group::key_template;
@@ -26,7 +26,14 @@ fn starts_key(starts: &[i64]) -> Option<Starts> {
 #[derive(Default)]
 pub struct KeyCache {
     parts: foldhash::HashMap<Box<[u8]>, u32>,
-    bins: Vec<foldhash::HashMap<Starts, u32>>,
+    /// Parts by where a bucket's meta value came from (see [`KeyCache::remembered`]): per
+    /// source, by index, `u32::MAX` when unknown.
+    by_source: foldhash::HashMap<usize, Vec<u32>>,
+    /// Groups by (part, bin starts) in one table: one map per part scattered small tables
+    /// over the heap, and a probe was a cache miss more.
+    bins: foldhash::HashMap<(u32, Starts), u32>,
+    /// Parts handed out so far (part 0 is the key that does not read meta).
+    parts_made: u32,
     buf: Vec<u8>,
     at: Vec<usize>,
 }
@@ -43,9 +50,6 @@ impl KeyCache {
         reads_meta: bool,
     ) -> Result<Option<u32>> {
         if !reads_meta {
-            if self.bins.is_empty() {
-                self.bins.push(foldhash::HashMap::default());
-            }
             return Ok(Some(0));
         }
         if !key_template(e, row, time_field, &mut self.buf, &mut self.at)? {
@@ -59,28 +63,42 @@ impl KeyCache {
         if let Some(&p) = self.parts.get(self.buf.as_slice()) {
             return Ok(Some(p));
         }
-        // Index 0 belongs to keys that do not read meta; parts start at 1.
-        if self.bins.is_empty() {
-            self.bins.push(foldhash::HashMap::default());
-        }
-        let p = self.bins.len() as u32;
-        self.bins.push(foldhash::HashMap::default());
+        // Part 0 belongs to keys that do not read meta; parts start at 1.
+        self.parts_made += 1;
+        let p = self.parts_made;
         self.parts.insert(self.buf.as_slice().into(), p);
         Ok(Some(p))
     }
 
+    /// The part remembered for meta values from `source`: a caller's name for one meta
+    /// value (such as a segment and its reference to the value), so that the key is encoded
+    /// once per distinct value rather than once per bucket.
+    pub fn remembered(&self, (source, i): (usize, u32)) -> Option<u32> {
+        let p = *self.by_source.get(&source)?.get(i as usize)?;
+        (p != u32::MAX).then_some(p)
+    }
+
+    /// Remembers `part` for meta values from `source`.
+    pub fn remember(&mut self, (source, i): (usize, u32), part: u32) {
+        let parts = self.by_source.entry(source).or_default();
+        let i = i as usize;
+        if parts.len() <= i {
+            parts.resize(i + 1, u32::MAX);
+        }
+        if let Some(p) = parts.get_mut(i) {
+            *p = part;
+        }
+    }
+
     /// The group remembered for `part` and bin starts `starts`.
     pub fn get(&self, part: u32, starts: &[i64]) -> Option<u32> {
-        self.bins
-            .get(part as usize)?
-            .get(&starts_key(starts)?)
-            .copied()
+        self.bins.get(&(part, starts_key(starts)?)).copied()
     }
 
     /// Remembers group `g` for `part` and `starts`.
     pub fn put(&mut self, part: u32, starts: &[i64], g: u32) {
-        if let (Some(m), Some(k)) = (self.bins.get_mut(part as usize), starts_key(starts)) {
-            m.insert(k, g);
+        if let Some(k) = starts_key(starts) {
+            self.bins.insert((part, k), g);
         }
     }
 }
@@ -114,5 +132,17 @@ mod tests {
             c.part(&e, &doc! {"m": {"h": "a"}}, "t", true).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn parts_are_remembered_per_source_and_index() {
+        let mut c = KeyCache::default();
+        assert_eq!(c.remembered((1, 3)), None);
+        c.remember((1, 3), 7);
+        c.remember((2, 0), 8);
+        assert_eq!(c.remembered((1, 3)), Some(7));
+        assert_eq!(c.remembered((1, 2)), None);
+        assert_eq!(c.remembered((2, 0)), Some(8));
+        assert_eq!(c.remembered((3, 0)), None);
     }
 }

@@ -58,6 +58,8 @@ pub struct BucketStats<'a> {
     /// The bucket's start and latest time in milliseconds when the caller has them at hand
     /// (else they are read from `min` and `max`).
     pub time: Option<(i64, i64)>,
+    /// [`BucketStats::meta_varies`] when the caller read it beforehand.
+    pub varies: Option<bool>,
 }
 
 impl std::fmt::Debug for BucketStats<'_> {
@@ -69,6 +71,7 @@ impl std::fmt::Debug for BucketStats<'_> {
             .field("count", &self.count)
             .field("dense", &self.dense.is_some())
             .field("time", &self.time)
+            .field("varies", &self.varies)
             .finish()
     }
 }
@@ -88,6 +91,15 @@ impl<'a> BucketStats<'a> {
             count,
             dense: None,
             time: None,
+            varies: None,
+        }
+    }
+
+    /// Adds whether some rows carry their own meta value (see [`BucketStats::meta_varies`]).
+    pub fn with_meta_varies(self, varies: bool) -> BucketStats<'a> {
+        BucketStats {
+            varies: Some(varies),
+            ..self
         }
     }
 
@@ -110,7 +122,8 @@ impl<'a> BucketStats<'a> {
     /// True when rows carry meta values that differ from the bucket's (field order only), so
     /// meta conjuncts must be tested per row.
     pub fn meta_varies(&self) -> bool {
-        self.max.contains_key(META_COLUMN)
+        self.varies
+            .unwrap_or_else(|| self.max.contains_key(META_COLUMN))
     }
 
     fn is_dense(&self, field: &str) -> bool {
@@ -356,6 +369,36 @@ impl Plan {
 
     /// What a bucket's statistics prove about the filter.
     pub fn verdict(&self, b: &BucketStats<'_>) -> Verdict {
+        self.verdict_with_meta(b, || self.meta_verdict(b))
+    }
+
+    /// What the meta conjuncts alone prove about a bucket. It depends on nothing but the
+    /// bucket's meta value and [`BucketStats::meta_varies`], so buckets sharing both can share
+    /// it.
+    pub fn meta_verdict(&self, b: &BucketStats<'_>) -> Verdict {
+        let mut out = Verdict::All;
+        for c in &self.meta_conjuncts {
+            match self.judge(c, b) {
+                Verdict::None => return Verdict::None,
+                Verdict::Some => out = Verdict::Some,
+                Verdict::All => {}
+            }
+        }
+        out
+    }
+
+    /// True when the filter has conjuncts on the meta field.
+    pub fn has_meta_conjuncts(&self) -> bool {
+        !self.meta_conjuncts.is_empty()
+    }
+
+    /// [`Plan::verdict`] with the meta conjuncts' verdict given by `meta` (asked at most once,
+    /// after the time bounds), e.g. remembered from a bucket with the same meta value.
+    pub fn verdict_with_meta(
+        &self,
+        b: &BucketStats<'_>,
+        meta: impl FnOnce() -> Verdict,
+    ) -> Verdict {
         if self.time_lo > self.time_hi {
             return Verdict::None;
         }
@@ -375,7 +418,19 @@ impl Plan {
                 out = Verdict::Some;
             }
         }
-        for c in &self.ordered {
+        if !self.meta_conjuncts.is_empty() {
+            match meta() {
+                Verdict::None => return Verdict::None,
+                Verdict::Some => out = Verdict::Some,
+                Verdict::All => {}
+            }
+        }
+        // `ordered` starts with the meta conjuncts.
+        let rest = self
+            .ordered
+            .get(self.meta_conjuncts.len()..)
+            .unwrap_or_default();
+        for c in rest {
             match self.judge(c, b) {
                 Verdict::None => return Verdict::None,
                 Verdict::Some => out = Verdict::Some,
@@ -602,6 +657,26 @@ mod tests {
         assert_eq!(plan(doc! {}).start_range(3_000), Some((i64::MIN, i64::MAX)));
         let empty = plan(doc! {"t": {"$gt": t(5), "$lt": t(3)}});
         assert_eq!(empty.start_range(3_000), None);
+    }
+
+    #[test]
+    fn a_remembered_meta_verdict_gives_the_same_verdict() {
+        let p = plan(doc! {"t": {"$gte": t(100)}, "m.h": "a", "x": {"$gt": 5}});
+        assert!(p.has_meta_conjuncts());
+        let (min, max) = (doc! {"t": t(100), "x": 6}, doc! {"t": t(199), "x": 9});
+        for h in ["a", "b"] {
+            let meta = Bson::Document(doc! {"h": h});
+            let d = |_: &str| true;
+            let b = BucketStats::new(Some(&meta), &min, &max, 3).with_dense(&d);
+            let mv = p.meta_verdict(&b);
+            assert_eq!(p.verdict_with_meta(&b, || mv), p.verdict(&b));
+        }
+        let meta = Bson::Document(doc! {"h": "a"});
+        let b = BucketStats::new(Some(&meta), &min, &max, 3);
+        assert_eq!(p.verdict_with_meta(&b, || Verdict::None), Verdict::None);
+        // Outside the time bounds the meta verdict is not asked for.
+        let late = plan(doc! {"t": {"$gte": t(500)}, "m.h": "a"});
+        assert_eq!(late.verdict_with_meta(&b, || unreachable!()), Verdict::None);
     }
 
     #[test]

@@ -142,6 +142,10 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         (None, None) => Box::new(std::iter::empty()),
     };
     {
+        // The meta conjuncts' verdict per (segment, meta value, meta varies): a series has
+        // many buckets, and judging its meta value again for each was most of the planning.
+        // Indexed by segment, then by meta reference and whether the meta varies.
+        let mut by_meta: foldhash::HashMap<u64, Vec<Option<Verdict>>> = Default::default();
         for loc in locs {
             seg_in_range += 1;
             let Some(seg) = c.segments.get(&loc.segment) else {
@@ -153,12 +157,24 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
             let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
                 .with_time(s.time_range().0, s.time_range().1)
+                .with_meta_varies(s.meta_varies())
                 .with_dense(&dense);
-            keep(
-                &mut ex,
-                Source::Seg(seg.clone(), loc.index),
-                plan.verdict(&stats),
-            );
+            let verdict = plan.verdict_with_meta(&stats, || {
+                let seen = by_meta.entry(loc.segment).or_default();
+                let k = s.meta_ref() as usize * 2 + usize::from(s.meta_varies());
+                if let Some(Some(v)) = seen.get(k) {
+                    return *v;
+                }
+                let v = plan.meta_verdict(&stats);
+                if seen.len() <= k {
+                    seen.resize(k + 1, None);
+                }
+                if let Some(slot) = seen.get_mut(k) {
+                    *slot = Some(v);
+                }
+                v
+            });
+            keep(&mut ex, Source::Seg(seg.clone(), loc.index), verdict);
         }
     }
     ex.buckets_pruned_by_id = total_seg - ex.buckets_pruned_by_index - seg_in_range;

@@ -49,6 +49,10 @@ pub struct BucketSummary {
     loc: BucketLoc,
     /// `control.min` and `control.max` of the time field in milliseconds, read once at open.
     time_range: (i64, i64),
+    /// The directory's reference to the meta value (0: none, `k`: the `k`-th value).
+    meta_ref: u32,
+    /// Some rows carry their own meta value (`control.max` lists the meta column).
+    meta_varies: bool,
 }
 
 impl BucketSummary {
@@ -56,6 +60,19 @@ impl BucketSummary {
     /// milliseconds.
     pub fn time_range(&self) -> (i64, i64) {
         self.time_range
+    }
+
+    /// The meta value's position in the segment's table of meta values (0 when the bucket has
+    /// none). Buckets of one segment with the same reference have the same meta value, so a
+    /// reader can decide something about a meta value once per reference.
+    pub fn meta_ref(&self) -> u32 {
+        self.meta_ref
+    }
+
+    /// True when some rows carry their own meta value (differing from [`BucketSummary::meta`]
+    /// in the order of embedded fields), read once at open.
+    pub fn meta_varies(&self) -> bool {
+        self.meta_varies
     }
 }
 
@@ -866,6 +883,7 @@ fn parse_directory(
             Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
             _ => None,
         };
+        s.meta_varies = s.max.contains_key(crate::catalog::META_COLUMN);
         s.time_range = (
             ms(&s.min).unwrap_or_else(|| s.id.timestamp().timestamp_millis()),
             ms(&s.max).unwrap_or(i64::MAX),
@@ -952,7 +970,8 @@ fn parse_entry(
     time_field: &str,
 ) -> std::result::Result<Entry, String> {
     let id = f::get_oid_delta(c, prev_id)?;
-    let meta = match c.varint()? {
+    let meta_ref = c.varint()?;
+    let meta = match meta_ref {
         0 => None,
         k => Some(
             metas
@@ -1073,6 +1092,8 @@ fn parse_entry(
             max,
             loc,
             time_range: (i64::MIN, i64::MAX),
+            meta_ref: u32::try_from(meta_ref).unwrap_or(u32::MAX),
+            meta_varies: false,
         },
         page_delta,
     ))
