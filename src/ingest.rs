@@ -93,7 +93,12 @@ fn encode_one(
 ) -> Result<(Prepared, Bson)> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     let start = encode::begin(out);
-    let id = match doc.get("_id") {
+    // A scan of the names (which the encoding reads next anyway) is cheaper than hashing.
+    let given = doc
+        .iter()
+        .find(|(k, _)| k.as_str() == "_id")
+        .map(|(_, v)| v);
+    let id = match given {
         Some(id) => id.clone(),
         None => {
             let oid = ObjectId::new();
@@ -114,11 +119,13 @@ fn encode_one(
         if k == fields.time {
             match v {
                 Bson::DateTime(t) => time_ms = Some(t.timestamp_millis()),
-                other => return Err(bad(format!(
+                other => {
+                    return Err(bad(format!(
                     "'{}' must be present and contain a valid BSON UTC datetime value, found {:?}",
                     fields.time,
                     other.element_type()
-                ))),
+                )))
+                }
             }
         }
         let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
