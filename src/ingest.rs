@@ -3,6 +3,8 @@
 //! key, size). The second step is shared with recovery, which replays the same bytes. Nothing
 //! here touches the disk, so a bad batch writes nothing.
 
+mod encode;
+
 use crate::catalog::column::to_bson;
 use crate::catalog::is_hidden;
 use crate::catalog::meta::normalize;
@@ -53,54 +55,6 @@ impl Prepared {
     }
 }
 
-/// Checks what the log record cannot express: the time field, reserved names.
-fn validate(doc: &Document, index: usize, fields: &Fields<'_>) -> Result<()> {
-    let bad = |message: String| Error::InvalidDocument { index, message };
-    match doc.get(fields.time) {
-        Some(Bson::DateTime(_)) => {}
-        Some(other) => {
-            return Err(bad(format!(
-                "'{}' must be present and contain a valid BSON UTC datetime value, found {:?}",
-                fields.time,
-                other.element_type()
-            )))
-        }
-        None => {
-            return Err(bad(format!(
-                "'{}' must be present and contain a valid BSON UTC datetime value",
-                fields.time
-            )))
-        }
-    }
-    if let Some(k) = doc.keys().find(|k| is_hidden(k)) {
-        return Err(bad(format!(
-            "field name {k:?} starts with \\u0001, which is reserved for the engine"
-        )));
-    }
-    Ok(())
-}
-
-/// Appends `doc` to `out` as BSON, with a generated `_id` first when it has none (where
-/// MongoDB puts it). Returns the generated id.
-fn write_doc(doc: &Document, out: &mut Vec<u8>) -> std::result::Result<Option<ObjectId>, String> {
-    let start = out.len();
-    doc.to_writer(&mut *out).map_err(|e| e.to_string())?;
-    if doc.contains_key("_id") {
-        return Ok(None);
-    }
-    let id = ObjectId::new();
-    // Element: type 0x07, cstring "_id", 12 bytes.
-    let mut el = [0u8; 17];
-    el[0] = 0x07;
-    el[1..4].copy_from_slice(b"_id");
-    el[5..].copy_from_slice(&id.bytes());
-    let at = start + 4;
-    out.splice(at..at, el);
-    let len = (out.len() - start) as i32;
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    Ok(Some(id))
-}
-
 fn write_insert_header(out: &mut Vec<u8>, collection_id: u32, count: usize) {
     out.push(RECORD_INSERT);
     out.extend_from_slice(&collection_id.to_le_bytes());
@@ -117,34 +71,112 @@ pub fn prepare_batch(
     docs: &[Document],
     fields: &Fields<'_>,
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
-    for (index, doc) in docs.iter().enumerate() {
-        validate(doc, index, fields)?;
-    }
     let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * 320);
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
     for (index, doc) in docs.iter().enumerate() {
-        let start = out.len();
-        let generated = write_doc(doc, &mut out).map_err(|e| Error::InvalidDocument {
-            index,
-            message: format!("cannot be encoded as BSON: {e}"),
-        })?;
-        ids.push(match generated {
-            Some(id) => Bson::ObjectId(id),
-            None => doc.get("_id").cloned().unwrap_or(Bson::Null),
-        });
-        let len = out.len() - start;
-        let raw = out
-            .get(start..)
-            .and_then(|b| RawDocument::from_bytes(b).ok())
-            .ok_or_else(|| Error::InvalidDocument {
-                index,
-                message: "encodes to malformed BSON".into(),
-            })?;
-        prepared.push(prepare_raw(raw, start, len, index, fields)?);
+        let (p, id) = encode_one(doc, &mut out, index, fields)?;
+        prepared.push(p);
+        ids.push(id);
     }
     Ok((prepared, out, ids))
+}
+
+/// Encodes one document into `out` (a generated `_id` first, where MongoDB puts it, when it
+/// has none) while checking it, in one pass over its fields; returns it prepared and its `_id`.
+fn encode_one(
+    doc: &Document,
+    out: &mut Vec<u8>,
+    index: usize,
+    fields: &Fields<'_>,
+) -> Result<(Prepared, Bson)> {
+    let bad = |message: String| Error::InvalidDocument { index, message };
+    let start = encode::begin(out);
+    // A scan of the names (which the encoding reads next anyway) is cheaper than hashing.
+    let given = doc
+        .iter()
+        .find(|(k, _)| k.as_str() == "_id")
+        .map(|(_, v)| v);
+    let id = match given {
+        Some(id) => id.clone(),
+        None => {
+            let oid = ObjectId::new();
+            out.push(0x07);
+            out.extend_from_slice(b"_id\0");
+            out.extend_from_slice(&oid.bytes());
+            Bson::ObjectId(oid)
+        }
+    };
+    let mut time_ms = None;
+    let mut meta_at = None;
+    for (k, v) in doc {
+        if is_hidden(k) {
+            return Err(bad(format!(
+                "field name {k:?} starts with \\u0001, which is reserved for the engine"
+            )));
+        }
+        if k == fields.time {
+            match v {
+                Bson::DateTime(t) => time_ms = Some(t.timestamp_millis()),
+                other => {
+                    return Err(bad(format!(
+                    "'{}' must be present and contain a valid BSON UTC datetime value, found {:?}",
+                    fields.time,
+                    other.element_type()
+                )))
+                }
+            }
+        }
+        let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
+        encode::write_key(out, v.element_type(), k).map_err(encoding)?;
+        if fields.meta == Some(k.as_str()) {
+            meta_at = Some((v, out.len()));
+        }
+        encode::write_value(v, out).map_err(encoding)?;
+    }
+    encode::end(out, start).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
+    let Some(time_ms) = time_ms else {
+        return Err(bad(format!(
+            "'{}' must be present and contain a valid BSON UTC datetime value",
+            fields.time
+        )));
+    };
+    let len = out.len() - start;
+    let key = match meta_at {
+        Some((v, at)) => {
+            let bytes = out.get(at..).unwrap_or_default();
+            series_key_of_encoded(v, bytes).map_err(|e| bad(format!("malformed BSON: {e}")))?
+        }
+        None => Vec::new(),
+    };
+    Ok((finish(time_ms, key, start, len, index, fields)?, id))
+}
+
+/// The series key of a meta value just encoded at the start of `bytes`.
+fn series_key_of_encoded(v: &Bson, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    match v {
+        Bson::Document(_) => {
+            let len = bytes
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, |b| i32::from_le_bytes(b).max(0) as usize);
+            let body = bytes.get(..len).ok_or("meta value truncated")?;
+            let raw = RawDocument::from_bytes(body).map_err(|e| e.to_string())?;
+            Ok(series_key(RawBsonRef::Document(raw)))
+        }
+        // Other meta types are rarer; the raw form keeps one definition of the key.
+        other => {
+            let mut d = Document::new();
+            d.insert("", other.clone());
+            let b = d.to_vec().map_err(|e| e.to_string())?;
+            let raw = RawDocument::from_bytes(&b).map_err(|e| e.to_string())?;
+            match raw.get("") {
+                Ok(Some(r)) => Ok(series_key(r)),
+                _ => Err("meta value does not decode".into()),
+            }
+        }
+    }
 }
 
 /// [`prepare_batch`] for documents that are already BSON bytes: each is validated in full
@@ -241,11 +273,6 @@ pub fn prepare_raw(
     fields: &Fields<'_>,
 ) -> Result<Prepared> {
     let bad = |message: String| Error::InvalidDocument { index, message };
-    if len > MAX_MEASUREMENT_BYTES {
-        return Err(bad(format!(
-            "the measurement is {len} bytes; the limit is {MAX_MEASUREMENT_BYTES}"
-        )));
-    }
     let time_ms = match raw.get(fields.time) {
         Ok(Some(RawBsonRef::DateTime(t))) => t.timestamp_millis(),
         _ => {
@@ -263,6 +290,24 @@ pub fn prepare_raw(
         },
         None => Vec::new(),
     };
+    finish(time_ms, key, start, len, index, fields)
+}
+
+/// Applies the size limits and assembles the prepared measurement.
+fn finish(
+    time_ms: i64,
+    key: Vec<u8>,
+    start: usize,
+    len: usize,
+    index: usize,
+    fields: &Fields<'_>,
+) -> Result<Prepared> {
+    let bad = |message: String| Error::InvalidDocument { index, message };
+    if len > MAX_MEASUREMENT_BYTES {
+        return Err(bad(format!(
+            "the measurement is {len} bytes; the limit is {MAX_MEASUREMENT_BYTES}"
+        )));
+    }
     if key.len() > MAX_META_BYTES {
         return Err(bad(format!(
             "the meta field '{}' is {} bytes; the limit is {MAX_META_BYTES}",
@@ -298,33 +343,39 @@ fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
     }
 }
 
-/// Most series send their meta in the same (unsorted) field order every time; remembering the
-/// normalised form of recent raw meta values saves rebuilding and re-encoding it per document.
-const NORMALIZED_CACHE_ENTRIES: usize = 65_536;
+/// Most series send their meta in the same field order every time; remembering the key of
+/// recent raw meta values saves walking, normalising and re-encoding it per document.
+const KEY_CACHE_ENTRIES: usize = 65_536;
 
 type Cache = foldhash::HashMap<Vec<u8>, Vec<u8>>;
 
 thread_local! {
     // One map per element type: a document and an array can have the same bytes.
-    static NORMALIZED: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
+    static KEYS: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
 }
 
-fn normalized_bytes(v: RawBsonRef<'_>, raw: &[u8]) -> Vec<u8> {
+/// The series key of a document or array meta value whose bytes are `raw`.
+fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> Vec<u8> {
     let which = usize::from(matches!(v, RawBsonRef::Array(_)));
-    let hit = NORMALIZED.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
+    let hit = KEYS.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
     if let Some(hit) = hit {
         return hit;
     }
-    let out = doc_bytes(&normalize(&to_bson(v)));
-    NORMALIZED.with(|c| {
+    let mut k = vec![1u8, v.element_type() as u8];
+    if raw_is_normalized(v) {
+        k.extend_from_slice(raw);
+    } else {
+        k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
+    }
+    KEYS.with(|c| {
         if let Some(m) = c.borrow_mut().get_mut(which) {
-            if m.len() >= NORMALIZED_CACHE_ENTRIES {
+            if m.len() >= KEY_CACHE_ENTRIES {
                 m.clear();
             }
-            m.insert(raw.to_vec(), out.clone());
+            m.insert(raw.to_vec(), k.clone());
         }
     });
-    out
+    k
 }
 
 fn doc_bytes(v: &Bson) -> Vec<u8> {
@@ -346,18 +397,8 @@ fn doc_bytes(v: &Bson) -> Vec<u8> {
 pub fn series_key(v: RawBsonRef<'_>) -> Vec<u8> {
     let mut k = vec![1u8, v.element_type() as u8];
     match v {
-        RawBsonRef::Document(_) | RawBsonRef::Array(_) => {
-            let bytes = match v {
-                RawBsonRef::Document(d) => d.as_bytes(),
-                RawBsonRef::Array(a) => a.as_bytes(),
-                _ => &[],
-            };
-            if raw_is_normalized(v) {
-                k.extend_from_slice(bytes);
-            } else {
-                k.extend_from_slice(&normalized_bytes(v, bytes));
-            }
-        }
+        RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
+        RawBsonRef::Array(a) => return nested_key(v, a.as_bytes()),
         RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
         RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
         RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),

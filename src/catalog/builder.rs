@@ -153,7 +153,12 @@ pub struct BucketBuilder {
     seqs: Vec<u64>,
     idxs: Vec<u32>,
     raw_metas: Vec<Option<Bson>>,
+    /// Shape of the last row taken.
     scratch: Shape,
+    /// Field names of the last row taken, each followed by a NUL: a row with the same names in
+    /// the same order maps to the columns of `scratch` without comparing each name with the
+    /// column names (which live in as many separate allocations).
+    last_names: Vec<u8>,
 }
 
 impl BucketBuilder {
@@ -198,6 +203,7 @@ impl BucketBuilder {
             idxs: Vec::new(),
             raw_metas: Vec::new(),
             scratch: Vec::new(),
+            last_names: Vec::new(),
         }
     }
 
@@ -259,29 +265,54 @@ impl BucketBuilder {
         const NEW: u32 = u32::MAX - 1;
         let mut staged: Vec<(u32, &str, RawBsonRef<'_>, ElementType)> = Vec::with_capacity(16);
         let mut hint = 0;
+        // While the names match the last row's, `pos` is the offset in `last_names`.
+        let mut pos = Some(0usize);
         for el in doc.iter_elements().flatten() {
             let Ok(v) = el.value() else { continue };
             let k = el.key().as_str();
             let t = el.element_type();
-            if self.is_meta(k) {
-                staged.push((META_SLOT, k, v, t));
-                continue;
-            }
-            match self.column_index(k, hint) {
-                Some(i) => {
-                    hint = i + 1;
-                    if !self.columns.get(i).is_none_or(|c| c.accepts(v, t)) {
-                        return Err(Refusal::Schema);
-                    }
-                    staged.push((i as u32, k, v, t));
+            let known = pos.and_then(|p| {
+                let end = p + k.len();
+                let name = self.last_names.get(p..end)?;
+                let slot = *self.scratch.get(staged.len())?;
+                (name == k.as_bytes() && self.last_names.get(end) == Some(&0))
+                    .then_some((slot, end + 1))
+            });
+            let slot = match known {
+                Some((slot, next)) => {
+                    pos = Some(next);
+                    slot
                 }
-                None => staged.push((NEW, k, v, t)),
+                None => {
+                    pos = None;
+                    if self.is_meta(k) {
+                        META_SLOT
+                    } else {
+                        self.column_index(k, hint).map_or(NEW, |i| i as u32)
+                    }
+                }
+            };
+            if slot != META_SLOT && slot != NEW {
+                let i = slot as usize;
+                hint = i + 1;
+                if !self.columns.get(i).is_none_or(|c| c.accepts(v, t)) {
+                    return Err(Refusal::Schema);
+                }
             }
+            staged.push((slot, k, v, t));
+        }
+        let same_names = pos == Some(self.last_names.len()) && staged.len() == self.scratch.len();
+        if !same_names {
+            self.last_names.clear();
         }
         let row = self.count;
         let mut shape = std::mem::take(&mut self.scratch);
         shape.clear();
         for (slot, k, v, t) in staged {
+            if !same_names {
+                self.last_names.extend_from_slice(k.as_bytes());
+                self.last_names.push(0);
+            }
             if slot == META_SLOT {
                 shape.push(META_SLOT);
                 self.note_meta(row, v);

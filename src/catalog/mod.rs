@@ -178,19 +178,17 @@ impl CollCatalog {
         let batch = self.batch;
         let span = self.params.span_ms;
         let limits = self.limits;
-        let is_new_series = !self.series.contains_key(&m.key);
-        if is_new_series {
-            self.series.insert(
-                m.key.clone(),
-                Series {
+        // One lookup for a known series (its key is a few hundred bytes to hash and compare).
+        let (series, is_new_series) = match self.series.get_mut(&m.key) {
+            Some(s) => (s, false),
+            None => (
+                self.series.entry(m.key.clone()).or_insert(Series {
                     open: Vec::new(),
                     current: None,
                     inserts: 0,
-                },
-            );
-        }
-        let Some(series) = self.series.get_mut(&m.key) else {
-            return;
+                }),
+                true,
+            ),
         };
 
         let mut target: Option<usize> = None;

@@ -18,6 +18,6 @@ pub mod wal_reader;
 mod fixture;
 mod input;
 mod query_gen;
-mod values;
+pub(crate) mod values;
 
 pub use input::Input;

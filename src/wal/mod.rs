@@ -176,6 +176,12 @@ impl<T: Send + 'static> Wal<T> {
             .bytes
             .store(older_bytes + cur.len(), Ordering::SeqCst);
         let (tx, rx) = crossbeam_channel::unbounded();
+        // Each caller waits for its reply, so at most one group per caller is in this channel.
+        let (durable_tx, durable_rx) = crossbeam_channel::unbounded();
+        let applier_shared = shared.clone();
+        let applier_thread = std::thread::Builder::new()
+            .name("tsbucket-apply".into())
+            .spawn(move || writer::run_applier(durable_rx, apply, applier_shared))?;
         let writer = Writer {
             vfs,
             dir: dir.to_path_buf(),
@@ -186,7 +192,8 @@ impl<T: Send + 'static> Wal<T> {
             next_seq: last_seq + 1,
             dirty: false,
             last_sync: Instant::now(),
-            apply,
+            applier: Some(durable_tx),
+            applier_thread: Some(applier_thread),
             buf: Vec::new(),
             older_bytes,
             shared: shared.clone(),

@@ -2,9 +2,11 @@
 //!
 //! One thread owns the open WAL file. Callers hand it records through a channel and wait for a
 //! reply. The thread takes everything queued (up to [`MAX_GROUP_BYTES`]), assigns consecutive
-//! seqs, writes the group with one `append`, makes it durable with one `sync_data`, applies the
-//! records in seq order, and only then answers each caller: a reply of `Ok(seq)` means the
-//! record is durable (under `SyncMode::Always`) and applied.
+//! seqs, writes the group with one `append` and makes it durable with one `sync_data`. It then
+//! hands the group to a second thread, the applier, which applies the records in seq order and
+//! only then answers each caller: a reply of `Ok(seq)` means the record is durable (under
+//! `SyncMode::Always`) and applied. With two threads the fsync of one group overlaps applying
+//! the group before it, so concurrent writers are not held up by both in turn.
 //!
 //! After a failed write or sync the on-disk state is unknown: after a failed fsync the kernel
 //! may already have dropped the dirty pages, so a retry could "succeed" without the data
@@ -71,7 +73,7 @@ impl Shared {
     }
 }
 
-/// Marks the log poisoned if the writer thread unwinds (an `apply` callback panicked), so
+/// Marks the log poisoned if the writer thread unwinds, so
 /// callers get `Poisoned` instead of waiting on a thread that is gone.
 struct PoisonOnPanic(Arc<Shared>);
 impl Drop for PoisonOnPanic {
@@ -107,6 +109,32 @@ pub fn create_file(
 
 type Item<T> = (Vec<u8>, T, Sender<Result<u64>>);
 
+/// A durable group on its way to the applier: the seq of its first record and its records.
+pub type Durable<T> = (u64, Vec<Item<T>>);
+
+/// The applier thread's main loop: applies each durable group in seq order and answers its
+/// callers. A panic in `apply` poisons the log before any caller of the group learns of it,
+/// so no later append is written after it.
+pub fn run_applier<T>(
+    rx: Receiver<Durable<T>>,
+    mut apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
+    shared: Arc<Shared>,
+) {
+    for (first, group) in rx {
+        for (seq, (payload, item, reply)) in (first..).zip(group) {
+            let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                apply(seq, item, payload)
+            }));
+            if applied.is_err() {
+                shared.poison("the WAL applier panicked".into());
+                return;
+            }
+            shared.last_seq.store(seq, Ordering::SeqCst);
+            let _ = reply.send(Ok(seq));
+        }
+    }
+}
+
 /// The writer thread's state.
 pub struct Writer<T> {
     pub vfs: Arc<dyn Vfs>,
@@ -121,7 +149,9 @@ pub struct Writer<T> {
     /// Bytes were written since the last sync.
     pub dirty: bool,
     pub last_sync: Instant,
-    pub apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
+    /// Durable groups go to the applier thread; `None` once it was told to stop.
+    pub applier: Option<Sender<Durable<T>>>,
+    pub applier_thread: Option<std::thread::JoinHandle<()>>,
     /// Encoding buffer reused across groups: a fresh multi-megabyte buffer per group costs
     /// page faults and zeroing on every commit.
     pub buf: Vec<u8>,
@@ -144,6 +174,7 @@ impl<T: Send + 'static> Writer<T> {
                     None => {
                         // Every handle is gone without a Close: still leave the log synced.
                         let _ = self.finish();
+                        self.stop_applier();
                         return;
                     }
                 },
@@ -179,7 +210,10 @@ impl<T: Send + 'static> Writer<T> {
                     let _ = reply.send(self.reclaim(upto));
                 }
                 Msg::Close { reply } => {
-                    let _ = reply.send(self.finish());
+                    let r = self.finish();
+                    // Every record acknowledged before the close is applied when it returns.
+                    self.stop_applier();
+                    let _ = reply.send(r.and_then(|()| self.shared.check()));
                     return;
                 }
             }
@@ -233,17 +267,34 @@ impl<T: Send + 'static> Writer<T> {
                 return;
             }
         }
-        for (payload, item, reply) in group {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            (self.apply)(seq, item, payload);
-            self.shared.last_seq.store(seq, Ordering::SeqCst);
-            let _ = reply.send(Ok(seq));
+        let first = self.next_seq;
+        self.next_seq += group.len() as u64;
+        let Some(applier) = &self.applier else {
+            return;
+        };
+        if let Err(crossbeam_channel::SendError((_, group))) = applier.send((first, group)) {
+            // The applier is gone (it panicked): the group is on disk but cannot be applied.
+            self.shared
+                .poison("the WAL applier thread has stopped".into());
+            for (_, _, reply) in group {
+                let _ = reply.send(Err(Error::Poisoned(
+                    "the WAL applier thread has stopped".into(),
+                )));
+            }
+        }
+    }
+
+    /// Lets the applier finish the groups handed to it, then waits for it to stop.
+    fn stop_applier(&mut self) {
+        self.applier = None;
+        if let Some(t) = self.applier_thread.take() {
+            // A panic in `apply` was caught there and poisoned the log.
+            let _ = t.join();
         }
     }
 
     /// Encodes and writes the group (rotating where the file is full) and syncs per the mode.
-    /// Does not advance `next_seq`: that happens as records are applied.
+    /// Does not advance `next_seq`: that happens once the whole group is written.
     fn write_group(
         &mut self,
         group: &[Item<T>],

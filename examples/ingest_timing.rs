@@ -1,0 +1,208 @@
+//! Times inserts of the devops-cpu workload (TSBS shape, tags as meta, batches of 1000) with the
+//! documents generated up front, so only the engine is measured. Prints the median rate over
+//! several runs, each into a fresh database, and the CPU time each thread spent per batch: the
+//! inserting threads (validation and encoding), the log writer (write, fsync, catalog insert)
+//! and the flusher (segment encoding). CPU figures hold up better than wall time on a busy
+//! machine.
+//!
+//! `cargo run --release --example ingest_timing -- --help`
+
+use clap::Parser;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tsbucket::bson::{Document, RawDocumentBuf};
+use tsbucket::workload::Devops;
+use tsbucket::{Collection, Database, DbOptions, Granularity, SyncMode, TimeseriesOptions};
+
+#[derive(Parser)]
+struct Args {
+    /// Hosts (series).
+    #[arg(long, default_value_t = 1000)]
+    hosts: usize,
+    /// Hours of data at one measurement per host every 10 s.
+    #[arg(long, default_value_t = 1.0)]
+    hours: f64,
+    /// Measurements per insert call.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Inserting threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// `always` (fsync before each insert returns), `never`, or `periodic` (100 ms).
+    #[arg(long, default_value = "always")]
+    sync: String,
+    /// Timed runs, each into a fresh database.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Insert through `insert_many_raw` (BSON bytes) instead of `insert_many`.
+    #[arg(long)]
+    raw: bool,
+}
+
+/// CPU nanoseconds of the threads of this process, summed by thread name.
+fn thread_cpu() -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let p = t.path();
+        let name = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        let ns: u64 = std::fs::read_to_string(p.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        *out.entry(name.trim().to_string()).or_default() += ns;
+    }
+    out
+}
+
+enum Input {
+    Docs(Vec<Document>),
+    Raw(Vec<RawDocumentBuf>),
+}
+
+/// CPU nanoseconds of the calling thread.
+fn own_cpu() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One run: ingest time, close time, and CPU nanoseconds per thread group during the ingest.
+type RunResult = (Duration, Duration, HashMap<String, u64>);
+
+fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResult> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::open_with(dir.path(), DbOptions::default().sync(sync))?;
+    let coll = db.create_collection(
+        "cpu",
+        TimeseriesOptions::new("time")
+            .meta_field("tags")
+            .granularity(Granularity::Seconds),
+    )?;
+    let n = match input {
+        Input::Docs(d) => d.len(),
+        Input::Raw(d) => d.len(),
+    };
+    let batches = n.div_ceil(a.batch);
+    let next = AtomicUsize::new(0);
+    let insert = |coll: &Collection| -> tsbucket::Result<u64> {
+        let c0 = own_cpu();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= batches {
+                return Ok(own_cpu().saturating_sub(c0));
+            }
+            let r = i * a.batch..((i + 1) * a.batch).min(n);
+            match input {
+                Input::Docs(d) => coll.insert_many(&d[r])?,
+                Input::Raw(d) => coll.insert_many_raw(&d[r])?,
+            };
+        }
+    };
+    let before = thread_cpu();
+    let t0 = Instant::now();
+    let insert_ns = std::thread::scope(|s| -> tsbucket::Result<u64> {
+        let workers: Vec<_> = (0..a.threads.max(1))
+            .map(|k| {
+                std::thread::Builder::new()
+                    .name(format!("ingest-{k}"))
+                    .spawn_scoped(s, || insert(&coll))
+            })
+            .collect::<std::io::Result<_>>()?;
+        let mut ns = 0;
+        for w in workers {
+            ns += w.join().map_err(|_| {
+                tsbucket::Error::Io(std::io::Error::other("an insert thread panicked"))
+            })??;
+        }
+        Ok(ns)
+    })?;
+    let ingest = t0.elapsed();
+    let mut cpu: HashMap<String, u64> = thread_cpu()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("tsbucket"))
+        .map(|(k, v)| {
+            let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
+            (k, d)
+        })
+        .collect();
+    cpu.insert("insert".into(), insert_ns);
+    let t1 = Instant::now();
+    db.close()?;
+    Ok((ingest, t1.elapsed(), cpu))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let a = Args::parse();
+    let sync = match a.sync.as_str() {
+        "always" => SyncMode::Always,
+        "never" => SyncMode::Never,
+        "periodic" => SyncMode::Periodic(Duration::from_millis(100)),
+        other => return Err(format!("unknown sync mode {other:?}").into()),
+    };
+    let docs: Vec<Document> = Devops {
+        hosts: a.hosts,
+        hours: a.hours,
+        ..Devops::default()
+    }
+    .generate()
+    .collect();
+    let n = docs.len();
+    let input = if a.raw {
+        Input::Raw(
+            docs.iter()
+                .map(RawDocumentBuf::try_from)
+                .collect::<Result<_, _>>()?,
+        )
+    } else {
+        Input::Docs(docs)
+    };
+    let batches = n.div_ceil(a.batch.max(1)) as f64;
+    let mut rates = Vec::new();
+    let mut closes = Vec::new();
+    let mut cpu: HashMap<String, Vec<f64>> = HashMap::new();
+    for _ in 0..a.runs.max(1) {
+        let (ingest, close, used) = run_once(&a, sync, &input)?;
+        rates.push(n as f64 / ingest.as_secs_f64());
+        closes.push(close.as_secs_f64() * 1000.0);
+        for (k, v) in used {
+            cpu.entry(k).or_default().push(v as f64 / 1000.0 / batches);
+        }
+    }
+    println!(
+        "devops {} hosts x {} h = {n} measurements, batches of {}, {} thread(s), sync {}, {}: \
+         median {:.0} measurements/s over {} runs (min {:.0}, max {:.0}); close {:.0} ms",
+        a.hosts,
+        a.hours,
+        a.batch,
+        a.threads,
+        a.sync,
+        if a.raw {
+            "insert_many_raw"
+        } else {
+            "insert_many"
+        },
+        median(rates.clone()),
+        rates.len(),
+        rates.iter().copied().fold(f64::INFINITY, f64::min),
+        rates.iter().copied().fold(0.0, f64::max),
+        median(closes)
+    );
+    let mut names: Vec<&String> = cpu.keys().collect();
+    names.sort();
+    let parts: Vec<String> = names
+        .iter()
+        .map(|k| format!("{k} {:.0}", median(cpu[*k].clone())))
+        .collect();
+    println!("CPU us per batch (medians): {}", parts.join(", "));
+    Ok(())
+}
