@@ -150,6 +150,19 @@ fn devops(hosts: usize, rows: usize, float: bool) -> Vec<BucketData> {
                 b[4..].copy_from_slice(&(h as u64).to_be_bytes());
                 ObjectId::from_bytes(b)
             };
+            // The measurements as inserted, as the catalog records them.
+            let bson_bytes = (0..rows)
+                .map(|r| {
+                    let d: Document = shape
+                        .iter()
+                        .map(|&s| match cols.get(s as usize) {
+                            Some(c) => (c.name.clone(), c.values[r].clone().unwrap()),
+                            None => ("tags".to_string(), Bson::Document(meta.clone())),
+                        })
+                        .collect();
+                    d.to_vec().unwrap().len() as u64
+                })
+                .sum();
             BucketData {
                 id,
                 meta: Some(Bson::Document(meta)),
@@ -159,6 +172,7 @@ fn devops(hosts: usize, rows: usize, float: bool) -> Vec<BucketData> {
                 columns: cols,
                 shapes: vec![shape],
                 row_shapes: vec![],
+                bson_bytes: Some(bson_bytes),
             }
         })
         .collect()

@@ -40,4 +40,9 @@ pub struct BucketData {
     pub shapes: Vec<Shape>,
     /// Per-row index into `shapes`; empty when every row has shape 0.
     pub row_shapes: Vec<u32>,
+    /// Total BSON size in bytes of the bucket's measurements as they were inserted (each
+    /// document's length as stored in the log, with the `_id` the engine adds to a document
+    /// that has none); `None` when unknown (buckets of segments written before directory
+    /// version 3). Carried as is when a bucket is read and written again.
+    pub bson_bytes: Option<u64>,
 }

@@ -1,7 +1,7 @@
 //! A handle to one time-series collection: inserts and reads.
 
 use crate::catalog::CatalogStats;
-use crate::db::{catalog_stats, Batch, DbInner, SEG_DIR};
+use crate::db::{catalog_stats, Batch, DbInner};
 use crate::error::{Error, Result};
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
@@ -68,6 +68,18 @@ pub struct CollStats {
     pub manifest_bytes: u64,
     /// `segment_bytes + wal_bytes + manifest_bytes`.
     pub bytes_on_disk: u64,
+    /// BSON size of the stored measurements as they were inserted (each document's length,
+    /// `_id` included), segments and memory. Buckets of segment files written before sizes
+    /// were recorded (segment directory version 3) count 0; see `unsized_buckets`.
+    pub bson_bytes: u64,
+    /// Flushed buckets whose inserted BSON size is unknown (read from segment files of an
+    /// older version); 0 for data written by this version.
+    pub unsized_buckets: u64,
+    /// Compression ratio of the flushed data: the BSON size of the measurements held in
+    /// segments divided by `segment_bytes`. Segment bytes include buckets that TTL has
+    /// already removed from the collection but whose file is still shared with live ones,
+    /// so the ratio never flatters. 0 when nothing is flushed or `unsized_buckets > 0`.
+    pub compression_ratio: f64,
     /// Bucket catalog counters.
     pub catalog: CatalogStats,
 }
@@ -450,17 +462,25 @@ impl Collection {
             .vfs
             .file_len(&self.db.path.join(MANIFEST_FILE))
             .unwrap_or(0);
-        let _ = SEG_DIR;
         let mut s = self.with_state(|c| {
             let mut s = CollStats::default();
             for seg in c.segments.values() {
                 s.segments += 1;
                 s.segment_bytes += seg.len_bytes();
             }
+            let mut flushed_bson = 0;
             for b in c.segment_buckets() {
                 s.flushed_buckets += 1;
                 s.measurements += u64::from(b.count);
+                match b.bson_bytes {
+                    Some(n) => flushed_bson += n,
+                    None => s.unsized_buckets += 1,
+                }
             }
+            if s.unsized_buckets == 0 && s.segment_bytes > 0 {
+                s.compression_ratio = flushed_bson as f64 / s.segment_bytes as f64;
+            }
+            s.bson_bytes = flushed_bson + c.catalog.open_bson_bytes();
             s.open_buckets = c.catalog.open_buckets() as u64;
             s.archived_buckets = c.catalog.archived_buckets() as u64;
             s.catalog_memory_bytes = (c.catalog.memory() + 2 * c.catalog.closed_bytes()) as u64;
@@ -468,6 +488,7 @@ impl Collection {
                 s.buckets += 1;
                 s.unflushed_buckets += 1;
                 s.measurements += u64::from(b.count);
+                s.bson_bytes += b.bson_bytes.unwrap_or(0);
             }
             s.buckets += s.open_buckets;
             s.measurements += c.catalog.open_measurements();

@@ -299,6 +299,7 @@ mod tests {
                 .collect(),
             shapes: vec![],
             row_shapes: vec![],
+            bson_bytes: None,
         }
     }
 

@@ -17,6 +17,14 @@ struct Expected {
     name: String,
     buckets: BTreeMap<String, i64>,
     rows: Vec<String>,
+    /// BSON size of the inserted documents, with the 17-byte `_id` the engine adds to each.
+    bson_bytes: u64,
+}
+
+fn inserted_size(docs: &[Document]) -> u64 {
+    docs.iter()
+        .map(|d| d.to_vec().unwrap().len() as u64 + 17)
+        .sum()
 }
 
 fn run(args: &[&str]) -> Output {
@@ -63,6 +71,7 @@ fn build(dir: &Path) -> Vec<Expected> {
     // A series with one measurement: a one-row bucket.
     docs.push(doc! {"ts": ms(42), "sensor": {"id": "c", "floor": 3}, "note": "only one"});
     weather.insert_many(&docs).unwrap();
+    let mut sizes = vec![inserted_size(&docs)];
 
     let events = db
         .create_collection("events", TimeseriesOptions::new("t"))
@@ -77,10 +86,11 @@ fn build(dir: &Path) -> Vec<Expected> {
         docs.push(doc! {"t": ms(i * 10), "name": format!("e{i}"), "v": v});
     }
     events.insert_many(&docs).unwrap();
+    sizes.push(inserted_size(&docs));
     db.flush().unwrap();
 
     let mut out = Vec::new();
-    for c in [&weather, &events] {
+    for (c, bson_bytes) in [&weather, &events].into_iter().zip(sizes) {
         let mut buckets = BTreeMap::new();
         for b in c.buckets(doc! {}).unwrap() {
             let id = b.get_object_id("_id").unwrap().to_hex();
@@ -101,6 +111,7 @@ fn build(dir: &Path) -> Vec<Expected> {
             name: c.name().to_string(),
             buckets,
             rows,
+            bson_bytes,
         });
     }
     assert_eq!(out[0].buckets.len(), 4, "series a twice, b, c");
@@ -168,7 +179,10 @@ fn dumps_checks_and_reports_damage() {
         for (id, count) in &e.buckets {
             let at = stdout.find(&format!(": _id {id} (")).unwrap();
             let tail = &stdout[at..];
-            assert!(tail.contains(&format!("\n  count: {count}\n")), "{tail}");
+            assert!(
+                tail.contains(&format!("\n  count: {count}, inserted as ")),
+                "{tail}"
+            );
         }
         assert!(
             stdout.contains(&format!("\"{}\", meta field", e.name)),
@@ -222,7 +236,13 @@ fn dumps_checks_and_reports_damage() {
         assert_eq!(got, e.buckets);
         assert_eq!(d["row_count"], e.rows.len());
         assert_eq!(d["header"]["format_version"], 1);
-        assert_eq!(d["header"]["directory_version"], 2);
+        assert_eq!(d["header"]["directory_version"], 3);
+        assert_eq!(d["bson_bytes"], e.bson_bytes);
+        let per_bucket: u64 = buckets
+            .iter()
+            .map(|b| b["bson_bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_bucket, e.bson_bytes);
         assert_eq!(d["header"]["magic"], "TSBSEGH\u{1}");
         let l = &d["layout"];
         let parts = [

@@ -26,8 +26,9 @@ lies in a database's seg/ directory, the collection's name and meta field are re
 database's MANIFEST.
 
 Text output, per file: path, header (magic, format version, directory version, collection
-id, time field), file size and where its bytes go, bucket and row counts; per bucket: _id
-(hex, and the bucket start in its time prefix), meta, count, control.min, control.max, the
+id, time field), file size and where its bytes go, bucket and row counts, the BSON size of the measurements
+as inserted and its ratio to the file size; per bucket: _id (hex, and the bucket start in its
+time prefix), meta, count and BSON size as inserted, control.min, control.max, the
 per-field sums kept in control.max (shown as sums), where its data lies (page, page offset,
 bytes within the page) and a table of its columns: name, codec (name and id), rows that have
 a value, raw bytes (the column as a BSON document {\"0\": v0, \"1\": v1, ...} of its present
@@ -35,14 +36,15 @@ rows, as MongoDB's uncompressed bucket stores it under data.<name>), encoded byt
 raw/encoded. Names starting with U+0001 are the engine's bookkeeping.
 
 --json prints one JSON document per file, one per line, with these keys:
-  path, file_size, bucket_count, row_count,
+  path, file_size, bucket_count, row_count, bson_bytes (BSON size of the measurements as
+  inserted; null for files written before directory version 3),
   header {magic, format_version, directory_version, collection_id, time_field},
   collection {name, meta_field} (null when no MANIFEST names the collection),
   layout {header_bytes, page_count, zstd_page_count, page_bytes_stored, page_bytes_raw,
           directory_bytes_stored, directory_bytes_raw, footer_bytes},
   buckets [{index, expired (true when the MANIFEST lists the bucket as deleted by the TTL
             sweeper; left out otherwise), id, id_time, meta (left out when the bucket has no
-            meta field), count,
+            meta field), count, bson_bytes (null when unknown),
             control {min, max, sums (left out when the bucket keeps none)},
             data {page, page_offset, page_compressed, offset_in_page, bytes},
             columns [{name, codec, codec_id, rows, raw_bytes, encoded_bytes, ratio}],
@@ -393,6 +395,7 @@ fn dump(
         doc.insert("file_size".into(), json!(seg.len_bytes()));
         doc.insert("bucket_count".into(), json!(seg.buckets().len()));
         doc.insert("row_count".into(), json!(rows));
+        doc.insert("bson_bytes".into(), json!(seg.bson_bytes()));
         doc.insert(
             "header".into(),
             json!({
@@ -454,6 +457,15 @@ fn dump(
             "  buckets: {}, rows: {rows}",
             seg.buckets().len()
         ));
+        match seg.bson_bytes() {
+            Some(n) => w.line(format_args!(
+                "  inserted as {n} bytes of BSON: {:.2}x the file size",
+                n as f64 / seg.len_bytes().max(1) as f64
+            )),
+            None => w.line(format_args!(
+                "  inserted BSON size: unknown (written before directory version 3)"
+            )),
+        }
     }
 
     let mut buckets = Vec::new();
@@ -481,6 +493,7 @@ fn dump(
                 b.insert("meta".into(), ext(m));
             }
             b.insert("count".into(), json!(s.count));
+            b.insert("bson_bytes".into(), json!(s.bson_bytes));
             let mut c = Map::new();
             c.insert("min".into(), control(&s.min));
             c.insert("max".into(), control(&s.max));
@@ -533,7 +546,13 @@ fn dump(
             Some(m) => w.line(format_args!("  meta: {}", ext(m))),
             None => w.line(format_args!("  meta: (none)")),
         }
-        w.line(format_args!("  count: {}", s.count));
+        match s.bson_bytes {
+            Some(n) => w.line(format_args!(
+                "  count: {}, inserted as {n} bytes of BSON",
+                s.count
+            )),
+            None => w.line(format_args!("  count: {}", s.count)),
+        }
         w.line(format_args!("  control.min: {}", control(&s.min)));
         w.line(format_args!("  control.max: {}", control(&s.max)));
         if let Some(sums) = sums {

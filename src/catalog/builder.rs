@@ -138,6 +138,8 @@ pub struct BucketBuilder {
     pub(crate) count: u32,
     /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
     pub(crate) size: usize,
+    /// BSON size of the measurements as inserted (meta field and `_id` included).
+    pub(crate) bson_bytes: u64,
     pub(crate) max_time_ms: i64,
     pub(crate) min_seq: u64,
     pub(crate) last_touch: u64,
@@ -188,6 +190,7 @@ impl BucketBuilder {
             meta_bytes,
             count: 0,
             size: 0,
+            bson_bytes: 0,
             max_time_ms: i64::MIN,
             min_seq: u64::MAX,
             last_touch: 0,
@@ -353,6 +356,7 @@ impl BucketBuilder {
         self.scratch = shape;
         self.count += 1;
         self.size += m.size;
+        self.bson_bytes += m.len as u64;
         self.max_time_ms = self.max_time_ms.max(m.time_ms);
         self.min_seq = self.min_seq.min(seq);
         self.seqs.push(seq);
@@ -479,6 +483,7 @@ impl BucketBuilder {
             columns,
             shapes: self.shapes.clone(),
             row_shapes: self.row_shapes.clone(),
+            bson_bytes: Some(self.bson_bytes),
         }
     }
 

@@ -448,6 +448,15 @@ impl CollCatalog {
             .sum()
     }
 
+    /// BSON size, as inserted, of the measurements in open buckets.
+    pub fn open_bson_bytes(&self) -> u64 {
+        self.series
+            .values()
+            .flat_map(|s| s.open.iter())
+            .map(|b| b.bson_bytes)
+            .sum()
+    }
+
     /// Copies of every open bucket.
     pub fn snapshot_open(&self) -> Vec<BucketData> {
         self.series

@@ -134,6 +134,7 @@ mod tests {
             columns: Vec::new(),
             shapes: Vec::new(),
             row_shapes: Vec::new(),
+            bson_bytes: None,
         }));
         let st = BucketStats::new(None, &min, &max, count);
         StatContext {

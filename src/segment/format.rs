@@ -35,10 +35,15 @@ pub const FOOTER_MAGIC: [u8; 8] = *b"TSBSEGF\x01";
 /// Format version written in the header, the footer and the directory. Readers refuse others.
 pub const FORMAT_VERSION: u16 = 1;
 /// Version byte at the start of the (decompressed) directory that this build writes.
-/// Version 2 added the sums entry of `control.max` (value tag 0x21); readers accept 1 and 2.
-pub const DIRECTORY_VERSION: u8 = 2;
+/// Version 2 added the sums entry of `control.max` (value tag 0x21); version 3 each bucket's
+/// BSON size as inserted (a varint ending its entry). Readers accept 1 to 3.
+pub const DIRECTORY_VERSION: u8 = 3;
 /// Oldest directory version readers accept.
 pub const MIN_DIRECTORY_VERSION: u8 = 1;
+
+/// Smallest BSON document (an empty one): a known BSON size of a bucket is at least this
+/// many bytes per measurement, so the directory can use 0 for "unknown".
+pub const MIN_BSON_BYTES: u64 = 5;
 
 /// Page compression: the stored bytes are the page bytes.
 pub const PAGE_RAW: u8 = 0;

@@ -30,6 +30,8 @@
 //!     ],
 //!     shapes: vec![vec![0, 1]],
 //!     row_shapes: vec![],
+//!     // The measurement's BSON size as inserted: `doc! {"t": t, "v": 1.5}` is 27 bytes.
+//!     bson_bytes: Some(27),
 //! };
 //! // control.max also carries per-field sums (`tsbucket::sums`), as the catalog's buckets do.
 //! tsbucket::sums::set_bucket_sums(&mut bucket, "t");

@@ -46,6 +46,9 @@ pub struct BucketSummary {
     pub min: Document,
     /// `control.max`.
     pub max: Document,
+    /// BSON size in bytes of the bucket's measurements as inserted (see
+    /// [`BucketData::bson_bytes`]); `None` in files written before directory version 3.
+    pub bson_bytes: Option<u64>,
     loc: BucketLoc,
     /// `control.min` and `control.max` of the time field in milliseconds, read once at open.
     time_range: (i64, i64),
@@ -282,6 +285,13 @@ impl Segment {
             directory_bytes_raw: self.dir_raw_len,
             footer_bytes: f::FOOTER_LEN as u64,
         }
+    }
+
+    /// Total BSON size of the file's buckets as inserted (expired ones included: a segment
+    /// read on its own does not know about the manifest); `None` when some bucket's size is
+    /// unknown (files written before directory version 3).
+    pub fn bson_bytes(&self) -> Option<u64> {
+        self.buckets.iter().map(|b| b.bson_bytes).sum()
     }
 
     /// One summary per bucket, in file order.
@@ -575,6 +585,7 @@ impl Segment {
             columns,
             shapes,
             row_shapes: s.loc.row_shapes.clone(),
+            bson_bytes: s.bson_bytes,
         })
     }
 
@@ -876,6 +887,7 @@ fn parse_directory(
             &prev_id,
             &mut oid_ctx,
             &info.time_field,
+            v,
         )
         .map_err(|e| format!("bucket {i}: {e}"))?;
         s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
@@ -959,7 +971,8 @@ fn dense_mask(bucket_shapes: &[u32], shapes: &[Vec<u32>]) -> u64 {
 /// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
 type Entry = (BucketSummary, u64);
 
-/// Parses one bucket entry (see the writer's `encode_entry`).
+/// Parses one bucket entry (see the writer's `encode_entry`) of a directory of `version`.
+#[allow(clippy::too_many_arguments)]
 fn parse_entry(
     c: &mut Cursor<'_>,
     names: &[String],
@@ -968,6 +981,7 @@ fn parse_entry(
     prev_id: &[u8; 12],
     oid_ctx: &mut HashMap<u32, [u8; 12]>,
     time_field: &str,
+    version: u8,
 ) -> std::result::Result<Entry, String> {
     let id = f::get_oid_delta(c, prev_id)?;
     let meta_ref = c.varint()?;
@@ -1074,6 +1088,20 @@ fn parse_entry(
     for _ in 0..n {
         row_shapes.push(c.varint_u32()?);
     }
+    // 0: unknown (a bucket rewritten from an older file); anything else must be possible.
+    let bson_bytes = match version {
+        ..=2 => None,
+        _ => match c.varint()? {
+            0 => None,
+            b if b < f::MIN_BSON_BYTES * u64::from(count) => {
+                return Err(c.err(format!(
+                    "BSON size {b} is less than {} bytes per measurement",
+                    f::MIN_BSON_BYTES
+                )))
+            }
+            b => Some(b),
+        },
+    };
     let loc = BucketLoc {
         page: 0,
         offset: 0,
@@ -1090,6 +1118,7 @@ fn parse_entry(
             count,
             min,
             max,
+            bson_bytes,
             loc,
             time_range: (i64::MIN, i64::MAX),
             meta_ref: u32::try_from(meta_ref).unwrap_or(u32::MAX),

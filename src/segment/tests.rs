@@ -109,6 +109,18 @@ fn make_bucket(
         row_shapes.clear();
     }
     let (min, max) = control(&columns, id);
+    let bson_bytes = rows
+        .iter()
+        .map(|row| {
+            let mut d: Document = row.iter().cloned().collect();
+            if let (Some(p), Some(m)) = (meta_pos, &meta) {
+                let mut fields: Vec<(String, Bson)> = d.into_iter().collect();
+                fields.insert(p.min(fields.len()), ("meta".into(), m.clone()));
+                d = fields.into_iter().collect();
+            }
+            d.to_vec().unwrap().len() as u64
+        })
+        .sum();
     let mut b = BucketData {
         id,
         meta,
@@ -118,6 +130,7 @@ fn make_bucket(
         columns,
         shapes,
         row_shapes,
+        bson_bytes: Some(bson_bytes),
     };
     // Every test bucket carries its sums, as the catalog's do.
     crate::sums::set_bucket_sums(&mut b, TIME);
@@ -310,6 +323,7 @@ fn small_pages_large_buckets_and_both_page_kinds_round_trip() {
     let opts = WriteOptions {
         page_target: 512,
         large_bucket: 2048,
+        ..WriteOptions::default()
     };
     let sample = sample_buckets(60, 2);
     let chatty = chatty_buckets(40, 3, 500);
@@ -836,6 +850,7 @@ fn small_segment(dir: &Path) -> (Vec<u8>, Vec<BucketData>) {
     let opts = WriteOptions {
         page_target: 400,
         large_bucket: 350,
+        ..WriteOptions::default()
     };
     let sample = sample_buckets(14, 11);
     let chatty = chatty_buckets(12, 13, 100);
@@ -1060,16 +1075,16 @@ fn seed004_sized_segment_has_small_per_bucket_overhead() {
         st.header_bytes + st.footer_bytes,
     );
     // Ceilings just above what this version reaches with the real codecs (the sample is
-    // deterministic: 41.5 B/bucket in all, 12.6 of it pages, 28.9 directory, of which the
-    // sums of the two- and three-row buckets take 2.1).
-    assert!(len as f64 / nb < 42.0, "{} B/bucket", len as f64 / nb);
+    // deterministic: 42.3 B/bucket in all, 12.6 of it pages, 29.7 directory, of which the
+    // sums of the two- and three-row buckets take 2.1 and the BSON sizes 0.8).
+    assert!(len as f64 / nb < 42.5, "{} B/bucket", len as f64 / nb);
     assert!(
         (st.page_bytes_stored as f64) / nb < 13.0,
         "pages {} B/bucket",
         st.page_bytes_stored as f64 / nb
     );
     assert!(
-        (st.directory_bytes_stored as f64) / nb < 29.5,
+        (st.directory_bytes_stored as f64) / nb < 30.0,
         "directory {} B/bucket",
         st.directory_bytes_stored as f64 / nb
     );
@@ -1102,7 +1117,11 @@ fn worked_example_of_the_spec_is_byte_exact() {
         ],
         shapes: vec![vec![0, META_SLOT, 1]],
         row_shapes: vec![],
+        bson_bytes: Some(46),
     };
+    // The measurement as inserted, with the meta field named "meta".
+    let inserted = doc! {"t": t, "meta": "sensor-1", "v": 1.5};
+    assert_eq!(inserted.to_vec().unwrap().len(), 46);
     let info = SegmentHeaderInfo {
         collection_id: 7,
         time_field: "t".into(),
@@ -1214,28 +1233,87 @@ fn with_directory(orig: &[u8], dir_raw: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn version_1_directories_still_read_and_newer_ones_are_refused() {
+fn older_directory_versions_still_read_and_newer_ones_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("v.seg");
-    // Version 1 is version 2 without sums entries.
-    let mut buckets = sample_buckets(30, 12);
-    for b in buckets.iter_mut().filter(|b| b.count > 1) {
-        b.max.remove(crate::sums::SUM_KEY);
+    let current = sample_buckets(30, 12);
+    assert!(current.iter().all(|b| b.bson_bytes.is_some()));
+    // Version 2 has no BSON sizes; version 1 neither sums entries.
+    for version in [1, 2] {
+        let opts = WriteOptions {
+            directory_version: version,
+            ..WriteOptions::default()
+        };
+        write_to(&path, &current, opts);
+        let mut expected = current.clone();
+        for b in expected.iter_mut() {
+            b.bson_bytes = None;
+            if version == 1 && b.count > 1 {
+                b.max.remove(crate::sums::SUM_KEY);
+            }
+        }
+        assert_eq!(read_all(&path).unwrap(), expected, "version {version}");
+        let seg = Segment::open(&RealFs, &path).unwrap();
+        assert_eq!(seg.bson_bytes(), None);
+        assert!(seg.buckets().iter().all(|b| b.bson_bytes.is_none()));
+        // Written again at the current version, the sizes stay unknown (stored as 0).
+        write_to(
+            &path.with_extension("v3"),
+            &expected,
+            WriteOptions::default(),
+        );
+        assert_eq!(read_all(&path.with_extension("v3")).unwrap(), expected);
     }
-    write_to(&path, &buckets, WriteOptions::default());
+    write_to(&path, &current, WriteOptions::default());
     let orig = std::fs::read(&path).unwrap();
     let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
     let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
     let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
     assert_eq!(dir[0], format::DIRECTORY_VERSION);
-    dir[0] = 1;
-    std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
-    assert_eq!(read_all(&path).unwrap(), buckets);
-    Segment::open(&RealFs, &path).unwrap().verify().unwrap();
     dir[0] = format::DIRECTORY_VERSION + 1;
     std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
     let e = Segment::open(&RealFs, &path).unwrap_err().to_string();
-    assert!(e.contains("unsupported directory version 3"), "{e}");
+    let want = format!(
+        "unsupported directory version {}",
+        format::DIRECTORY_VERSION + 1
+    );
+    assert!(e.contains(&want), "{e}");
+}
+
+#[test]
+fn bson_sizes_round_trip_and_impossible_ones_are_refused() {
+    let (_d, path) = tmp();
+    let buckets = sample_buckets(40, 13);
+    write_to(&path, &buckets, WriteOptions::default());
+    let seg = Segment::open(&RealFs, &path).unwrap();
+    let total: u64 = buckets.iter().map(|b| b.bson_bytes.unwrap()).sum();
+    assert_eq!(seg.bson_bytes(), Some(total));
+    for (s, b) in seg.buckets().iter().zip(&buckets) {
+        assert_eq!(s.bson_bytes, b.bson_bytes);
+    }
+    // A size below 5 bytes per measurement cannot be a BSON size: refused by the writer...
+    let mut bad = buckets[0].clone();
+    bad.bson_bytes = Some(5 * u64::from(bad.count) - 1);
+    let r = write_segment(&RealFs, &path.with_extension("bad"), &info(), &[&bad]);
+    assert!(matches!(r, Err(Error::BadValue(_))), "{r:?}");
+    assert!(!path.with_extension("bad").exists());
+    // ...and by the reader, as corruption naming the file.
+    let one = vec![buckets[0].clone()];
+    write_to(&path, &one, WriteOptions::default());
+    let orig = std::fs::read(&path).unwrap();
+    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
+    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
+    let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    // The size is the entry's last varint; replace it with 1.
+    let mut n = Vec::new();
+    format::put_varint(&mut n, one[0].bson_bytes.unwrap());
+    assert_eq!(&dir[dir.len() - n.len()..], &n[..]);
+    dir.truncate(dir.len() - n.len());
+    dir.push(1);
+    std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
+    let e = Segment::open(&RealFs, &path).unwrap_err();
+    assert!(matches!(e, Error::Corruption { .. }), "{e:?}");
+    assert!(e.to_string().contains("BSON size 1"), "{e}");
 }
 
 #[test]
@@ -1301,6 +1379,7 @@ fn concurrent_readers_share_one_segment() {
         WriteOptions {
             page_target: 2048,
             large_bucket: 1024,
+            ..WriteOptions::default()
         },
     );
     let seg = Segment::open(&RealFs, &path).unwrap();
@@ -1324,6 +1403,7 @@ fn bucket_layout_tiles_the_pages_and_matches_the_column_bytes() {
     let opts = WriteOptions {
         page_target: 512,
         large_bucket: 2048,
+        ..WriteOptions::default()
     };
     let mut buckets = sample_buckets(40, 5);
     buckets.extend(chatty_buckets(30, 6, 900));

@@ -14,13 +14,17 @@ use bson::Bson;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Page-packing knobs. Only tests change them (to get many pages out of a few buckets).
+/// Page-packing knobs and the directory version. Only tests change them (to get many pages
+/// out of a few buckets, or files as older releases wrote them).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WriteOptions {
     /// Flush a page of small buckets once adding a bucket would take it past this many bytes.
     pub page_target: usize,
     /// Buckets at least this long get a page of their own.
     pub large_bucket: usize,
+    /// Directory version to write, `MIN_DIRECTORY_VERSION..=DIRECTORY_VERSION`: version 1
+    /// leaves out sums, versions 1 and 2 the BSON sizes.
+    pub directory_version: u8,
 }
 
 impl Default for WriteOptions {
@@ -28,6 +32,7 @@ impl Default for WriteOptions {
         WriteOptions {
             page_target: f::PAGE_TARGET,
             large_bucket: f::LARGE_BUCKET,
+            directory_version: f::DIRECTORY_VERSION,
         }
     }
 }
@@ -36,8 +41,9 @@ impl Default for WriteOptions {
 /// the directory. Returns the number of bytes of the file.
 ///
 /// Buckets must be well formed: `count` in `1..=MAX_BUCKET_ROWS`, at least one column, every
-/// column with exactly `count` values, `row_shapes` empty or `count` long. Anything else is
-/// refused with [`Error::BadValue`] before a byte is written.
+/// column with exactly `count` values, `row_shapes` empty or `count` long, `bson_bytes` (when
+/// known) at least 5 bytes per measurement. Anything else is refused with [`Error::BadValue`]
+/// before a byte is written.
 pub fn write_segment(
     vfs: &dyn Vfs,
     path: &Path,
@@ -131,6 +137,16 @@ fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> 
                 "{} row shapes for {} rows",
                 b.row_shapes.len(),
                 b.count
+            ));
+        }
+        // The smallest BSON document takes 5 bytes; 0 is how the directory says "unknown".
+        if let Some(n) = b
+            .bson_bytes
+            .filter(|&n| n < f::MIN_BSON_BYTES * u64::from(b.count))
+        {
+            return bad(format!(
+                "bson_bytes {n} is less than {} bytes per measurement",
+                f::MIN_BSON_BYTES
             ));
         }
     }
@@ -291,6 +307,7 @@ fn write_file(
             &prev_id,
             &col_lens,
             &info.time_field,
+            opts.directory_version,
         )?;
         prev_page = page_index;
         prev_id = b.id.bytes();
@@ -299,7 +316,13 @@ fn write_file(
         sink.flush(&page)?;
     }
 
-    let dir_raw = encode_directory(&tables, &sink.pages, buckets.len(), &entries);
+    let dir_raw = encode_directory(
+        &tables,
+        &sink.pages,
+        buckets.len(),
+        &entries,
+        opts.directory_version,
+    );
     let dir = zstd::bulk::compress(&dir_raw, f::ZSTD_LEVEL)?;
     let too_big = |what: &str| Error::BadValue(format!("segment {what} too large"));
     let footer = Footer {
@@ -344,9 +367,10 @@ fn encode_directory(
     pages: &[PageEntry],
     bucket_count: usize,
     entries: &[u8],
+    version: u8,
 ) -> Vec<u8> {
     let mut d = Vec::with_capacity(entries.len() + t.metas.len() + 64);
-    d.push(f::DIRECTORY_VERSION);
+    d.push(version);
     f::put_varint(&mut d, t.names.len() as u64);
     for n in &t.names {
         f::put_varint(&mut d, n.len() as u64);
@@ -388,7 +412,9 @@ pub(crate) fn id_base_millis(id: &[u8; 12]) -> i64 {
 }
 
 /// One bucket's directory entry:
-/// `id | meta_ref | count | page_delta | min | max | columns | shapes | row_shapes`.
+/// `id | meta_ref | count | page_delta | min | max | columns | shapes | row_shapes | bson`
+/// (`bson` from directory version 3 on).
+#[allow(clippy::too_many_arguments)]
 fn encode_entry(
     out: &mut Vec<u8>,
     t: &mut Tables,
@@ -397,6 +423,7 @@ fn encode_entry(
     prev_id: &[u8; 12],
     col_lens: &[usize],
     time_field: &str,
+    version: u8,
 ) -> Result<()> {
     let id = b.id.bytes();
     f::put_oid_delta(out, prev_id, &id);
@@ -422,7 +449,7 @@ fn encode_entry(
     // The sums entry goes last in its compact form (`sum_entry`), which needs the entries
     // before it; one-row buckets store none (readers derive them from control.max).
     let sums = match b.max.get(SUM_KEY) {
-        Some(Bson::Document(d)) if b.count > 1 && !d.is_empty() => Some(d),
+        Some(Bson::Document(d)) if b.count > 1 && !d.is_empty() && version >= 2 => Some(d),
         _ => None,
     };
     let plain = b.max.len() - usize::from(b.max.contains_key(SUM_KEY));
@@ -458,6 +485,9 @@ fn encode_entry(
     f::put_varint(out, b.row_shapes.len() as u64);
     for &r in &b.row_shapes {
         f::put_varint(out, u64::from(r));
+    }
+    if version >= 3 {
+        f::put_varint(out, b.bson_bytes.unwrap_or(0));
     }
     Ok(())
 }

@@ -187,7 +187,8 @@ pub fn stats(a: StatsArgs) -> CliResult {
         }
         if let (Some(_), [(_, s)]) = (&a.coll, all.as_slice()) {
             out.line(&format!(
-                "{:.1} measurements per bucket, {} bytes per flushed bucket; open buckets {} ({} archived), {} awaiting flush, catalog memory {} bytes",
+                "inserted as {} bytes of BSON; {:.1} measurements per bucket, {} bytes per flushed bucket; open buckets {} ({} archived), {} awaiting flush, catalog memory {} bytes",
+                s.bson_bytes,
                 s.avg_measurements_per_bucket,
                 s.avg_bucket_bytes,
                 s.open_buckets,
@@ -206,25 +207,31 @@ pub fn stats(a: StatsArgs) -> CliResult {
 
 fn stats_table(all: &[(String, CollStats)]) -> Vec<String> {
     let mut lines = vec![format!(
-        "{:<20} {:>12} {:>9} {:>9} {:>8} {:>14} {:>10}",
+        "{:<20} {:>12} {:>9} {:>9} {:>8} {:>14} {:>10} {:>8}",
         "collection",
         "measurements",
         "buckets",
         "in memory",
         "segments",
         "segment bytes",
-        "bytes/row"
+        "bytes/row",
+        "ratio"
     )];
     for (n, s) in all {
         lines.push(format!(
-            "{:<20} {:>12} {:>9} {:>9} {:>8} {:>14} {:>10.2}",
+            "{:<20} {:>12} {:>9} {:>9} {:>8} {:>14} {:>10.2} {:>8}",
             n,
             s.measurements,
             s.buckets,
             s.buckets - s.flushed_buckets,
             s.segments,
             s.segment_bytes,
-            s.segment_bytes as f64 / s.measurements.max(1) as f64
+            s.segment_bytes as f64 / s.measurements.max(1) as f64,
+            if s.compression_ratio > 0.0 {
+                format!("{:.1}x", s.compression_ratio)
+            } else {
+                "-".into()
+            }
         ));
     }
     if let Some((_, s)) = all.first() {
@@ -313,6 +320,9 @@ fn stats_json(s: &CollStats) -> Value {
         "walBytes": s.wal_bytes,
         "manifestBytes": s.manifest_bytes,
         "bytesOnDisk": s.bytes_on_disk,
+        "bsonBytes": s.bson_bytes,
+        "unsizedBuckets": s.unsized_buckets,
+        "compressionRatio": s.compression_ratio,
         "catalog": catalog,
     })
 }

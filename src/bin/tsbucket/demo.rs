@@ -77,8 +77,8 @@ fn seed004(dir: Option<PathBuf>, scale: f64, batch: usize) -> CliResult {
         stats.buckets,
         fed.rows as f64 / stats.buckets.max(1) as f64,
         stats.segments,
-        fed.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
-        fed.bson_bytes
+        stats.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
+        stats.bson_bytes
     ))?;
     let t = Instant::now();
     let n = calls.count_documents(doc! {"dims.vAppid": {"$ne": ""}})?;
@@ -95,7 +95,6 @@ fn seed004(dir: Option<PathBuf>, scale: f64, batch: usize) -> CliResult {
 /// What [`ingest`] did.
 struct Fed {
     rows: u64,
-    bson_bytes: u64,
     elapsed: Duration,
 }
 
@@ -118,23 +117,19 @@ fn ingest(
     )?);
     let (tx, rx) = crossbeam_channel::bounded::<Vec<Document>>(4 * threads);
     let t0 = Instant::now();
-    let (rows, bson_bytes) = std::thread::scope(|s| -> CliResult<(u64, u64)> {
+    let rows = std::thread::scope(|s| -> CliResult<u64> {
         let generator = s.spawn(move || {
-            let (mut rows, mut bytes) = (0u64, 0u64);
+            let mut rows = 0u64;
             let mut docs = docs.peekable();
             while docs.peek().is_some() {
                 let chunk: Vec<Document> = docs.by_ref().take(batch).collect();
                 rows += chunk.len() as u64;
-                bytes += chunk
-                    .iter()
-                    .map(|d| d.to_vec().map_or(0, |v| v.len() as u64))
-                    .sum::<u64>();
                 // The receivers are gone only when an insert failed; that error is reported.
                 if tx.send(chunk).is_err() {
                     break;
                 }
             }
-            (rows, bytes)
+            rows
         });
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -168,7 +163,6 @@ fn ingest(
     pb.finish_and_clear();
     Ok(Fed {
         rows,
-        bson_bytes,
         elapsed: t0.elapsed(),
     })
 }
@@ -257,8 +251,8 @@ fn demo(
         stats.bytes_on_disk as f64 / values.max(1) as f64,
         stats.buckets,
         stats.segments,
-        fed.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
-        fed.bson_bytes
+        stats.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
+        stats.bson_bytes
     ))?;
 
     let start = cfg.start_ms;
