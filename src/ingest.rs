@@ -192,11 +192,15 @@ pub fn prepare_raw_batch(
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
+    // One set for the batch, cleared per document: this loop runs once per measurement.
+    let mut seen: foldhash::HashSet<&str> = foldhash::HashSet::default();
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
         let mut id = None;
-        let mut seen: foldhash::HashSet<&str> = foldhash::HashSet::default();
-        // Walk every element once: it proves the bytes well formed all the way down.
+        let (mut time_ms, mut key) = (None, Vec::new());
+        seen.clear();
+        // Walk every element once: it proves the bytes well formed all the way down, and
+        // finds the time and meta values (names are unique, so the first is the only one).
         for el in doc.iter() {
             let (k, v) = el.map_err(|e| bad(format!("malformed BSON: {e}")))?;
             let k = k.as_str();
@@ -209,21 +213,27 @@ pub fn prepare_raw_batch(
                     "field name {k:?} starts with \\u0001, which is reserved for the engine"
                 )));
             }
-            if k == "_id" && id.is_none() {
+            if k == "_id" {
                 id = Some(to_bson(v));
+            } else if k == fields.time {
+                if let RawBsonRef::DateTime(t) = v {
+                    time_ms = Some(t.timestamp_millis());
+                }
+            } else if Some(k) == fields.meta {
+                key = series_key(v);
             }
             check_nested(v).map_err(|e| bad(format!("malformed BSON: {e}")))?;
         }
-        if !matches!(doc.get(fields.time), Ok(Some(RawBsonRef::DateTime(_)))) {
+        let Some(time_ms) = time_ms else {
             return Err(bad(format!(
                 "'{}' must be present and contain a valid BSON UTC datetime value",
                 fields.time
             )));
-        }
+        };
         let start = out.len();
+        let bytes = doc.as_bytes();
         if id.is_none() {
             let oid = ObjectId::new();
-            let bytes = doc.as_bytes();
             let len = (bytes.len() + 17) as i32;
             out.extend_from_slice(&len.to_le_bytes());
             out.push(0x07);
@@ -232,15 +242,17 @@ pub fn prepare_raw_batch(
             out.extend_from_slice(bytes.get(4..).unwrap_or_default());
             id = Some(Bson::ObjectId(oid));
         } else {
-            out.extend_from_slice(doc.as_bytes());
+            out.extend_from_slice(bytes);
         }
         ids.push(id.unwrap_or(Bson::Null));
-        let len = out.len() - start;
-        let raw = out
-            .get(start..)
-            .and_then(|b| RawDocument::from_bytes(b).ok())
-            .ok_or_else(|| bad("malformed BSON".into()))?;
-        prepared.push(prepare_raw(raw, start, len, index, fields)?);
+        prepared.push(finish(
+            time_ms,
+            key,
+            start,
+            out.len() - start,
+            index,
+            fields,
+        )?);
     }
     Ok((prepared, out, ids))
 }

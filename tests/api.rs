@@ -513,6 +513,21 @@ fn raw_inserts_match_document_inserts_and_refuse_bad_bytes() {
     let dup = RawDocumentBuf::from_bytes(bytes).unwrap();
     let e = c.insert_many_raw(&[dup]).unwrap_err();
     assert!(e.to_string().contains("more than once"), "{e}");
+    // A time field that is missing or not a datetime, wherever the bad document is.
+    for (i, bad) in [
+        doc! {"m": 1, "v": 1},
+        doc! {"m": 1, "t": "2024-01-01", "v": 1},
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let batch = [raw[0].clone(), RawDocumentBuf::try_from(&bad).unwrap()];
+        let e = c.insert_many_raw(&batch).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidDocument { index: 1, message } if message.contains("valid BSON UTC datetime")),
+            "case {i}: {e}"
+        );
+    }
     assert_eq!(c.stats().unwrap().wal_bytes, before, "nothing was logged");
     assert_eq!(c.count_documents(doc! {}).unwrap(), 2);
 }
