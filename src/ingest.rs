@@ -137,10 +137,7 @@ fn encode_one(
     }
     encode::end(out, start).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
     let Some(time_ms) = time_ms else {
-        return Err(bad(format!(
-            "'{}' must be present and contain a valid BSON UTC datetime value",
-            fields.time
-        )));
+        return Err(bad(no_time(fields)));
     };
     let len = out.len() - start;
     let key = match meta_at {
@@ -225,10 +222,7 @@ pub fn prepare_raw_batch(
             check_nested(v).map_err(|e| bad(format!("malformed BSON: {e}")))?;
         }
         let Some(time_ms) = time_ms else {
-            return Err(bad(format!(
-                "'{}' must be present and contain a valid BSON UTC datetime value",
-                fields.time
-            )));
+            return Err(bad(no_time(fields)));
         };
         let start = out.len();
         let bytes = doc.as_bytes();
@@ -287,12 +281,7 @@ pub fn prepare_raw(
     let bad = |message: String| Error::InvalidDocument { index, message };
     let time_ms = match raw.get(fields.time) {
         Ok(Some(RawBsonRef::DateTime(t))) => t.timestamp_millis(),
-        _ => {
-            return Err(bad(format!(
-                "'{}' must be present and contain a valid BSON UTC datetime value",
-                fields.time
-            )))
-        }
+        _ => return Err(bad(no_time(fields))),
     };
     let key = match fields.meta {
         Some(m) => match raw.get(m) {
@@ -303,6 +292,14 @@ pub fn prepare_raw(
         None => Vec::new(),
     };
     finish(time_ms, key, start, len, index, fields)
+}
+
+/// MongoDB's message for a time field that is missing or not a datetime.
+fn no_time(fields: &Fields<'_>) -> String {
+    format!(
+        "'{}' must be present and contain a valid BSON UTC datetime value",
+        fields.time
+    )
 }
 
 /// Applies the size limits and assembles the prepared measurement.
