@@ -69,7 +69,9 @@ impl Default for Devops {
 }
 
 struct Host {
-    tags: Document,
+    /// `{time, tags, <FIELDS>}` with this host's tags: each measurement is a copy with the
+    /// values overwritten in place, which allocates far less than building a document.
+    template: Document,
     state: [f64; 10],
 }
 
@@ -110,8 +112,7 @@ impl Devops {
                 let service_version = rng.below(2).to_string();
                 let service_environment = pick(&mut rng, &ENV);
                 let team = pick(&mut rng, &TEAM);
-                Host {
-                    tags: doc! {
+                let tags = doc! {
                         "hostname": format!("host_{i}"),
                         "region": region,
                         "datacenter": datacenter,
@@ -122,9 +123,12 @@ impl Devops {
                         "service": service,
                         "service_version": service_version,
                         "service_environment": service_environment,
-                    },
-                    state,
+                };
+                let mut template = doc! {"time": DateTime::from_millis(0), "tags": tags};
+                for name in FIELDS {
+                    template.insert(name, Bson::Null);
                 }
+                Host { template, state }
             })
             .collect();
         DevopsGen {
@@ -146,14 +150,18 @@ impl Iterator for DevopsGen {
         }
         let t = self.cfg.start_ms + self.epoch as i64 * self.cfg.interval_ms;
         let h = &mut self.hosts[self.host];
-        let mut d = doc! {"time": DateTime::from_millis(t), "tags": h.tags.clone()};
-        for (name, s) in FIELDS.iter().zip(h.state.iter_mut()) {
-            let v = if self.cfg.float {
+        let mut d = h.template.clone();
+        let mut slots = d.iter_mut().map(|(_, v)| v);
+        if let Some(time) = slots.next() {
+            *time = Bson::DateTime(DateTime::from_millis(t));
+        }
+        // Past the tags, the fields in FIELDS order.
+        for (slot, s) in slots.skip(1).zip(h.state.iter_mut()) {
+            *slot = if self.cfg.float {
                 Bson::Double((*s * 100.0).round() / 100.0)
             } else {
                 Bson::Int64(s.trunc() as i64)
             };
-            d.insert(*name, v);
             *s = (*s + self.rng.normal()).clamp(0.0, 100.0);
         }
         self.host += 1;
