@@ -4,12 +4,14 @@
 //! here touches the disk, so a bad batch writes nothing.
 
 mod encode;
+mod ids;
+
+use ids::IdBlock;
 
 use crate::catalog::column::to_bson;
 use crate::catalog::is_hidden;
 use crate::catalog::meta::normalize;
 use crate::error::{Error, Result};
-use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
 
@@ -75,8 +77,9 @@ pub fn prepare_batch(
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
+    let mut block = IdBlock::reserve(docs.len());
     for (index, doc) in docs.iter().enumerate() {
-        let (p, id) = encode_one(doc, &mut out, index, fields)?;
+        let (p, id) = encode_one(doc, &mut out, index, fields, &mut block)?;
         prepared.push(p);
         ids.push(id);
     }
@@ -90,6 +93,7 @@ fn encode_one(
     out: &mut Vec<u8>,
     index: usize,
     fields: &Fields<'_>,
+    block: &mut IdBlock,
 ) -> Result<(Prepared, Bson)> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     let start = encode::begin(out);
@@ -101,7 +105,7 @@ fn encode_one(
     let id = match given {
         Some(id) => id.clone(),
         None => {
-            let oid = ObjectId::new();
+            let oid = block.next_id();
             out.push(0x07);
             out.extend_from_slice(b"_id\0");
             out.extend_from_slice(&oid.bytes());
@@ -191,6 +195,7 @@ pub fn prepare_raw_batch(
     let mut ids = Vec::with_capacity(docs.len());
     // One set for the batch, cleared per document: this loop runs once per measurement.
     let mut seen: foldhash::HashSet<&str> = foldhash::HashSet::default();
+    let mut block = IdBlock::reserve(docs.len());
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
         let mut id = None;
@@ -227,7 +232,7 @@ pub fn prepare_raw_batch(
         let start = out.len();
         let bytes = doc.as_bytes();
         if id.is_none() {
-            let oid = ObjectId::new();
+            let oid = block.next_id();
             let len = (bytes.len() + 17) as i32;
             out.extend_from_slice(&len.to_le_bytes());
             out.push(0x07);
