@@ -5,9 +5,10 @@
 //! (it is built there on the first run and reused afterwards); `TSBUCKET_QUERY_HOSTS` and
 //! `TSBUCKET_QUERY_HOURS` change the size; `TSBUCKET_QUERY_ONLY` runs the queries whose name
 //! contains it. `TSBUCKET_QUERY_WORKLOAD=seed004` (with `TSBUCKET_QUERY_SCALE`, default 1.0)
-//! times the seed-004 shape instead: many small buckets, where planning cost per bucket shows;
-//! there `TSBUCKET_QUERY_INDEX=1` creates an index on `dims.vAppid` first (and without it any
-//! such index is dropped), to compare reads with and without the meta index.
+//! times the seed-004 shape instead: many small buckets, where planning cost per bucket shows.
+//! `TSBUCKET_QUERY_INDEX=1` creates a meta index first (`tags.hostname` on devops,
+//! `dims.vAppid` on seed 004; without it any such index is dropped), to compare reads with and
+//! without it.
 
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
@@ -57,6 +58,7 @@ fn main() -> tsbucket::Result<()> {
         "{} measurements in {} buckets ({} segments)",
         s.measurements, s.buckets, s.segments
     );
+    meta_index(&cpu, doc! {"tags.hostname": 1}, "tags.hostname_1")?;
 
     let start = cfg.start_ms;
     let hour = doc! {"$gte": DateTime::from_millis(start), "$lt": DateTime::from_millis(start + 3_600_000)};
@@ -85,6 +87,23 @@ fn main() -> tsbucket::Result<()> {
     ];
     run(&cpu, &queries)?;
     db.close()
+}
+
+/// With `TSBUCKET_QUERY_INDEX=1` makes sure the meta index `key` exists; otherwise that it
+/// does not, so that a kept database compares reads with and without it.
+fn meta_index(c: &tsbucket::Collection, key: Document, name: &str) -> tsbucket::Result<()> {
+    let exists = c
+        .list_indexes()?
+        .iter()
+        .any(|i| i.get_document("key").ok() == Some(&key));
+    match (std::env::var("TSBUCKET_QUERY_INDEX").as_deref() == Ok("1"), exists) {
+        (true, false) => {
+            c.create_index(key)?;
+        }
+        (false, true) => c.drop_index(name)?,
+        _ => {}
+    }
+    Ok(())
 }
 
 type Query<'a> = Box<dyn Fn() -> tsbucket::Result<u64> + 'a>;
@@ -155,16 +174,7 @@ fn seed004() -> tsbucket::Result<()> {
         "{} rows in {} buckets ({} segments)",
         s.measurements, s.buckets, s.segments
     );
-    let index = doc! {"dims.vAppid": 1};
-    if std::env::var("TSBUCKET_QUERY_INDEX").as_deref() == Ok("1") {
-        calls.create_index(index)?;
-    } else if calls
-        .list_indexes()?
-        .iter()
-        .any(|i| i.get_document("key").ok() == Some(&index))
-    {
-        calls.drop_index("dims.vAppid_1")?;
-    }
+    meta_index(&calls, doc! {"dims.vAppid": 1}, "dims.vAppid_1")?;
     let one_app = doc! {"dims.vAppid": "app00007"};
     // An app id that is present, whatever the scale.
     let first = calls

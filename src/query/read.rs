@@ -2,7 +2,9 @@
 //! [`Verdict`]), counting without unpacking what the statistics decide.
 
 pub use super::cursor::Cursor;
+use super::columns::{self, Col};
 use super::filter::Filter;
+use super::rowmask::RowFilter;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rows::{heads, Need, Rows};
 use super::unpack::row_document;
@@ -266,10 +268,19 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
     let mut paths = Vec::new();
     plan.filter.paths(&mut paths);
     let need = Need::Only(heads(&paths));
+    // Conjuncts on top-level fields are tested on typed columns, as aggregation's `$match`
+    // does; row documents only when some conjunct needs them.
+    let rf = RowFilter::new(&plan.filter, plan.meta_field());
     let mut n = 0;
     for s in scans {
         if s.verdict == Verdict::All {
             n += count_of(&s.src);
+            continue;
+        }
+        let st = columns::stats(&s.src)?;
+        let rows_needed = rf.needs_rows || (rf.reads_meta() && st.meta_varies());
+        if !rows_needed {
+            n += count_columns(&rf, &s.src, &st, plan.time_field())?;
             continue;
         }
         let rows = Rows::load(&s.src, &need, plan.time_field(), plan.meta_field())?;
@@ -277,4 +288,21 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
         n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
     }
     Ok(n)
+}
+
+/// Matching rows of one bucket, from the columns the filter's unsettled conjuncts read.
+fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str) -> Result<u64> {
+    let settled = rf.settled(st, time);
+    let read: Vec<usize> = (0..rf.columns.len())
+        .filter(|&c| rf.reads_column(c, settled))
+        .collect();
+    let names: Vec<&str> = read.iter().map(|&c| rf.columns[c].as_str()).collect();
+    let mut cols: Vec<Col> = (0..rf.columns.len()).map(|_| Col::Missing).collect();
+    for (c, col) in read.into_iter().zip(columns::load(src, &names)?) {
+        if let Some(x) = cols.get_mut(c) {
+            *x = col;
+        }
+    }
+    let refs: Vec<&Col> = cols.iter().collect();
+    Ok(rf.select(st.meta, &refs, st.count as usize, settled).len() as u64)
 }
