@@ -96,7 +96,10 @@ fn meta_index(c: &tsbucket::Collection, key: Document, name: &str) -> tsbucket::
         .list_indexes()?
         .iter()
         .any(|i| i.get_document("key").ok() == Some(&key));
-    match (std::env::var("TSBUCKET_QUERY_INDEX").as_deref() == Ok("1"), exists) {
+    match (
+        std::env::var("TSBUCKET_QUERY_INDEX").as_deref() == Ok("1"),
+        exists,
+    ) {
         (true, false) => {
             c.create_index(key)?;
         }

@@ -1,11 +1,11 @@
 //! Running reads: which buckets can hold matches (the `_id` index range, then each bucket's
 //! [`Verdict`]), counting without unpacking what the statistics decide.
 
-pub use super::cursor::Cursor;
 use super::columns::{self, Col};
+pub use super::cursor::Cursor;
 use super::filter::Filter;
-use super::rowmask::RowFilter;
 pub use super::plan::{BucketStats, Plan, Verdict};
+use super::rowmask::RowFilter;
 use super::rows::{heads, Need, Rows};
 use super::unpack::row_document;
 use crate::bucket::BucketData;
