@@ -14,18 +14,26 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The process-unique bytes and the counter, both seeded from the `bson` crate's own random
-/// ObjectId so that two processes do not share them.
+/// The process-unique bytes and the counter, seeded from the `bson` crate's own random
+/// ObjectId so that two processes do not share them. The process bytes are that ObjectId's
+/// with some bits flipped: `ObjectId::new()` keeps counting from the same counter value in
+/// this process (an application may use it for its own `_id`s), and with equal process bytes
+/// the two counters would hand out equal ids within the same second.
 fn state() -> &'static ([u8; 5], AtomicU32) {
     static STATE: OnceLock<([u8; 5], AtomicU32)> = OnceLock::new();
     STATE.get_or_init(|| {
         let b = ObjectId::new().bytes();
         let mut process = [0u8; 5];
-        process.copy_from_slice(&b[4..9]);
+        for (p, (x, flip)) in process.iter_mut().zip(b[4..9].iter().zip(PROCESS_FLIP)) {
+            *p = x ^ flip;
+        }
         let counter = u32::from_be_bytes([0, b[9], b[10], b[11]]);
         (process, AtomicU32::new(counter))
     })
 }
+
+/// XORed into the `bson` crate's process bytes (any non-zero value keeps the two apart).
+const PROCESS_FLIP: [u8; 5] = [0x74, 0x73, 0x62, 0x6b, 0x74];
 
 /// `_id`s for one batch: up to the reserved number of consecutive counter values.
 pub struct IdBlock {
@@ -92,6 +100,9 @@ mod tests {
                 }
             }
         }
+        // Never the process bytes of `ObjectId::new()`, whose counter runs alongside ours.
+        let theirs = ObjectId::new().bytes();
+        assert_ne!(theirs[4..9], blocks[0][0].bytes()[4..9]);
         // The time prefix is now, as MongoDB's is.
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
