@@ -277,11 +277,12 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
             n += count_of(&s.src);
             continue;
         }
-        let st = columns::stats(&s.src)?;
-        let rows_needed = rf.needs_rows || (rf.reads_meta() && st.meta_varies());
-        if !rows_needed {
-            n += count_columns(&rf, &s.src, &st, plan.time_field())?;
-            continue;
+        if !rf.needs_rows {
+            let st = columns::stats(&s.src)?;
+            if !(rf.reads_meta() && st.meta_varies()) {
+                n += count_columns(&rf, &s.src, &st, plan.time_field())?;
+                continue;
+            }
         }
         let rows = Rows::load(&s.src, &need, plan.time_field(), plan.meta_field())?;
         let bound = rows.bind(&plan.filter);
