@@ -26,11 +26,11 @@ lies in a database's seg/ directory, the collection's name and meta field are re
 database's MANIFEST.
 
 Text output, per file: path, header (magic, format version, directory version, collection
-id, time field), file size and where its bytes go, bucket and row counts, the BSON size of the measurements
-as inserted and its ratio to the file size; per bucket: _id (hex, and the bucket start in its
-time prefix), meta, count and BSON size as inserted, control.min, control.max, the
-per-field sums kept in control.max (shown as sums), where its data lies (page, page offset,
-bytes within the page) and a table of its columns: name, codec (name and id), rows that have
+id, time field), file size and where its bytes go, bucket and row counts, the BSON size of
+the measurements as inserted and its ratio to the file size; per bucket: _id (hex, and the
+bucket start in its time prefix), meta, count and BSON size as inserted, control.min,
+control.max, the per-field sums kept in control.max (shown as sums), where its data lies
+(page, page offset, bytes within the page) and a table of its columns: name, codec (name and id), rows that have
 a value, raw bytes (the column as a BSON document {\"0\": v0, \"1\": v1, ...} of its present
 rows, as MongoDB's uncompressed bucket stores it under data.<name>), encoded bytes and
 raw/encoded. Names starting with U+0001 are the engine's bookkeeping.
