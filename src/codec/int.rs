@@ -3,7 +3,10 @@
 //!
 //! A sequence is differenced `order` times (0, 1 or 2: plain, delta, delta-of-delta) with
 //! wrapping arithmetic so every i64 round-trips, residuals are zigzagged and stored as all-zero
-//! (nothing), bit-packed blocks (fast to decode) or range-coded (smallest).
+//! (nothing), bit-packed blocks (fast to decode) or range-coded (smallest). Residuals that are
+//! mostly zero (runs of equal times: several rows per period) are stored sparse instead, as the
+//! positions and values of the others: as small as range coding them and decoded at memory
+//! speed.
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -26,6 +29,14 @@ const KIND_RICE: u8 = 3;
 const TO_END_MODE: u8 = 0x10;
 /// [`TO_END_MODE`] as seen in `kind` before shifting into the mode byte.
 const TO_END: u8 = TO_END_MODE >> 2;
+
+/// Mode bit: the residuals are sparse, stored as the gaps between the nonzero ones and their
+/// values (two nested intseqs, neither of them sparse). Segment directory version 4 and later.
+const SPARSE_MODE: u8 = 0x20;
+
+/// Sparse storage is tried when at most one residual in this many is nonzero (kept only when
+/// smaller).
+const SPARSE_SHARE: usize = 2;
 
 /// Values per bit-packing block: small enough to adapt the width, large enough that the width
 /// byte is negligible.
@@ -76,16 +87,39 @@ fn write_pack(out: &mut Vec<u8>, res: &[u64]) {
 
 /// Appends the intseq encoding of `vals`. `n` is not stored: the reader knows it.
 pub(crate) fn encode(vals: &[i64], out: &mut Vec<u8>) {
-    encode_with(vals, out, false);
+    encode_with(vals, out, false, true);
 }
 
 /// Like [`encode`], for a sequence that ends the body: a range-coded stream then runs to the
 /// end and its length is omitted.
 pub(crate) fn encode_last(vals: &[i64], out: &mut Vec<u8>) {
-    encode_with(vals, out, true);
+    encode_with(vals, out, true, true);
 }
 
-fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool) {
+/// The sparse body of `res` (see [`SPARSE_MODE`]), when few enough residuals are nonzero.
+fn sparse_body(res: &[u64], last: bool) -> Option<Vec<u8>> {
+    let nz = res.iter().filter(|&&z| z != 0).count();
+    if nz == 0 || nz * SPARSE_SHARE > res.len() {
+        return None;
+    }
+    let mut gaps = Vec::with_capacity(nz);
+    let mut vals = Vec::with_capacity(nz);
+    let mut next = 0usize;
+    for (i, &z) in res.iter().enumerate() {
+        if z != 0 {
+            gaps.push((i - next) as i64);
+            vals.push(unzigzag(z));
+            next = i + 1;
+        }
+    }
+    let mut body = Vec::new();
+    put_varint(&mut body, nz as u64);
+    encode_with(&gaps, &mut body, false, false);
+    encode_with(&vals, &mut body, last, false);
+    Some(body)
+}
+
+fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, sparse: bool) {
     if vals.is_empty() {
         return;
     }
@@ -155,8 +189,15 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool) {
             KIND_PACK
         }
     };
+    let mut mode = (kind << 2) | order;
+    if let Some(sp) = sparse.then(|| sparse_body(&res, last)).flatten() {
+        if sp.len() < body.len() {
+            body = sp;
+            mode = SPARSE_MODE | order;
+        }
+    }
     // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
-    out.push((kind << 2) | order);
+    out.push(mode);
     for h in heads {
         put_svarint(out, h);
     }
@@ -169,6 +210,11 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool) {
 /// specialised loop per differencing order turns them into values in place. Separating them
 /// keeps each loop small (the range coder's state stays in registers).
 pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
+    decode_with(r, n, true)
+}
+
+/// [`decode`], refusing the sparse mode when `sparse` is false (inside a sparse body).
+fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, CodecError> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -177,6 +223,10 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     let order = mode & 3;
     let kind = (mode >> 2) & 3;
     let to_end = mode & TO_END_MODE != 0;
+    let is_sparse = mode & SPARSE_MODE != 0;
+    if is_sparse && sparse && mode & !(SPARSE_MODE | 3) == 0 && order <= 2 {
+        return decode_sparse(r, n, order);
+    }
     if order > 2 || mode >> 5 != 0 || (to_end && kind < KIND_RC) {
         return Err(CodecError::new(
             mode_at,
@@ -250,6 +300,38 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     Ok(buf.into_iter().map(|v| v as i64).collect())
 }
 
+/// The rest of a sparse intseq, after its mode byte: heads, the nonzero residuals scattered
+/// into zeros, then the differencing undone.
+fn decode_sparse(r: &mut Reader, n: usize, order: u8) -> Result<Vec<i64>, CodecError> {
+    let nheads = (order as usize).min(n);
+    let mut buf = vec![0u64; n];
+    let (heads, res) = buf.split_at_mut(nheads);
+    for h in heads.iter_mut() {
+        *h = r.svarint()? as u64;
+    }
+    let nz_at = r.offset();
+    let nz = r.len(res.len(), "sparse residual count")?;
+    let gaps = decode_with(r, nz, false)?;
+    let vals = decode_with(r, nz, false)?;
+    let mut next = 0usize;
+    for (&g, &v) in gaps.iter().zip(&vals) {
+        let slot = usize::try_from(g)
+            .ok()
+            .and_then(|g| next.checked_add(g))
+            .and_then(|i| res.get_mut(i).map(|z| (i, z)));
+        let Some((i, z)) = slot else {
+            return Err(CodecError::new(
+                nz_at,
+                "sparse residual position out of range",
+            ));
+        };
+        *z = zigzag(v);
+        next = i + 1;
+    }
+    undo_differencing(order, &mut buf);
+    Ok(buf.into_iter().map(|v| v as i64).collect())
+}
+
 /// Turns `buf` (heads, then zigzagged residuals) into the values, in place and as bits, with
 /// the wrapping arithmetic [`residuals`] differenced them with; one loop per order.
 fn undo_differencing(order: u8, buf: &mut [u64]) {
@@ -291,6 +373,14 @@ mod tests {
 
     /// `decode` as first written, on the reference back ends.
     fn reference_decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
+        reference_decode_with(r, n, true)
+    }
+
+    fn reference_decode_with(
+        r: &mut Reader,
+        n: usize,
+        sparse: bool,
+    ) -> Result<Vec<i64>, CodecError> {
         let mut out = Vec::with_capacity(n);
         if n == 0 {
             return Ok(out);
@@ -300,7 +390,14 @@ mod tests {
         let order = mode & 3;
         let kind = (mode >> 2) & 3;
         let to_end = mode & TO_END_MODE != 0;
-        if order > 2 || mode >> 5 != 0 || (to_end && kind < KIND_RC) {
+        let sparse = sparse && mode & SPARSE_MODE != 0;
+        let bad_sparse = sparse && (kind != 0 || to_end);
+        if order > 2
+            || (mode >> 5 != 0 && !sparse)
+            || mode >> 6 != 0
+            || bad_sparse
+            || (to_end && kind < KIND_RC)
+        {
             return Err(CodecError::new(
                 mode_at,
                 format!("bad intseq mode {mode:#04x}"),
@@ -336,6 +433,26 @@ mod tests {
             }
         };
         match kind {
+            _ if sparse => {
+                let nz_at = r.offset();
+                let nz = r.len(nres, "sparse residual count")?;
+                let gaps = reference_decode_with(r, nz, false)?;
+                let vals = reference_decode_with(r, nz, false)?;
+                let mut at = 0i64;
+                for (g, v) in gaps.into_iter().zip(vals) {
+                    if g < 0 || at.checked_add(g).is_none_or(|e| e >= nres as i64) {
+                        return Err(CodecError::new(nz_at, "sparse position out of range"));
+                    }
+                    for _ in 0..g {
+                        push(0);
+                    }
+                    push(zigzag(v));
+                    at += g + 1;
+                }
+                for _ in at..nres as i64 {
+                    push(0);
+                }
+            }
             KIND_ZERO => {
                 for _ in 0..nres {
                     push(0);
@@ -418,7 +535,7 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let r = (x >> 33) as i64;
-                match kind % 6 {
+                match kind % 7 {
                     0 => 1_451_606_400_000 + i as i64 * 10_000,
                     1 => {
                         acc += r % 5 - 2;
@@ -430,6 +547,13 @@ mod tests {
                     }
                     3 => r % 7,
                     4 => x as i64,
+                    // Several rows per period: runs of one time, then a step.
+                    5 => {
+                        if r % 9 == 0 {
+                            acc += 60_000;
+                        }
+                        1_428_777_120_000 + acc
+                    }
                     _ => {
                         if r % 50 == 0 {
                             r << 20
@@ -445,7 +569,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn fast_decoder_matches_the_reference_on_valid_and_damaged_input(
-            kind in 0u8..6,
+            kind in 0u8..7,
             seed in proptest::prelude::any::<u64>(),
             n in 1usize..700,
             last in proptest::prelude::any::<bool>(),
@@ -529,5 +653,35 @@ mod tests {
         buf.extend_from_slice(&res);
         let mut r = Reader::new(&buf, 0);
         assert_eq!(decode(&mut r, vals.len()).ok(), Some(vals));
+    }
+
+    #[test]
+    fn runs_of_equal_times_are_stored_sparse_and_small() {
+        // 1000 rows over 6 periods of a minute, a few hundred rows each.
+        let vals: Vec<i64> = (0..1000)
+            .map(|i| 1_428_777_120_000 + (i / 170) * 60_000)
+            .collect();
+        let mut buf = Vec::new();
+        encode(&vals, &mut buf);
+        assert_eq!(buf[0], SPARSE_MODE | 1);
+        assert!(buf.len() <= 16, "{} bytes", buf.len());
+        assert!(rt(&vals) <= 16);
+        same_as_reference(&buf, vals.len());
+    }
+
+    #[test]
+    fn a_sparse_body_inside_a_sparse_body_is_refused() {
+        let vals: Vec<i64> = (0..1000).map(|i| i64::from(i % 100 == 5)).collect();
+        let mut buf = Vec::new();
+        encode(&vals, &mut buf);
+        assert_eq!(buf[0], SPARSE_MODE);
+        // Mark the nested gaps sequence sparse as well.
+        let mut bad = buf.clone();
+        bad[2] |= SPARSE_MODE;
+        assert!(decode(&mut Reader::new(&bad, 0), vals.len()).is_err());
+        same_as_reference(&bad, vals.len());
+        // A position past the end is refused too.
+        assert!(decode(&mut Reader::new(&buf, 0), 8).is_err());
+        same_as_reference(&buf, 8);
     }
 }

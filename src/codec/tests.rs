@@ -422,8 +422,9 @@ fn encodings_of_the_golden_columns_are_unchanged() {
     assert_eq!((all.len(), crc32fast::hash(&all)), GOLDEN);
 }
 
-/// Length and crc32 of the golden encodings, as the first release wrote them.
-const GOLDEN: (usize, u32) = (6566, 0x3a83_91c2);
+/// Length and crc32 of the golden encodings. Changed once, on purpose, by sparse residuals
+/// (segment directory 4); the earlier forms still decode (`int` tests, older segment fixtures).
+const GOLDEN: (usize, u32) = (6556, 0xa8c6_267f);
 
 #[test]
 fn dense_decoders_give_present_values_and_flags() {
