@@ -21,6 +21,19 @@ fn aggregate(coll: &Collection, stages: Vec<Document>) -> tsbucket::Result<Vec<D
     coll.aggregate(stages)?.collect()
 }
 
+/// [`aggregate`] for pipelines with one output order, checked against the document path (the
+/// reference of the columnar and counting paths).
+fn aggregate_both(coll: &Collection, stages: Vec<Document>) -> Vec<Document> {
+    let columnar = aggregate(coll, stages.clone()).unwrap();
+    let unpacked: Vec<Document> = coll
+        .aggregate_unpacked(stages)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(columnar, unpacked, "columnar and document paths disagree");
+    columnar
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases(150)))]
 
@@ -126,6 +139,23 @@ fn documented_answers_on_a_small_collection() {
                 doc! {"_id": bin(40), "n": 2},
                 doc! {"_id": bin(160), "n": 1},
             ]
+        );
+        let counted =
+            |m: bson::Document| aggregate_both(&c, vec![doc! {"$match": m}, doc! {"$count": "n"}]);
+        assert_eq!(counted(doc! {"x": {"$gte": 2}}), vec![doc! {"n": 2}]);
+        assert_eq!(counted(doc! {"m": "b"}), vec![doc! {"n": 3}]);
+        assert_eq!(counted(doc! {"t": {"$lt": t(100)}}), vec![doc! {"n": 3}]);
+        let sums = aggregate(
+            &c,
+            vec![
+                doc! {"$group": {"_id": "all", "n": {"$sum": 1}, "w": {"$sum": 0.5},
+                "s": {"$sum": "str"}, "l": {"$sum": Bson::Int64(3)}}},
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            sums,
+            vec![doc! {"_id": "all", "n": 5, "w": 2.5, "s": 0, "l": Bson::Int64(15)}]
         );
         let none = aggregate(&c, vec![doc! {"$match": {"x": 99}}, doc! {"$count": "n"}]).unwrap();
         assert!(

@@ -1,15 +1,18 @@
-//! Running a parsed pipeline over the buckets its leading `$match` selected: the columnar
-//! group path when the pipeline has its shape, else the measurements unpacked by the find
-//! path and every stage evaluated over documents. Stages after the first blocking one run on
+//! Running a parsed pipeline over the buckets its leading `$match` selected: a count when the
+//! first stage only counts (`$count`, or a `$group` of one constant key summing constants),
+//! the columnar group path when the pipeline has its shape, else the measurements unpacked by
+//! the find path and every stage evaluated over documents. Stages after the first blocking one run on
 //! its output documents.
 
+use super::accum::{Acc, AccOp};
+use super::expr::Expr;
 use super::fastgroup::FastGroup;
-use super::group::GroupTable;
+use super::group::{GroupSpec, GroupTable};
 use super::options::sort_docs;
 use super::pipeline::Stage;
-use super::read::{Cursor, Explain, Plan, Scan};
+use super::read::{count, Cursor, Explain, Plan, Scan, Verdict};
 use crate::error::Result;
-use bson::Document;
+use bson::{Bson, Document};
 
 type Docs<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
@@ -24,6 +27,15 @@ pub(crate) fn execute(
     columnar: bool,
 ) -> Result<(Vec<Document>, Explain)> {
     if columnar {
+        if let Some(Stage::Group(spec)) = stages.first() {
+            if let Some(docs) = count_group(spec, &scans, &plan)? {
+                let mut ex = explain;
+                ex.buckets_from_stats =
+                    scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
+                let rest = stages.get(1..).unwrap_or_default();
+                return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
+            }
+        }
         if let Some((fast, used)) = FastGroup::analyse(&plan, stages) {
             let (docs, ex) = fast.run(scans, explain)?;
             let rest = stages.get(used..).unwrap_or_default();
@@ -32,6 +44,36 @@ pub(crate) fn execute(
     }
     let cursor = Cursor::new(scans, plan);
     Ok((run_stages(Box::new(cursor), stages)?, explain))
+}
+
+/// The output of a `$group` whose key is a constant and whose accumulators all sum constants
+/// (what `$count` becomes), from the number of matching measurements: the count path decodes
+/// only the columns the filter still has to test, where the group path would also decode the
+/// time column. `None` when the group has another shape.
+fn count_group(spec: &GroupSpec, scans: &[Scan], plan: &Plan) -> Result<Option<Vec<Document>>> {
+    let Expr::Const(id) = &spec.id else {
+        return Ok(None);
+    };
+    let mut consts = Vec::with_capacity(spec.accs.len());
+    for a in &spec.accs {
+        match (&a.op, &a.arg) {
+            (AccOp::Sum, Expr::Const(v)) => consts.push(v),
+            _ => return Ok(None),
+        }
+    }
+    let n = count(scans, plan)?;
+    // A group that saw no input yields no document.
+    if n == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let mut d = Document::new();
+    d.insert("_id", id.clone());
+    for (a, v) in spec.accs.iter().zip(consts) {
+        let mut acc = Acc::new(AccOp::Sum);
+        acc.feed_n(Some::<&Bson>(v), n);
+        d.insert(a.name.clone(), acc.value()?);
+    }
+    Ok(Some(vec![d]))
 }
 
 /// Evaluates the stages over a stream of documents. Streaming stages stay lazy, so a `$limit`
