@@ -46,15 +46,16 @@ impl Col {
     }
 
     /// Dates as milliseconds per row (`None` where missing or not a date).
-    pub fn dates(&self, rows: usize) -> Vec<Option<i64>> {
+    pub fn dates(&self, rows: usize) -> std::borrow::Cow<'_, [Option<i64>]> {
         match self {
-            Col::Date(v) => v.clone(),
+            Col::Date(v) => std::borrow::Cow::Borrowed(v),
             other => (0..rows)
                 .map(|r| match other.values().get(r) {
                     Some(Bson::DateTime(d)) => Some(d.timestamp_millis()),
                     _ => None,
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
         }
     }
 
