@@ -1,6 +1,6 @@
 //! Times the workload queries on the benchmark sizes: devops 1000 hosts x 6 h and seed 004 at
-//! scale 0.25, all flushed. The database is built in the given directory on first use and
-//! reused afterwards.
+//! scale 0.25 (`TSBUCKET_AGG_SCALE` to change), all flushed. The database is built in the
+//! given directory on first use and reused afterwards.
 //!
 //! `cargo run --release --example aggregate_timing -- <dir> [runs] [query-name-filter]`
 
@@ -42,6 +42,11 @@ fn main() -> tsbucket::Result<()> {
     let dir = args.get(1).map_or("aggregate-timing-db", String::as_str);
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
     let only = args.get(3).cloned().unwrap_or_default();
+    // As in the `aggregate` bench; a database built at another scale is reused as it is.
+    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.25);
     let db = Database::open_with(
         dir,
         DbOptions {
@@ -65,7 +70,7 @@ fn main() -> tsbucket::Result<()> {
         "seed004",
         TimeseriesOptions::new("timestamp").meta_field("dims"),
         Seed004 {
-            scale: 0.25,
+            scale,
             seed: 4,
         }
         .generate(),
