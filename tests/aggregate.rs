@@ -495,6 +495,63 @@ fn columnar_path_gives_the_document_paths_answers() {
     }
 }
 
+/// Rows stamped in batches, several per timestamp (the seed-004 shape): flushed time columns
+/// are stored as runs of equal times, and a `$group` on time bins that counts, sums constants
+/// or reads the meta value is fed a run at a time. Bins cut runs, runs span bins, and periods
+/// are skipped.
+#[test]
+fn groups_on_time_bins_over_runs_of_equal_times() {
+    let mut rng = Rng::new(11);
+    let mut docs = Vec::new();
+    for period in 0..400i64 {
+        if rng.below(7) == 0 {
+            continue;
+        }
+        // Mostly whole minutes, sometimes 20 s into one.
+        let t = BASE + period * 60_000 + if rng.below(5) == 0 { 20_000 } else { 0 };
+        for s in 0..3 {
+            for _ in 0..rng.below(12 * (s + 1)) {
+                let mut d = doc! {"t": date(t), "c": rng.below(100) as i32};
+                if s > 0 {
+                    d.insert("m", doc! {"h": format!("h{s}"), "z": s as i32});
+                }
+                docs.push(d);
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("t").meta_field("m"),
+        &docs,
+    );
+    let trunc =
+        |unit: &str, bin: i32| doc! {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": bin}};
+    let accs = |id: Bson| {
+        doc! {"_id": id, "n": {"$count": {}}, "two": {"$sum": 2}, "half": {"$sum": 0.5},
+        "hi": {"$max": "$m.h"}, "first": {"$min": "$m.z"}, "avg": {"$avg": "$m.z"}}
+    };
+    let mut pipelines = Vec::new();
+    for (unit, bin) in [("minute", 1), ("minute", 2), ("second", 45), ("hour", 1)] {
+        let by_time = Bson::Document(trunc(unit, bin));
+        let by_both = Bson::Document(doc! {"t": trunc(unit, bin), "h": "$m.h"});
+        for id in [by_time, by_both] {
+            pipelines.push(vec![doc! {"$group": accs(id.clone())}]);
+            pipelines.push(vec![
+                doc! {"$match": {"m.h": "h2"}},
+                doc! {"$group": accs(id.clone())},
+            ]);
+            pipelines.push(vec![
+                doc! {"$match": {"t": {"$gte": date(BASE + 3_600_000)}}},
+                doc! {"$group": accs(id)},
+            ]);
+        }
+    }
+    for p in pipelines {
+        same_answers(&run(&c, &p), &run_unpacked(&c, &p), &format!("{p:?}"));
+    }
+}
+
 fn small() -> (tempfile::TempDir, Database, Collection) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();

@@ -34,8 +34,11 @@ const TO_END: u8 = TO_END_MODE >> 2;
 /// values (two nested intseqs, neither of them sparse). Segment directory version 4 and later.
 const SPARSE_MODE: u8 = 0x20;
 
-/// Sparse storage is tried when at most one residual in this many is nonzero (kept only when
-/// smaller).
+/// A sparse body is kept when it is at most 1/`SPARSE_SLACK` larger than the densest form.
+const SPARSE_SLACK: usize = 8;
+
+/// Sparse storage is tried when at most one residual in this many is nonzero (and kept as
+/// [`SPARSE_SLACK`] says).
 const SPARSE_SHARE: usize = 2;
 
 /// Values per bit-packing block: small enough to adapt the width, large enough that the width
@@ -191,7 +194,9 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, sparse: bool) {
     };
     let mut mode = (kind << 2) | order;
     if let Some(sp) = sparse.then(|| sparse_body(&res, last)).flatten() {
-        if sp.len() < body.len() {
+        // Within a little of the smallest form is good enough: sparse bodies decode at
+        // memory speed and can be read as runs without expanding them.
+        if sp.len() <= body.len() + body.len() / SPARSE_SLACK {
             body = sp;
             mode = SPARSE_MODE | order;
         }
@@ -298,6 +303,57 @@ fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, Codec
     undo_differencing(order, &mut buf);
     // Same size and alignment: this reuses the buffer.
     Ok(buf.into_iter().map(|v| v as i64).collect())
+}
+
+/// Decodes `n` values as runs of equal values `(value, length)` without expanding them, when
+/// the sequence stores them so: sparse or all-zero residuals of order 1 (a run per stored
+/// residual), or a constant. `Ok(None)` for every other form (the caller decodes values
+/// instead). Checks what [`decode`] checks; runs need not be maximal (a stored residual of 0
+/// splits one).
+pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u32)>>, CodecError> {
+    let Ok(n32) = u32::try_from(n) else {
+        return Ok(None);
+    };
+    if n == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let mode = r.u8()?;
+    let first = |r: &mut Reader| r.svarint();
+    match mode {
+        // Order 0, all zero: every value is 0.
+        0 => Ok(Some(vec![(0, n32)])),
+        // Order 1, all zero: a constant.
+        1 => Ok(Some(vec![(first(r)?, n32)])),
+        m if m == SPARSE_MODE | 1 => {
+            let mut v = first(r)?;
+            let nz_at = r.offset();
+            let nz = r.len(n - 1, "sparse residual count")?;
+            let gaps = decode_with(r, nz, false)?;
+            let vals = decode_with(r, nz, false)?;
+            let mut runs = Vec::with_capacity(nz + 1);
+            // Residual `i` (0-based) is the step from row `i` to row `i + 1`.
+            let (mut start, mut next) = (0usize, 0usize);
+            for (&g, &e) in gaps.iter().zip(&vals) {
+                let at = usize::try_from(g)
+                    .ok()
+                    .and_then(|g| next.checked_add(g))
+                    .filter(|&i| i < n - 1);
+                let Some(i) = at else {
+                    return Err(CodecError::new(
+                        nz_at,
+                        "sparse residual position out of range",
+                    ));
+                };
+                runs.push((v, (i + 1 - start) as u32));
+                v = v.wrapping_add(e);
+                start = i + 1;
+                next = i + 1;
+            }
+            runs.push((v, (n - start) as u32));
+            Ok(Some(runs))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The rest of a sparse intseq, after its mode byte: heads, the nonzero residuals scattered

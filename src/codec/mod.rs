@@ -521,6 +521,40 @@ impl<T> Dense<T> {
     }
 }
 
+/// Decodes a DateTime column with a value in every row as runs of equal times `(ms, rows)`,
+/// when its encoding stores them so (sparse or constant steps of order 1: several rows per
+/// timestamp); `Ok(None)` for other encodings, which [`decode_i64`] reads. Counting rows per
+/// time bin then takes a step per run instead of per row.
+pub fn decode_date_runs(data: &[u8], rows: usize) -> Result<Option<Vec<(i64, u32)>>, CodecError> {
+    let mut r = Reader::new(data, 0);
+    let tag = r.u8()?;
+    if tag & (FLAG_BITMAP | FLAG_RUNS) != 0 || tag & ID_MASK != ids::DATETIME {
+        return Ok(None);
+    }
+    if tag & FLAG_ZSTD == 0 {
+        let runs = int::decode_runs(&mut r, rows)?;
+        if runs.is_some() {
+            r.finish()?;
+        }
+        return Ok(runs);
+    }
+    let at = r.offset();
+    let buf = zstd_body::decompress(&mut r)?;
+    r.finish()?;
+    let mut inner = Reader::new(&buf, 0);
+    let wrap = |e: CodecError| {
+        CodecError::new(
+            at,
+            format!("at byte {} of the zstd body: {}", e.offset, e.detail),
+        )
+    };
+    let runs = int::decode_runs(&mut inner, rows).map_err(wrap)?;
+    if runs.is_some() {
+        inner.finish().map_err(wrap)?;
+    }
+    Ok(runs)
+}
+
 /// The codec id (see [`ids`]) of an encoded column, from its tag byte; `None` when empty.
 pub fn column_codec(data: &[u8]) -> Option<u8> {
     data.first().map(|t| t & ID_MASK)

@@ -424,7 +424,7 @@ fn encodings_of_the_golden_columns_are_unchanged() {
 
 /// Length and crc32 of the golden encodings. Changed once, on purpose, by sparse residuals
 /// (segment directory 4); the earlier forms still decode (`int` tests, older segment fixtures).
-const GOLDEN: (usize, u32) = (6556, 0xa8c6_267f);
+const GOLDEN: (usize, u32) = (6557, 0x4963_10ce);
 
 #[test]
 fn dense_decoders_give_present_values_and_flags() {
@@ -473,6 +473,108 @@ fn codec_names_follow_the_spec_table() {
         match ids::name(id) {
             Some(name) => assert!(spec.contains(&format!("| {id} | {name} |")), "{id} {name}"),
             None => assert!(id > ids::MIXED, "{id}"),
+        }
+    }
+}
+
+/// Times of `rows` rows in runs: `spread` of them per distinct time on average, a step of a
+/// minute (sometimes two) between runs.
+fn run_times(rows: usize, spread: u64, seed: u64) -> Vec<i64> {
+    let mut x = seed | 1;
+    let mut t = 1_428_777_120_000i64;
+    (0..rows)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if (x >> 33) % spread.max(1) == 0 {
+                t += 60_000 * (1 + ((x >> 20) % 4 == 0) as i64);
+            }
+            t
+        })
+        .collect()
+}
+
+fn expand(runs: &[(i64, u32)]) -> Vec<Option<i64>> {
+    runs.iter()
+        .flat_map(|&(v, n)| std::iter::repeat_n(Some(v), n as usize))
+        .collect()
+}
+
+#[test]
+fn time_runs_are_read_without_expanding_them() {
+    for (rows, spread) in [
+        (1000, 170),
+        (1000, 3),
+        (157, 2),
+        (2, 1),
+        (1, 1),
+        (500, 1_000_000),
+    ] {
+        let times = run_times(rows, spread, rows as u64 + spread);
+        let col: Vec<Option<Bson>> = times
+            .iter()
+            .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
+            .collect();
+        let mut buf = Vec::new();
+        encode_column(&col, &mut buf);
+        let values = decode_i64(&buf, rows).unwrap().unwrap();
+        match decode_date_runs(&buf, rows).unwrap() {
+            Some(runs) => {
+                assert_eq!(expand(&runs), values, "{rows} rows, spread {spread}");
+                assert!(runs.iter().all(|&(_, n)| n > 0));
+            }
+            // A single row is stored as CONST, which is not a run form.
+            None => assert!(
+                rows == 1 || spread <= 3,
+                "{rows} rows, spread {spread}: {:02x?}",
+                &buf[..buf.len().min(12)]
+            ),
+        }
+    }
+    // The seed-004 shape is a run form.
+    let times = run_times(1000, 170, 7);
+    let col: Vec<Option<Bson>> = times
+        .iter()
+        .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
+        .collect();
+    let mut buf = Vec::new();
+    encode_column(&col, &mut buf);
+    assert!(decode_date_runs(&buf, 1000).unwrap().is_some());
+    // Other columns are not.
+    let ints: Vec<Option<Bson>> = times.iter().map(|&t| Some(Bson::Int64(t))).collect();
+    let mut buf = Vec::new();
+    encode_column(&ints, &mut buf);
+    assert_eq!(decode_date_runs(&buf, 1000).unwrap(), None);
+}
+
+proptest! {
+    /// Damaged input: the run reader never panics, and whatever runs it accepts are the values
+    /// the value reader gives.
+    #[test]
+    fn time_runs_agree_with_values_on_damaged_input(
+        rows in 1usize..600,
+        spread in 1u64..300,
+        seed in any::<u64>(),
+        flip in any::<prop::sample::Index>(),
+        bit in 0u8..8,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let times = run_times(rows, spread, seed);
+        let col: Vec<Option<Bson>> = times
+            .iter()
+            .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
+            .collect();
+        let mut buf = Vec::new();
+        encode_column(&col, &mut buf);
+        let mut flipped = buf.clone();
+        let at = flip.index(buf.len());
+        flipped[at] ^= 1 << bit;
+        let cut = &buf[..cut.index(buf.len())];
+        for (data, n) in [(&buf[..], rows), (&flipped[..], rows), (cut, rows), (&buf[..], rows + 3)] {
+            if let Ok(Some(runs)) = decode_date_runs(data, n) {
+                prop_assert_eq!(Some(expand(&runs)), decode_i64(data, n).ok().flatten());
+            }
         }
     }
 }

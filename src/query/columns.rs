@@ -7,7 +7,9 @@ use super::plan::BucketStats;
 use super::read::Source;
 use crate::bucket::BucketData;
 use crate::catalog::META_COLUMN;
-use crate::codec::{column_codec, decode_column, decode_f64, decode_i64, ids, CodecError};
+use crate::codec::{
+    column_codec, decode_column, decode_date_runs, decode_f64, decode_i64, ids, CodecError,
+};
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
 
@@ -183,6 +185,21 @@ pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
                 None => Col::Missing,
             })
             .collect()),
+    }
+}
+
+/// The time column `name` of a segment bucket as runs of equal times `(ms, rows)`, when its
+/// encoding stores them so (see [`crate::codec::decode_date_runs`]); `None` otherwise and for
+/// buckets in memory.
+pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>>> {
+    match src {
+        Source::Seg(seg, i) => Ok(seg
+            .read_columns_with(*i as usize, &[name], decode_date_runs)?
+            .into_iter()
+            .next()
+            .flatten()
+            .flatten()),
+        Source::Mem(_) => Ok(None),
     }
 }
 

@@ -576,6 +576,11 @@ impl FastGroup {
         col_names: &[&str],
     ) -> Result<()> {
         let n = st.count as usize;
+        if whole && key.is_none() && self.picks.is_none() {
+            if let Some(runs) = self.time_runs(scan)? {
+                return self.feed_runs(table, cache, scan, st, &runs);
+            }
+        }
         let settled = match whole {
             true => 0,
             false => self.row_filter.settled(st, &self.time_field),
@@ -730,6 +735,93 @@ impl FastGroup {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The bucket's times as runs of equal times, when they are all the columns the group
+    /// reads (counts, constants and meta values per time bin) and are stored as runs.
+    fn time_runs(&self, scan: &Scan) -> Result<Option<Vec<(i64, u32)>>> {
+        if self.leaves.is_empty() || self.args.iter().any(|a| matches!(a, Arg::Column(_))) {
+            return Ok(None);
+        }
+        match self.time_col.and_then(|c| self.columns.get(c)) {
+            Some(name) => columns::load_date_runs(&scan.src, name),
+            None => Ok(None),
+        }
+    }
+
+    /// Feeds a whole bucket from runs of equal times: one step per run, and one feed per
+    /// stretch of runs in the same group.
+    fn feed_runs(
+        &self,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        runs: &[(i64, u32)],
+    ) -> Result<()> {
+        let metas: Vec<Option<Bson>> = self
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
+                _ => None,
+            })
+            .collect();
+        let feed = |table: &mut GroupTable, g: u32, rows: u64| {
+            for ((acc, arg), meta) in table.accs(g).iter_mut().zip(&self.args).zip(&metas) {
+                match arg {
+                    Arg::Const(v) => acc.feed_n(Some(v), rows),
+                    Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows),
+                    Arg::Column(_) => {}
+                }
+            }
+        };
+        let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
+        let mut starts: Vec<i64> = Vec::with_capacity(self.leaves.len());
+        let mut part: Option<Option<u32>> = None;
+        // The current group and the rows gathered for it.
+        let mut cur: Option<(u32, u64)> = None;
+        for &(t, len) in runs {
+            let same = !bins.is_empty() && bins.iter().all(|&(lo, hi)| lo <= t && t < hi);
+            if !same {
+                bins.clear();
+                starts.clear();
+                for leaf in &self.leaves {
+                    let b = leaf.range(t)?;
+                    bins.push(b);
+                    starts.push(b.0);
+                }
+                if part.is_none() {
+                    part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
+                }
+                let g = self
+                    .group_of(
+                        table,
+                        cache,
+                        part.flatten(),
+                        &starts,
+                        st.meta,
+                        Some(t),
+                        true,
+                    )?
+                    .unwrap_or(0);
+                match cur {
+                    Some((cg, _)) if cg == g => {}
+                    Some((cg, rows)) => {
+                        feed(table, cg, rows);
+                        cur = Some((g, 0));
+                    }
+                    None => cur = Some((g, 0)),
+                }
+            }
+            if let Some((_, rows)) = cur.as_mut() {
+                *rows += u64::from(len);
+            }
+        }
+        if let Some((g, rows)) = cur {
+            feed(table, g, rows);
         }
         Ok(())
     }
