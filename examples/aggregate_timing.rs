@@ -69,11 +69,7 @@ fn main() -> tsbucket::Result<()> {
         &db,
         "seed004",
         TimeseriesOptions::new("timestamp").meta_field("dims"),
-        Seed004 {
-            scale,
-            seed: 4,
-        }
-        .generate(),
+        Seed004 { scale, seed: 4 }.generate(),
     )?;
     let all = devops_queries(&cfg)
         .into_iter()
