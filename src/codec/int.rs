@@ -6,7 +6,8 @@
 //! (nothing), bit-packed blocks (fast to decode) or range-coded (smallest). Residuals that are
 //! mostly zero (runs of equal times: several rows per period) are stored sparse instead, as the
 //! positions and values of the others: as small as range coding them and decoded at memory
-//! speed.
+//! speed. Residuals sharing a factor (times on whole seconds or minutes, in milliseconds) are
+//! stored divided by it.
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -34,8 +35,20 @@ const TO_END: u8 = TO_END_MODE >> 2;
 /// values (two nested intseqs, neither of them sparse). Segment directory version 4 and later.
 const SPARSE_MODE: u8 = 0x20;
 
-/// A sparse body is kept when it is at most 1/`SPARSE_SLACK` larger than the densest form.
+/// A sparse body is kept when it is at most 1/`SPARSE_SLACK` larger than the densest form
+/// (plus a byte per 128 rows for very sparse sequences of at least [`SPARSE_LONG`] values).
 const SPARSE_SLACK: usize = 8;
+
+/// [`SPARSE_SLACK`] against range-coded bodies (1/2 larger), which are slow to read.
+const SPARSE_SLACK_CODED: usize = 2;
+
+/// See [`SPARSE_SLACK`]: long enough for the allowance to matter, longer than a devops bucket
+/// (360 rows), whose near-constant `_id` seconds would otherwise pay for it.
+const SPARSE_LONG: usize = 512;
+
+/// Mode bit: the residuals are stored divided by a common factor, `scale:varint` (≥ 2) after
+/// the heads. Top-level sequences only; segment directory version 4 and later.
+const SCALED_MODE: u8 = 0x40;
 
 /// Sparse storage is tried when at most one residual in this many is nonzero (and kept as
 /// [`SPARSE_SLACK`] says).
@@ -122,7 +135,9 @@ fn sparse_body(res: &[u64], last: bool) -> Option<Vec<u8>> {
     Some(body)
 }
 
-fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, sparse: bool) {
+/// `top`: a sequence of its own, which may be sparse or scaled (the sequences inside a sparse
+/// body are neither).
+fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, top: bool) {
     if vals.is_empty() {
         return;
     }
@@ -154,24 +169,75 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, sparse: bool) {
         }
     }
     let (heads, res) = residuals(vals, order);
+    let (mut mode, mut body) = residual_body(&res, last, top);
+    // Residuals sharing a factor (times on whole seconds or minutes, stored in ms) are stored
+    // divided by it when that is smaller.
+    if let Some(g) = top.then(|| common_factor(&res)).flatten() {
+        let scaled: Vec<u64> = res
+            .iter()
+            .map(|&z| zigzag(unzigzag(z) / g as i64))
+            .collect();
+        let (m, b) = residual_body(&scaled, last, top);
+        if varint_len(g) + b.len() < body.len() {
+            mode = SCALED_MODE | m;
+            body = Vec::with_capacity(varint_len(g) + b.len());
+            put_varint(&mut body, g);
+            body.extend_from_slice(&b);
+        }
+    }
+    out.push(mode | order);
+    for h in heads {
+        put_svarint(out, h);
+    }
+    out.extend_from_slice(&body);
+}
+
+/// The largest factor (at least 2) that every residual is a multiple of, if any: `None` when
+/// they are all zero or share none.
+fn common_factor(res: &[u64]) -> Option<u64> {
+    let mut g = 0u64;
+    for &z in res {
+        let e = unzigzag(z).unsigned_abs();
+        if e != 0 {
+            g = gcd(g, e);
+            if g == 1 {
+                return None;
+            }
+        }
+    }
+    // A factor beyond i64::MAX (only residuals of i64::MIN) cannot divide as a signed value.
+    (g >= 2 && g <= i64::MAX as u64).then_some(g)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The mode bits other than the order, and the residual bytes of `res`: all-zero, bit-packed,
+/// range coded, Rice coded or (for `top` sequences) sparse, whichever is smallest, with sparse
+/// kept within [`SPARSE_SLACK`] of the others.
+fn residual_body(res: &[u64], last: bool, top: bool) -> (u8, Vec<u8>) {
     let mut body = Vec::new();
     let kind = if res.iter().all(|&v| v == 0) {
         KIND_ZERO
     } else {
-        let k = rc::choose_k(&res);
-        let (rice, low) = rc::encode_rice(&res, k);
+        let k = rc::choose_k(res);
+        let (rice, low) = rc::encode_rice(res, k);
         let len_size = |l: usize| if last { 0 } else { varint_len(l as u64) };
         let rice_size = 1 + rice.len() + len_size(rice.len()) + low.len();
         // The bit-length model only pays off on heavy tails (quotients escaping the unary
         // range); trying it everywhere would double the encode time for ~0.05% on devops.
         let heavy_tail = res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64);
         let rcbuf = if heavy_tail {
-            rc::encode_residuals(&res)
+            rc::encode_residuals(res)
         } else {
             Vec::new()
         };
         let rc_size = rcbuf.len() + len_size(rcbuf.len());
-        let pack = pack_size(&res);
+        let pack = pack_size(res);
         let flag = if last { TO_END } else { 0 };
         if heavy_tail && rc_size < rice_size && rc_size < pack {
             if !last {
@@ -188,25 +254,34 @@ fn encode_with(vals: &[i64], out: &mut Vec<u8>, last: bool, sparse: bool) {
             body.extend_from_slice(&rice);
             KIND_RICE | flag
         } else {
-            write_pack(&mut body, &res);
+            write_pack(&mut body, res);
             KIND_PACK
         }
     };
-    let mut mode = (kind << 2) | order;
-    if let Some(sp) = sparse.then(|| sparse_body(&res, last)).flatten() {
+    // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
+    let mut mode = kind << 2;
+    if let Some(sp) = top.then(|| sparse_body(res, last)).flatten() {
         // Within a little of the smallest form is good enough: sparse bodies decode at
-        // memory speed and can be read as runs without expanding them.
-        if sp.len() <= body.len() + body.len() / SPARSE_SLACK {
+        // memory speed and can be read as runs without expanding them. Long, very sparse
+        // sequences get a byte per 128 rows more, since a range coder squeezes long runs of
+        // zeros into a few bytes that no other form matches exactly.
+        let nz = res.iter().filter(|&&z| z != 0).count();
+        let long = res.len() >= SPARSE_LONG && nz * 16 <= res.len();
+        // Range-coded bodies cost a binary decision per residual to read: against them,
+        // sparse gets a larger allowance.
+        let coded = matches!(kind & 3, KIND_RC | KIND_RICE);
+        let slack = if coded {
+            SPARSE_SLACK_CODED
+        } else {
+            SPARSE_SLACK
+        };
+        let allowance = body.len() / slack + if long { res.len() / 128 } else { 0 };
+        if sp.len() <= body.len() + allowance {
             body = sp;
-            mode = SPARSE_MODE | order;
+            mode = SPARSE_MODE;
         }
     }
-    // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
-    out.push(mode);
-    for h in heads {
-        put_svarint(out, h);
-    }
-    out.extend_from_slice(&body);
+    (mode, body)
 }
 
 /// Decodes `n` values. The output never exceeds `n` entries, and `n` is bounded by the caller.
@@ -218,8 +293,8 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     decode_with(r, n, true)
 }
 
-/// [`decode`], refusing the sparse mode when `sparse` is false (inside a sparse body).
-fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, CodecError> {
+/// [`decode`], refusing the sparse and scaled modes when `top` is false (inside a sparse body).
+fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecError> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -229,14 +304,21 @@ fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, Codec
     let kind = (mode >> 2) & 3;
     let to_end = mode & TO_END_MODE != 0;
     let is_sparse = mode & SPARSE_MODE != 0;
-    if is_sparse && sparse && mode & !(SPARSE_MODE | 3) == 0 && order <= 2 {
-        return decode_sparse(r, n, order);
-    }
-    if order > 2 || mode >> 5 != 0 || (to_end && kind < KIND_RC) {
+    let scaled = mode & SCALED_MODE != 0;
+    let bad = order > 2
+        || mode & 0x80 != 0
+        || (!top && (is_sparse || scaled))
+        || (is_sparse && (kind != KIND_ZERO || to_end))
+        || (scaled && !is_sparse && kind == KIND_ZERO)
+        || (to_end && kind < KIND_RC);
+    if bad {
         return Err(CodecError::new(
             mode_at,
             format!("bad intseq mode {mode:#04x}"),
         ));
+    }
+    if is_sparse {
+        return decode_sparse(r, n, order, scaled);
     }
     let nheads = (order as usize).min(n);
     if kind == KIND_ZERO {
@@ -257,6 +339,7 @@ fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, Codec
     for h in heads.iter_mut() {
         *h = r.svarint()? as u64;
     }
+    let scale = if scaled { Some(read_scale(r)?) } else { None };
     match kind {
         KIND_PACK => {
             for block in res.chunks_mut(PACK_BLOCK) {
@@ -300,14 +383,17 @@ fn decode_with(r: &mut Reader, n: usize, sparse: bool) -> Result<Vec<i64>, Codec
                 .ok_or_else(|| CodecError::new(k_at, "corrupt range-coded residuals"))?;
         }
     }
+    if let Some(g) = scale {
+        unscale(res, g);
+    }
     undo_differencing(order, &mut buf);
     // Same size and alignment: this reuses the buffer.
     Ok(buf.into_iter().map(|v| v as i64).collect())
 }
 
 /// Decodes `n` values as runs of equal values `(value, length)` without expanding them, when
-/// the sequence stores them so: sparse or all-zero residuals of order 1 (a run per stored
-/// residual), or a constant. `Ok(None)` for every other form (the caller decodes values
+/// the sequence stores them so: sparse (possibly scaled) or all-zero residuals of order 1 (a
+/// run per stored residual), or a constant. `Ok(None)` for every other form (the caller decodes values
 /// instead). Checks what [`decode`] checks; runs need not be maximal (a stored residual of 0
 /// splits one).
 pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u32)>>, CodecError> {
@@ -324,8 +410,12 @@ pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u
         0 => Ok(Some(vec![(0, n32)])),
         // Order 1, all zero: a constant.
         1 => Ok(Some(vec![(first(r)?, n32)])),
-        m if m == SPARSE_MODE | 1 => {
+        m if m & !SCALED_MODE == SPARSE_MODE | 1 => {
             let mut v = first(r)?;
+            let scale = match m & SCALED_MODE {
+                0 => 1,
+                _ => read_scale(r)?,
+            };
             let nz_at = r.offset();
             let nz = r.len(n - 1, "sparse residual count")?;
             let gaps = decode_with(r, nz, false)?;
@@ -345,7 +435,7 @@ pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u
                     ));
                 };
                 runs.push((v, (i + 1 - start) as u32));
-                v = v.wrapping_add(e);
+                v = v.wrapping_add(e.wrapping_mul(scale));
                 start = i + 1;
                 next = i + 1;
             }
@@ -358,13 +448,19 @@ pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u
 
 /// The rest of a sparse intseq, after its mode byte: heads, the nonzero residuals scattered
 /// into zeros, then the differencing undone.
-fn decode_sparse(r: &mut Reader, n: usize, order: u8) -> Result<Vec<i64>, CodecError> {
+fn decode_sparse(
+    r: &mut Reader,
+    n: usize,
+    order: u8,
+    scaled: bool,
+) -> Result<Vec<i64>, CodecError> {
     let nheads = (order as usize).min(n);
     let mut buf = vec![0u64; n];
     let (heads, res) = buf.split_at_mut(nheads);
     for h in heads.iter_mut() {
         *h = r.svarint()? as u64;
     }
+    let scale = if scaled { Some(read_scale(r)?) } else { None };
     let nz_at = r.offset();
     let nz = r.len(res.len(), "sparse residual count")?;
     let gaps = decode_with(r, nz, false)?;
@@ -384,8 +480,31 @@ fn decode_sparse(r: &mut Reader, n: usize, order: u8) -> Result<Vec<i64>, CodecE
         *z = zigzag(v);
         next = i + 1;
     }
+    if let Some(g) = scale {
+        unscale(res, g);
+    }
     undo_differencing(order, &mut buf);
     Ok(buf.into_iter().map(|v| v as i64).collect())
+}
+
+/// Reads the common factor of a scaled sequence: at least 2 and a positive i64.
+fn read_scale(r: &mut Reader) -> Result<i64, CodecError> {
+    let at = r.offset();
+    match r.varint()? {
+        g @ 2..=0x7FFF_FFFF_FFFF_FFFF => Ok(g as i64),
+        g => Err(CodecError::new(
+            at,
+            format!("residual scale {g} out of range"),
+        )),
+    }
+}
+
+/// Multiplies zigzagged residuals by their common factor, with the wrapping arithmetic the
+/// differencing uses.
+fn unscale(res: &mut [u64], g: i64) {
+    for z in res.iter_mut() {
+        *z = zigzag(unzigzag(*z).wrapping_mul(g));
+    }
 }
 
 /// Turns `buf` (heads, then zigzagged residuals) into the values, in place and as bits, with
@@ -446,12 +565,15 @@ mod tests {
         let order = mode & 3;
         let kind = (mode >> 2) & 3;
         let to_end = mode & TO_END_MODE != 0;
-        let sparse = sparse && mode & SPARSE_MODE != 0;
+        let top = sparse;
+        let sparse = mode & SPARSE_MODE != 0;
+        let scaled = mode & SCALED_MODE != 0;
         let bad_sparse = sparse && (kind != 0 || to_end);
         if order > 2
-            || (mode >> 5 != 0 && !sparse)
-            || mode >> 6 != 0
+            || mode >> 7 != 0
+            || (!top && (sparse || scaled))
             || bad_sparse
+            || (scaled && !sparse && kind == KIND_ZERO)
             || (to_end && kind < KIND_RC)
         {
             return Err(CodecError::new(
@@ -472,9 +594,19 @@ mod tests {
             out.push(prev);
         }
         let nres = n - nheads;
+        let scale = if scaled {
+            let at = r.offset();
+            let g = r.varint()?;
+            if !(2..=i64::MAX as u64).contains(&g) {
+                return Err(CodecError::new(at, "bad scale"));
+            }
+            g as i64
+        } else {
+            1
+        };
         // Undo the differencing; one closure so every back end shares the exact arithmetic.
         let mut push = |z: u64| {
-            let e = unzigzag(z);
+            let e = unzigzag(z).wrapping_mul(scale);
             match order {
                 0 => out.push(e),
                 1 => {
@@ -739,5 +871,37 @@ mod tests {
         // A position past the end is refused too.
         assert!(decode(&mut Reader::new(&buf, 0), 8).is_err());
         same_as_reference(&buf, 8);
+    }
+
+    #[test]
+    fn residuals_with_a_common_factor_are_stored_divided_by_it() {
+        // Irregular times on whole seconds, in milliseconds.
+        let mut t = 1_700_000_000_000i64;
+        let mut x = 5u64;
+        let vals: Vec<i64> = (0..500)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                t += 1000 * (1 + (x >> 60) as i64);
+                t
+            })
+            .collect();
+        let mut buf = Vec::new();
+        encode(&vals, &mut buf);
+        assert_ne!(buf[0] & SCALED_MODE, 0, "mode {:#04x}", buf[0]);
+        // About 5 bits a value (zigzagged steps of 1 to 16) instead of 15.
+        assert!(buf.len() < 500 * 6 / 8, "{} bytes", buf.len());
+        rt(&vals);
+        same_as_reference(&buf, vals.len());
+        // A scale below 2 is refused.
+        let mut bad = buf.clone();
+        let at = 1 + bits::varint_len(zigzag(vals[0]));
+        bad[at] = 1;
+        assert!(decode(&mut Reader::new(&bad, 0), vals.len()).is_err());
+        same_as_reference(&bad, vals.len());
+        // Extremes keep their wrapping arithmetic.
+        rt(&[i64::MIN, 0, i64::MIN, 0]);
+        rt(&[0, i64::MIN, i64::MAX - 1, 2]);
     }
 }
