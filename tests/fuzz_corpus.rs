@@ -161,6 +161,27 @@ fn write_seed_corpus() {
                 .collect(),
         ),
         (
+            // Several rows per minute: sparse and scaled residuals.
+            "date-runs",
+            (0..200)
+                .map(|k| {
+                    Some(Bson::DateTime(DateTime::from_millis(
+                        1_700_000_040_000 + (k / 37) * 60_000,
+                    )))
+                })
+                .collect(),
+        ),
+        (
+            "date-seconds",
+            (0..60)
+                .map(|k| {
+                    Some(Bson::DateTime(DateTime::from_millis(
+                        1_700_000_000_000 + k * k % 7 * 1000 + k * 3000,
+                    )))
+                })
+                .collect(),
+        ),
+        (
             "string",
             (0..50)
                 .map(|k| Some(Bson::String(format!("host{}", k % 4))))
