@@ -480,19 +480,27 @@ fn codec_names_follow_the_spec_table() {
 /// Times of `rows` rows in runs: `spread` of them per distinct time on average, a step of a
 /// minute (sometimes two) between runs.
 fn run_times(rows: usize, spread: u64, seed: u64) -> Vec<i64> {
-    let mut x = seed | 1;
+    let mut rng = crate::workload::rng::Rng::new(seed);
     let mut t = 1_428_777_120_000i64;
     (0..rows)
         .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            if (x >> 33) % spread.max(1) == 0 {
-                t += 60_000 * (1 + ((x >> 20) % 4 == 0) as i64);
+            if rng.below(spread.max(1)) == 0 {
+                t += 60_000 * (1 + i64::from(rng.below(4) == 0));
             }
             t
         })
         .collect()
+}
+
+/// A DateTime column of `times`, encoded.
+fn encoded_dates(times: &[i64]) -> Vec<u8> {
+    let col: Vec<Option<Bson>> = times
+        .iter()
+        .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
+        .collect();
+    let mut buf = Vec::new();
+    encode_column(&col, &mut buf);
+    buf
 }
 
 fn expand(runs: &[(i64, u32)]) -> Vec<Option<i64>> {
@@ -512,12 +520,7 @@ fn time_runs_are_read_without_expanding_them() {
         (500, 1_000_000),
     ] {
         let times = run_times(rows, spread, rows as u64 + spread);
-        let col: Vec<Option<Bson>> = times
-            .iter()
-            .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
-            .collect();
-        let mut buf = Vec::new();
-        encode_column(&col, &mut buf);
+        let buf = encoded_dates(&times);
         let values = decode_i64(&buf, rows).unwrap().unwrap();
         match decode_date_runs(&buf, rows).unwrap() {
             Some(runs) => {
@@ -534,12 +537,7 @@ fn time_runs_are_read_without_expanding_them() {
     }
     // The seed-004 shape is a run form.
     let times = run_times(1000, 170, 7);
-    let col: Vec<Option<Bson>> = times
-        .iter()
-        .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
-        .collect();
-    let mut buf = Vec::new();
-    encode_column(&col, &mut buf);
+    let buf = encoded_dates(&times);
     assert!(decode_date_runs(&buf, 1000).unwrap().is_some());
     // Other columns are not.
     let ints: Vec<Option<Bson>> = times.iter().map(|&t| Some(Bson::Int64(t))).collect();
@@ -561,12 +559,7 @@ proptest! {
         cut in any::<prop::sample::Index>(),
     ) {
         let times = run_times(rows, spread, seed);
-        let col: Vec<Option<Bson>> = times
-            .iter()
-            .map(|&t| Some(Bson::DateTime(DateTime::from_millis(t))))
-            .collect();
-        let mut buf = Vec::new();
-        encode_column(&col, &mut buf);
+        let buf = encoded_dates(&times);
         let mut flipped = buf.clone();
         let at = flip.index(buf.len());
         flipped[at] ^= 1 << bit;

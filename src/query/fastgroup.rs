@@ -654,11 +654,7 @@ impl FastGroup {
                     bins.clear();
                     starts.clear();
                     if let Some(t) = t {
-                        for leaf in &self.leaves {
-                            let b = leaf.range(t)?;
-                            bins.push(b);
-                            starts.push(b.0);
-                        }
+                        self.bins_at(t, &mut bins, &mut starts)?;
                         if part.is_none() {
                             part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
                         }
@@ -682,14 +678,7 @@ impl FastGroup {
                 }
             }
         }
-        let metas: Vec<Option<Bson>> = self
-            .args
-            .iter()
-            .map(|a| match a {
-                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
-                _ => None,
-            })
-            .collect();
+        let metas = self.meta_args(st);
         let value_at = |arg: &Arg, meta: &Option<Bson>, r: u32| -> Option<Bson> {
             match arg {
                 Arg::Const(v) => Some(v.clone()),
@@ -739,6 +728,27 @@ impl FastGroup {
         Ok(())
     }
 
+    /// Appends the bin of time `t` for each of the key's time leaves, and the bins' starts.
+    fn bins_at(&self, t: i64, bins: &mut Vec<(i64, i64)>, starts: &mut Vec<i64>) -> Result<()> {
+        for leaf in &self.leaves {
+            let b = leaf.range(t)?;
+            bins.push(b);
+            starts.push(b.0);
+        }
+        Ok(())
+    }
+
+    /// Per accumulator, the meta value it reads in this bucket (`None` for the others).
+    fn meta_args(&self, st: &BucketStats<'_>) -> Vec<Option<Bson>> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The bucket's times as runs of equal times, when they are all the columns the group
     /// reads (counts, constants and meta values per time bin) and are stored as runs.
     fn time_runs(&self, scan: &Scan) -> Result<Option<Vec<(i64, u32)>>> {
@@ -761,14 +771,7 @@ impl FastGroup {
         st: &BucketStats<'_>,
         runs: &[(i64, u32)],
     ) -> Result<()> {
-        let metas: Vec<Option<Bson>> = self
-            .args
-            .iter()
-            .map(|a| match a {
-                Arg::Meta(rest) => st.meta.and_then(|m| path_in_value(m, rest)),
-                _ => None,
-            })
-            .collect();
+        let metas = self.meta_args(st);
         let feed = |table: &mut GroupTable, g: u32, rows: u64| {
             for ((acc, arg), meta) in table.accs(g).iter_mut().zip(&self.args).zip(&metas) {
                 match arg {
@@ -788,11 +791,7 @@ impl FastGroup {
             if !same {
                 bins.clear();
                 starts.clear();
-                for leaf in &self.leaves {
-                    let b = leaf.range(t)?;
-                    bins.push(b);
-                    starts.push(b.0);
-                }
+                self.bins_at(t, &mut bins, &mut starts)?;
                 if part.is_none() {
                     part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
                 }
