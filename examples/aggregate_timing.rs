@@ -16,15 +16,19 @@ fn thread_cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// Median wall and CPU milliseconds of `runs` runs, and the fastest wall time (the run least
-/// disturbed by other processes).
-fn medians(c: &Collection, p: &[Document], runs: usize) -> tsbucket::Result<(f64, f64, f64)> {
+/// Median wall and CPU milliseconds of `runs` runs, the fastest wall time (the run least
+/// disturbed by other processes) and the number of output documents.
+fn medians(
+    c: &Collection,
+    p: &[Document],
+    runs: usize,
+) -> tsbucket::Result<(f64, f64, f64, usize)> {
     let mut wall = Vec::with_capacity(runs);
     let mut cpu = Vec::with_capacity(runs);
+    let mut out = 0;
     for _ in 0..runs {
         let (s, c0) = (Instant::now(), thread_cpu_ns().unwrap_or(0));
-        let n = c.aggregate(p.to_vec())?.count();
-        std::hint::black_box(n);
+        out = std::hint::black_box(c.aggregate(p.to_vec())?.count());
         wall.push(s.elapsed().as_secs_f64() * 1000.0);
         cpu.push(thread_cpu_ns().unwrap_or(0).saturating_sub(c0) as f64 / 1e6);
     }
@@ -34,6 +38,7 @@ fn medians(c: &Collection, p: &[Document], runs: usize) -> tsbucket::Result<(f64
         wall.get(runs / 2).copied().unwrap_or(0.0),
         cpu.get(runs / 2).copied().unwrap_or(0.0),
         wall.first().copied().unwrap_or(0.0),
+        out,
     ))
 }
 
@@ -84,10 +89,10 @@ fn main() -> tsbucket::Result<()> {
             continue;
         }
         let ex = c.explain_aggregate(p.clone())?;
-        let (wall, cpu, fastest) = medians(c, &p, runs)?;
+        let (wall, cpu, fastest, out) = medians(c, &p, runs)?;
         println!(
             "{w} {name}: median {wall:.3} ms wall, {cpu:.3} ms cpu, fastest {fastest:.3} ms \
-             over {runs} runs \
+             over {runs} runs, {out} documents \
              (buckets {}, examined {}, from stats {}, pruned by stats {})",
             ex.buckets_total,
             ex.buckets_examined,

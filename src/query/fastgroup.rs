@@ -35,6 +35,7 @@ use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
 use crate::catalog::is_hidden;
 use crate::error::Result;
+use crate::segment::MetaFields;
 use bson::{Bson, DateTime, Document};
 use std::sync::Arc;
 
@@ -109,6 +110,8 @@ pub(crate) struct FastGroup {
     leaves: Vec<Leaf>,
     /// The key or an argument reads the meta value.
     reads_meta: bool,
+    /// The meta fields the key reads.
+    key_meta: MetaFields,
     /// Columns to decode.
     columns: Vec<String>,
     /// Per column: read by the group (else only by the filter).
@@ -148,7 +151,7 @@ fn key_ok(
     time: &str,
     meta: Option<&str>,
     leaves: &mut Vec<Leaf>,
-    meta_read: &mut bool,
+    meta_read: &mut Vec<String>,
 ) -> bool {
     match e {
         Expr::Const(_) => true,
@@ -156,11 +159,13 @@ fn key_ok(
             leaves.push(Leaf::Raw);
             true
         }
-        Expr::Path(p) => {
-            let m = meta.is_some_and(|m| meta_rest(p, m).is_some());
-            *meta_read |= m;
-            m
-        }
+        Expr::Path(p) => match meta.and_then(|m| meta_rest(p, m)) {
+            Some(rest) => {
+                meta_read.push(rest.to_string());
+                true
+            }
+            None => false,
+        },
         Expr::Doc(fields) => fields
             .iter()
             .all(|(_, e)| key_ok(e, time, meta, leaves, meta_read)),
@@ -232,10 +237,12 @@ impl FastGroup {
             ),
         };
         let mut leaves = Vec::new();
-        let mut reads_meta = false;
-        if !key_ok(&spec.id, time, meta, &mut leaves, &mut reads_meta) {
+        let mut key_paths = Vec::new();
+        if !key_ok(&spec.id, time, meta, &mut leaves, &mut key_paths) {
             return None;
         }
+        let mut reads_meta = !key_paths.is_empty();
+        let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
         let mut columns = Vec::new();
         let mut args = Vec::with_capacity(spec.accs.len());
         for a in &spec.accs {
@@ -283,6 +290,7 @@ impl FastGroup {
             picks,
             leaves,
             reads_meta,
+            key_meta,
             group_cols,
             columns,
             time_col,
@@ -393,6 +401,21 @@ impl FastGroup {
         if let Some(g) = part.and_then(|p| cache.get(p, starts)) {
             return Ok(Some(g));
         }
+        // The part's template gives the key without reading the meta value again.
+        let mut key = Vec::new();
+        if let Some(p) = part.filter(|&p| cache.key_bytes(p, starts, &mut key)) {
+            let g = match table.find_key(&key) {
+                Some(g) => Some(g),
+                None if !create => return Ok(None),
+                None => cache
+                    .id_value(p, &self.spec.id, &self.time_field, starts)
+                    .map(|id| table.insert_key(&key, id)),
+            };
+            if let Some(g) = g {
+                cache.put(p, starts, g);
+                return Ok(Some(g));
+            }
+        }
         let row = self.row(meta, t);
         let g = if create {
             Some(table.slot_expr(&self.spec.id, &row)?)
@@ -417,13 +440,17 @@ impl FastGroup {
         if t.is_none() && !self.leaves.is_empty() {
             return Ok(None);
         }
-        // A segment's buckets with one meta reference share their meta value, hence the part
-        // (the time bytes are zeroed in it, so which date `t` is does not matter).
+        // A segment's buckets whose meta values agree in the fields the key reads share the
+        // part (the time bytes are zeroed in it, so which date `t` is does not matter).
         let source = match src {
-            Source::Seg(seg, i) if self.reads_meta => seg
-                .buckets()
-                .get(*i as usize)
-                .map(|s| (Arc::as_ptr(seg) as usize, s.meta_ref())),
+            Source::Seg(seg, i) if self.reads_meta => {
+                seg.buckets().get(*i as usize).and_then(|s| {
+                    let at = Arc::as_ptr(seg) as usize;
+                    let id =
+                        cache.projected(at, s.meta_ref(), || seg.meta_projection(&self.key_meta));
+                    (id != u32::MAX).then_some((at, id))
+                })
+            }
             _ => None,
         };
         if let Some(p) = source.and_then(|k| cache.remembered(k)) {

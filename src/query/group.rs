@@ -95,6 +95,17 @@ impl GroupTable {
         g
     }
 
+    /// The group whose key encodes as `key`, if there is one.
+    pub fn find_key(&self, key: &[u8]) -> Option<u32> {
+        self.lookup(key).1
+    }
+
+    /// Adds a group with encoded key `key` (which no group has) and `_id` value `id`.
+    pub fn insert_key(&mut self, key: &[u8], id: Bson) -> u32 {
+        let h = self.hasher.hash_one(key);
+        self.insert(h, key, id)
+    }
+
     /// The index of the group of `id`, created if new.
     pub fn slot(&mut self, id: &Bson) -> u32 {
         let mut buf = std::mem::take(&mut self.buf);

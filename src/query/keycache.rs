@@ -9,6 +9,9 @@
 use super::expr::{Expr, Row};
 use super::group::key_template;
 use crate::error::Result;
+use crate::segment::MetaProjection;
+use bson::Bson;
+use std::sync::Arc;
 
 /// Bin starts of up to two time leaves (keys with more are not cached).
 type Starts = [i64; 2];
@@ -22,16 +25,28 @@ fn starts_key(starts: &[i64]) -> Option<Starts> {
     }
 }
 
+/// What a part knows of its keys: the encoding with the times zeroed, where the times go, and
+/// the `_id` value of one of its keys (whose times are replaced for another).
+struct Template {
+    key: Box<[u8]>,
+    at: Vec<usize>,
+    id: Bson,
+}
+
 /// Groups by (meta-dependent part of the key, bin starts).
 #[derive(Default)]
 pub struct KeyCache {
     parts: foldhash::HashMap<Box<[u8]>, u32>,
+    /// By part, from part 1.
+    templates: Vec<Template>,
     /// Parts by where a bucket's meta value came from (see [`KeyCache::remembered`]): per
     /// source, by index, `u32::MAX` when unknown.
     by_source: foldhash::HashMap<usize, Vec<u32>>,
     /// Groups by (part, bin starts) in one table: one map per part scattered small tables
     /// over the heap, and a probe was a cache miss more.
     bins: foldhash::HashMap<(u32, Starts), u32>,
+    /// Meta projections by source (see [`KeyCache::projected`]).
+    projections: foldhash::HashMap<usize, Arc<MetaProjection>>,
     /// Parts handed out so far (part 0 is the key that does not read meta).
     parts_made: u32,
     buf: Vec<u8>,
@@ -67,7 +82,44 @@ impl KeyCache {
         self.parts_made += 1;
         let p = self.parts_made;
         self.parts.insert(self.buf.as_slice().into(), p);
+        self.templates.push(Template {
+            key: self.buf.as_slice().into(),
+            at: self.at.clone(),
+            id: e.eval(row)?.unwrap_or(Bson::Null),
+        });
         Ok(Some(p))
+    }
+
+    /// Writes to `out` the encoding of the key of `part` whose time leaves fall in bins
+    /// starting at `starts` (what [`super::group::GroupTable`] hashes), built without
+    /// evaluating the key; false for part 0 or a key with another number of time leaves.
+    pub fn key_bytes(&self, part: u32, starts: &[i64], out: &mut Vec<u8>) -> bool {
+        let Some(t) = (part as usize)
+            .checked_sub(1)
+            .and_then(|i| self.templates.get(i))
+        else {
+            return false;
+        };
+        if t.at.len() != starts.len() {
+            return false;
+        }
+        out.clear();
+        out.extend_from_slice(&t.key);
+        t.at.iter().zip(starts).all(|(&off, s)| {
+            out.get_mut(off..off + 8)
+                .map(|b| b.copy_from_slice(&s.to_le_bytes()))
+                .is_some()
+        })
+    }
+
+    /// The `_id` value of the key of `part` whose time leaves (in `e`) fall in bins starting
+    /// at `starts`, from the part's template; `None` when `e` and the template disagree.
+    pub fn id_value(&self, part: u32, e: &Expr, time_field: &str, starts: &[i64]) -> Option<Bson> {
+        let t = self.templates.get((part as usize).checked_sub(1)?)?;
+        let mut id = t.id.clone();
+        let mut next = starts.iter();
+        set_leaves(e, &mut id, time_field, &mut next).then_some(())?;
+        next.next().is_none().then_some(id)
     }
 
     /// The part remembered for meta values from `source`: a caller's name for one meta
@@ -76,6 +128,21 @@ impl KeyCache {
     pub fn remembered(&self, (source, i): (usize, u32)) -> Option<u32> {
         let p = *self.by_source.get(&source)?.get(i as usize)?;
         (p != u32::MAX).then_some(p)
+    }
+
+    /// The number of meta reference `meta_ref` of `source` in its projection on the fields
+    /// the key reads (`make` builds the projection, once per source): sources' references
+    /// with one number share the key's part.
+    pub fn projected(
+        &mut self,
+        source: usize,
+        meta_ref: u32,
+        make: impl FnOnce() -> Arc<MetaProjection>,
+    ) -> u32 {
+        self.projections
+            .entry(source)
+            .or_insert_with(make)
+            .id(meta_ref)
     }
 
     /// Remembers `part` for meta values from `source`.
@@ -100,6 +167,58 @@ impl KeyCache {
         if let Some(k) = starts_key(starts) {
             self.bins.insert((part, k), g);
         }
+    }
+}
+
+/// True when `e` is a use of the time field that the key encodes as a date.
+fn is_leaf(e: &Expr, time_field: &str) -> bool {
+    match e {
+        Expr::Path(p) => p == time_field,
+        Expr::DateTrunc(d) => matches!(&d.date, Expr::Path(p) if p == time_field),
+        _ => false,
+    }
+}
+
+fn has_leaf(e: &Expr, time_field: &str) -> bool {
+    match e {
+        Expr::Doc(fields) => fields.iter().any(|(_, e)| has_leaf(e, time_field)),
+        Expr::Array(items) => items.iter().any(|e| has_leaf(e, time_field)),
+        e => is_leaf(e, time_field),
+    }
+}
+
+/// Replaces, in `v` (a value of `e`), the values of `e`'s time leaves by the next dates of
+/// `starts`, in expression order; false when `v` does not have `e`'s shape.
+fn set_leaves(
+    e: &Expr,
+    v: &mut Bson,
+    time_field: &str,
+    starts: &mut std::slice::Iter<'_, i64>,
+) -> bool {
+    if is_leaf(e, time_field) {
+        return match starts.next() {
+            Some(&s) => {
+                *v = Bson::DateTime(bson::DateTime::from_millis(s));
+                true
+            }
+            None => false,
+        };
+    }
+    match (e, v) {
+        (Expr::Doc(fields), Bson::Document(d)) => {
+            fields.iter().all(|(name, sub)| match d.get_mut(name) {
+                Some(x) => set_leaves(sub, x, time_field, starts),
+                None => !has_leaf(sub, time_field),
+            })
+        }
+        (Expr::Array(items), Bson::Array(a)) => {
+            items.len() == a.len()
+                && items
+                    .iter()
+                    .zip(a.iter_mut())
+                    .all(|(sub, x)| set_leaves(sub, x, time_field, starts))
+        }
+        (e, _) => !has_leaf(e, time_field),
     }
 }
 
@@ -132,6 +251,37 @@ mod tests {
             c.part(&e, &doc! {"m": {"h": "a"}}, "t", true).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn templates_give_the_key_and_id_of_any_bins() {
+        let e = Expr::parse(&Bson::Document(doc! {
+            "h": "$m.h",
+            "d": {"day": {"$dateTrunc": {"date": "$t", "unit": "day"}}, "raw": "$t"},
+            "c": 3,
+        }))
+        .unwrap();
+        let mut c = KeyCache::default();
+        let first = doc! {"m": {"h": "a"}, "t": DateTime::from_millis(90_000_000)};
+        let p = c.part(&e, &first, "t", true).unwrap().unwrap();
+        let later = doc! {"m": {"h": "a"}, "t": DateTime::from_millis(200_000_123)};
+        let starts = [172_800_000, 200_000_123];
+        let mut want = Vec::new();
+        let mut at = Vec::new();
+        assert!(key_template(&e, &later, "t", &mut want, &mut at).unwrap());
+        let mut got = Vec::new();
+        assert!(c.key_bytes(p, &starts, &mut got));
+        assert_eq!(got, want);
+        assert_eq!(
+            c.id_value(p, &e, "t", &starts),
+            e.eval(&later).unwrap(),
+            "the id is the evaluated key"
+        );
+        // The wrong number of bins, or part 0, is refused rather than guessed.
+        assert!(!c.key_bytes(p, &starts[..1], &mut got));
+        assert!(!c.key_bytes(0, &starts, &mut got));
+        assert_eq!(c.id_value(p, &e, "t", &starts[..1]), None);
+        assert_eq!(c.id_value(p, &e, "t", &[1, 2, 3]), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
 use super::prune::{field_verdict, over_range};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::order::type_rank;
+use crate::segment::MetaFields;
 use bson::{Bson, Document};
 
 /// What a bucket's statistics prove about a filter.
@@ -149,6 +150,9 @@ pub struct Plan {
     /// The conjuncts judged per bucket, meta field first; time conjuncts that the bounds state
     /// exactly are left to the bounds.
     ordered: Vec<Filter>,
+    /// The meta fields the meta conjuncts read: buckets whose meta values agree in them
+    /// share the meta conjuncts' verdict.
+    meta_fields: MetaFields,
     pub(crate) time_field: String,
     pub(crate) meta_field: Option<String>,
 }
@@ -292,6 +296,9 @@ impl Plan {
             exact &= decided;
         }
         meta.append(&mut rest);
+        let mut paths = Vec::new();
+        meta_conjuncts.iter().for_each(|c| c.paths(&mut paths));
+        let meta_fields = MetaFields::of_paths(paths.iter().map(|p| split_path(p).1.unwrap_or("")));
         Plan {
             filter,
             time_lo: lo,
@@ -299,6 +306,7 @@ impl Plan {
             meta_conjuncts,
             exact,
             ordered: meta,
+            meta_fields,
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
         }
@@ -373,8 +381,8 @@ impl Plan {
     }
 
     /// What the meta conjuncts alone prove about a bucket. It depends on nothing but the
-    /// bucket's meta value and [`BucketStats::meta_varies`], so buckets sharing both can share
-    /// it.
+    /// bucket's values in [`Plan::meta_fields`] and [`BucketStats::meta_varies`], so buckets
+    /// sharing both can share it.
     pub fn meta_verdict(&self, b: &BucketStats<'_>) -> Verdict {
         let mut out = Verdict::All;
         for c in &self.meta_conjuncts {
@@ -385,6 +393,11 @@ impl Plan {
             }
         }
         out
+    }
+
+    /// The meta fields the meta conjuncts read (see [`Plan::meta_verdict`]).
+    pub fn meta_fields(&self) -> &MetaFields {
+        &self.meta_fields
     }
 
     /// True when the filter has conjuncts on the meta field.

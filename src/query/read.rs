@@ -11,7 +11,7 @@ use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::db::{BucketLoc, CollState};
 use crate::error::{Error, Result};
-use crate::segment::Segment;
+use crate::segment::{MetaProjection, Segment};
 use bson::{Bson, Document};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -144,10 +144,13 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         (None, None) => Box::new(std::iter::empty()),
     };
     {
-        // The meta conjuncts' verdict per (segment, meta value, meta varies): a series has
-        // many buckets, and judging its meta value again for each was most of the planning.
-        // Indexed by segment, then by meta reference and whether the meta varies.
-        let mut by_meta: foldhash::HashMap<u64, Vec<Option<Verdict>>> = Default::default();
+        // The meta conjuncts' verdict per (segment, values of the fields they read, meta
+        // varies): a series has many buckets, and many series share the values of the fields a
+        // filter reads; judging each bucket's meta value again was most of the planning.
+        // Indexed by segment, then by projected meta value and whether the meta varies.
+        let mut by_meta: foldhash::HashMap<u64, (Arc<MetaProjection>, Vec<Option<Verdict>>)> =
+            Default::default();
+        let meta_fields = plan.meta_fields();
         for loc in locs {
             seg_in_range += 1;
             let Some(seg) = c.segments.get(&loc.segment) else {
@@ -162,8 +165,14 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
                 .with_meta_varies(s.meta_varies())
                 .with_dense(&dense);
             let verdict = plan.verdict_with_meta(&stats, || {
-                let seen = by_meta.entry(loc.segment).or_default();
-                let k = s.meta_ref() as usize * 2 + usize::from(s.meta_varies());
+                let (proj, seen) = by_meta
+                    .entry(loc.segment)
+                    .or_insert_with(|| (seg.meta_projection(meta_fields), Vec::new()));
+                let id = proj.id(s.meta_ref());
+                if id == u32::MAX {
+                    return plan.meta_verdict(&stats);
+                }
+                let k = id as usize * 2 + usize::from(s.meta_varies());
                 if let Some(Some(v)) = seen.get(k) {
                     return *v;
                 }

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod format;
+mod meta_proj;
 mod order;
 mod reader;
 mod sum_entry;
@@ -53,6 +54,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use meta_proj::{MetaFields, MetaProjection};
 pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
 pub use writer::write_segment;
 

@@ -13,6 +13,7 @@
 )]
 
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
+use super::meta_proj::{MetaFields, MetaProjection};
 use super::order::{compare_bson, is_composite};
 use super::sum_entry::{get_sums, TAG_SUMS};
 use super::writer::{id_base_millis, max_refs};
@@ -154,7 +155,12 @@ pub struct Segment {
     buckets: Vec<BucketSummary>,
     /// The last page read: a scan that reads buckets in order decompresses each page once.
     last_page: Mutex<Option<(u32, PageData)>>,
+    /// Meta projections built so far, latest last (see [`Segment::meta_projection`]).
+    projections: Mutex<Vec<(MetaFields, Arc<MetaProjection>)>>,
 }
+
+/// Meta projections a segment keeps; the oldest is dropped beyond this.
+const KEPT_PROJECTIONS: usize = 8;
 
 impl std::fmt::Debug for Segment {
     fn fmt(&self, fm: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -250,6 +256,7 @@ impl Segment {
             shapes: dir.shapes,
             buckets: dir.buckets,
             last_page: Mutex::new(None),
+            projections: Mutex::new(Vec::new()),
         })
     }
 
@@ -297,6 +304,21 @@ impl Segment {
     /// One summary per bucket, in file order.
     pub fn buckets(&self) -> &[BucketSummary] {
         &self.buckets
+    }
+
+    /// The numbering of this segment's meta references by their values in `fields`, built
+    /// on first use and kept.
+    pub fn meta_projection(&self, fields: &MetaFields) -> Arc<MetaProjection> {
+        let mut kept = self.projections.lock();
+        if let Some((_, p)) = kept.iter().find(|(f, _)| f == fields) {
+            return p.clone();
+        }
+        let p = Arc::new(MetaProjection::build(&self.buckets, fields));
+        if kept.len() >= KEPT_PROJECTIONS {
+            kept.remove(0);
+        }
+        kept.push((fields.clone(), p.clone()));
+        p
     }
 
     /// Decodes bucket `i` fully, after checking its page's checksum.

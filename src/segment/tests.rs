@@ -1457,3 +1457,51 @@ fn bucket_layout_tiles_the_pages_and_matches_the_column_bytes() {
     assert_eq!(compressed_pages, st.zstd_page_count);
     assert!(seg.bucket_layout(buckets.len()).is_err());
 }
+
+#[test]
+fn meta_projections_number_references_by_projected_fields() {
+    let (_d, path) = tmp();
+    let metas = [
+        doc! {"r": "eu", "h": "a"},
+        doc! {"r": "eu", "h": "b"},
+        doc! {"r": "us", "h": "a"},
+        doc! {"r": 1, "h": "a"},
+        doc! {"r": 1i64, "h": "a"},
+        doc! {"h": "c"},
+    ];
+    let buckets: Vec<BucketData> = metas
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let row = vec![(TIME.to_string(), Bson::DateTime(DateTime::from_millis(0)))];
+            make_bucket(
+                bucket_id(0, i as u64),
+                Some(Bson::Document(m.clone())),
+                &[row],
+                None,
+            )
+        })
+        .collect();
+    write_to(&path, &buckets, WriteOptions::default());
+    let seg = Segment::open(&RealFs, &path).unwrap();
+    let by_region = seg.meta_projection(&MetaFields::of_paths(["r"]));
+    let ids: Vec<u32> = seg
+        .buckets()
+        .iter()
+        .map(|b| by_region.id(b.meta_ref()))
+        .collect();
+    // Equal regions share a number; an int32 and an int64 1 do not; absent is its own value.
+    assert_eq!(ids[0], ids[1]);
+    assert_eq!(by_region.distinct(), 5);
+    let mut sorted = ids[1..].to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 5);
+    let whole = seg.meta_projection(&MetaFields::Whole);
+    assert_eq!(whole.distinct(), 6);
+    // Kept: the same fields give the same projection.
+    assert!(std::sync::Arc::ptr_eq(
+        &by_region,
+        &seg.meta_projection(&MetaFields::of_paths(["r.x", "r"]))
+    ));
+}
