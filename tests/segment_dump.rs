@@ -236,7 +236,7 @@ fn dumps_checks_and_reports_damage() {
         assert_eq!(got, e.buckets);
         assert_eq!(d["row_count"], e.rows.len());
         assert_eq!(d["header"]["format_version"], 1);
-        assert_eq!(d["header"]["directory_version"], 4);
+        assert_eq!(d["header"]["directory_version"], 5);
         assert_eq!(d["bson_bytes"], e.bson_bytes);
         let per_bucket: u64 = buckets
             .iter()

@@ -17,6 +17,7 @@
 
 use super::bits::{self, put_svarint, put_varint, unzigzag, varint_len, zigzag, Reader};
 use super::rc;
+use super::rice;
 use super::CodecError;
 
 /// Residual storage kinds (high bits of the mode byte).
@@ -50,6 +51,14 @@ const SPARSE_LONG: usize = 512;
 /// the heads. Top-level sequences only; segment directory version 4 and later.
 const SCALED_MODE: u8 = 0x40;
 
+/// Mode bit, with [`KIND_RICE`] and without `to_end`: the residuals are plain Rice codes
+/// ([`rice`]) instead of the adaptive model's. Segment directory version 5 and later.
+const PLAIN_MODE: u8 = 0x80;
+
+/// Plain Rice codes are kept when at most 1/`PLAIN_SLACK` larger than the smallest form: they
+/// read several times faster than the range-coded forms, which is worth a few percent.
+const PLAIN_SLACK: usize = 8;
+
 /// Sparse storage is tried when at most one residual in this many is nonzero (and kept as
 /// [`SPARSE_SLACK`] says).
 const SPARSE_SHARE: usize = 2;
@@ -57,6 +66,20 @@ const SPARSE_SHARE: usize = 2;
 /// Values per bit-packing block: small enough to adapt the width, large enough that the width
 /// byte is negligible.
 const PACK_BLOCK: usize = 128;
+
+#[cfg(test)]
+thread_local! {
+    /// Encode as directory-version-4 writers did, without plain Rice codes (tests pin those
+    /// encodings: files written then must still read the same).
+    pub(crate) static PLAIN_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn plain_off() -> bool {
+    #[cfg(test)]
+    return PLAIN_OFF.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    false
+}
 
 /// Residuals of `vals` for a differencing order, plus the heads needed to undo it.
 fn residuals(vals: &[i64], order: u8) -> (Vec<i64>, Vec<u64>) {
@@ -221,6 +244,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 /// kept within [`SPARSE_SLACK`] of the others.
 fn residual_body(res: &[u64], last: bool, top: bool) -> (u8, Vec<u8>) {
     let mut body = Vec::new();
+    let mut plain_mode = 0;
     let kind = if res.iter().all(|&v| v == 0) {
         KIND_ZERO
     } else {
@@ -239,7 +263,28 @@ fn residual_body(res: &[u64], last: bool, top: bool) -> (u8, Vec<u8>) {
         let rc_size = rcbuf.len() + len_size(rcbuf.len());
         let pack = pack_size(res);
         let flag = if last { TO_END } else { 0 };
-        if heavy_tail && rc_size < rice_size && rc_size < pack {
+        let smallest = pack
+            .min(rice_size)
+            .min(if heavy_tail { rc_size } else { usize::MAX });
+        let plain = rice::choose(res, k).filter(|&(_, size)| {
+            if plain_off() {
+                return false;
+            }
+            // The body is the `k` byte and the codes. Against PACK, which reads as fast,
+            // only when smaller.
+            let body = 1 + size;
+            if smallest == pack {
+                body < pack
+            } else {
+                body <= smallest + smallest / PLAIN_SLACK
+            }
+        });
+        if let Some((k, _)) = plain {
+            body.push(k as u8);
+            rice::encode(res, k, &mut body);
+            plain_mode = PLAIN_MODE;
+            KIND_RICE
+        } else if heavy_tail && rc_size < rice_size && rc_size < pack {
             if !last {
                 put_varint(&mut body, rcbuf.len() as u64);
             }
@@ -259,7 +304,7 @@ fn residual_body(res: &[u64], last: bool, top: bool) -> (u8, Vec<u8>) {
         }
     };
     // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
-    let mut mode = kind << 2;
+    let mut mode = kind << 2 | plain_mode;
     if let Some(sp) = top.then(|| sparse_body(res, last)).flatten() {
         // Within a little of the smallest form is good enough: sparse bodies decode at
         // memory speed and can be read as runs without expanding them. Long, very sparse
@@ -269,7 +314,7 @@ fn residual_body(res: &[u64], last: bool, top: bool) -> (u8, Vec<u8>) {
         let long = res.len() >= SPARSE_LONG && nz * 16 <= res.len();
         // Range-coded bodies cost a binary decision per residual to read: against them,
         // sparse gets a larger allowance.
-        let coded = matches!(kind & 3, KIND_RC | KIND_RICE);
+        let coded = matches!(kind & 3, KIND_RC | KIND_RICE) && plain_mode == 0;
         let slack = if coded {
             SPARSE_SLACK_CODED
         } else {
@@ -305,8 +350,9 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
     let to_end = mode & TO_END_MODE != 0;
     let is_sparse = mode & SPARSE_MODE != 0;
     let scaled = mode & SCALED_MODE != 0;
+    let plain = mode & PLAIN_MODE != 0;
     let bad = order > 2
-        || mode & 0x80 != 0
+        || (plain && (kind != KIND_RICE || to_end))
         || (!top && (is_sparse || scaled))
         || (is_sparse && (kind != KIND_ZERO || to_end))
         || (scaled && !is_sparse && kind == KIND_ZERO)
@@ -363,6 +409,13 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
             };
             rc::decode_residuals(data, res)
                 .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
+        }
+        _ if plain => {
+            let k_at = r.offset();
+            let k = u32::from(r.u8()?);
+            let used = rice::decode(r.peek_rest(), k, res)
+                .ok_or_else(|| CodecError::new(k_at, "corrupt Rice codes"))?;
+            r.bytes(used)?;
         }
         _ => {
             let k_at = r.offset();
@@ -568,9 +621,10 @@ mod tests {
         let top = sparse;
         let sparse = mode & SPARSE_MODE != 0;
         let scaled = mode & SCALED_MODE != 0;
+        let plain = mode & PLAIN_MODE != 0;
         let bad_sparse = sparse && (kind != 0 || to_end);
         if order > 2
-            || mode >> 7 != 0
+            || (plain && (kind != KIND_RICE || to_end))
             || (!top && (sparse || scaled))
             || bad_sparse
             || (scaled && !sparse && kind == KIND_ZERO)
@@ -676,6 +730,15 @@ mod tests {
                 };
                 rc::reference::decode_residuals(data, nres, push)
                     .ok_or_else(|| CodecError::new(len_at, "corrupt range-coded residuals"))?;
+            }
+            _ if plain => {
+                let k_at = r.offset();
+                let k = u32::from(r.u8()?);
+                let mut res = vec![0u64; nres];
+                let used = rice::reference_decode(r.peek_rest(), k, &mut res)
+                    .ok_or_else(|| CodecError::new(k_at, "corrupt Rice codes"))?;
+                r.bytes(used)?;
+                res.into_iter().for_each(&mut push);
             }
             _ => {
                 let k_at = r.offset();

@@ -19,6 +19,7 @@ mod int;
 mod oid;
 mod presence;
 mod rc;
+mod rice;
 mod string;
 mod zstd_body;
 

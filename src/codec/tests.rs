@@ -346,7 +346,7 @@ fn spec_examples_encode_to_the_documented_bytes() {
         Some(Bson::Double(1.75)),
     ]);
     let ex5 = hex(&[Some(Bson::Null), None]);
-    assert_eq!(ex1, "04 1d 14 00 f2");
+    assert_eq!(ex1, "04 8d 14 00 d0");
     assert_eq!(ex2, "25 0d 02 d0 0f a0 9c 01");
     assert_eq!(ex3, "07 01 02 61 62 01 63 02 61 62");
     assert_eq!(ex4, "06 02 02 fa 01 32");
@@ -408,6 +408,15 @@ fn golden_columns() -> Vec<Vec<Option<Bson>>> {
 /// (probabilities, adaptation) cannot slip in through a decoder optimisation.
 #[test]
 fn encodings_of_the_golden_columns_are_unchanged() {
+    assert_eq!(golden_encodings(), GOLDEN);
+    super::int::PLAIN_OFF.with(|off| off.set(true));
+    let v4 = golden_encodings();
+    super::int::PLAIN_OFF.with(|off| off.set(false));
+    assert_eq!(v4, GOLDEN_V4);
+}
+
+/// Length and crc32 of the encodings of the golden columns, after checking each decodes.
+fn golden_encodings() -> (usize, u32) {
     let mut all = Vec::new();
     for col in golden_columns() {
         let start = all.len();
@@ -419,12 +428,16 @@ fn encodings_of_the_golden_columns_are_unchanged() {
         all.len(),
         crc32fast::hash(&all)
     );
-    assert_eq!((all.len(), crc32fast::hash(&all)), GOLDEN);
+    (all.len(), crc32fast::hash(&all))
 }
 
-/// Length and crc32 of the golden encodings. Changed once, on purpose, by sparse and scaled residuals
-/// (segment directory 4); the earlier forms still decode (`int` tests, older segment fixtures).
-const GOLDEN: (usize, u32) = (6527, 0x02f7_4ef3);
+/// Length and crc32 of the golden encodings. Changed on purpose by sparse and scaled residuals
+/// (segment directory 4) and by plain Rice codes (directory 5); the earlier forms still decode
+/// (`int` tests, older segment fixtures, and [`GOLDEN_V4`]).
+const GOLDEN: (usize, u32) = (6575, 0x170f_7cd8);
+
+/// [`GOLDEN`] as directory-version-4 writers encoded the columns.
+const GOLDEN_V4: (usize, u32) = (6527, 0x02f7_4ef3);
 
 #[test]
 fn dense_decoders_give_present_values_and_flags() {
