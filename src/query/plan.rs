@@ -9,8 +9,9 @@ use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
 use super::prune::{field_verdict, over_range};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::order::type_rank;
-use crate::segment::MetaFields;
+use crate::segment::{BoundRef, FieldBounds, MetaFields};
 use bson::{Bson, Document};
+use std::sync::Arc;
 
 /// What a bucket's statistics prove about a filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,27 @@ pub struct BucketStats<'a> {
     pub time: Option<(i64, i64)>,
     /// [`BucketStats::meta_varies`] when the caller read it beforehand.
     pub varies: Option<bool>,
+    /// The bounds of a top-level field when the caller has them gathered (else, or on `None`,
+    /// they are read from `min` and `max`); see [`crate::segment::FieldBounds`].
+    pub bounds: Option<Gathered<'a>>,
+}
+
+/// Field bounds a caller gathered for one bucket: `bounds[i]` holds those of `fields[i]`.
+#[derive(Clone, Copy)]
+pub struct Gathered<'a> {
+    /// Top-level field names.
+    pub fields: &'a [String],
+    /// Their bounds in the bucket's segment.
+    pub bounds: &'a [Arc<FieldBounds>],
+    /// The bucket's index in its segment.
+    pub index: usize,
+}
+
+impl<'a> Gathered<'a> {
+    fn get(&self, field: &str) -> Option<BoundRef<'a>> {
+        let at = self.fields.iter().position(|f| f == field)?;
+        self.bounds.get(at)?.get(self.index)
+    }
 }
 
 impl std::fmt::Debug for BucketStats<'_> {
@@ -93,7 +115,23 @@ impl<'a> BucketStats<'a> {
             dense: None,
             time: None,
             varies: None,
+            bounds: None,
         }
+    }
+
+    /// Adds where the bounds of fields can be read without looking into `min` and `max`.
+    pub fn with_bounds(self, bounds: Gathered<'a>) -> BucketStats<'a> {
+        BucketStats {
+            bounds: Some(bounds),
+            ..self
+        }
+    }
+
+    /// The bounds of top-level field `field`.
+    fn bound(&self, field: &str) -> BoundRef<'a> {
+        self.bounds
+            .and_then(|g| g.get(field))
+            .unwrap_or_else(|| BoundRef::of(self.min, self.max, field))
     }
 
     /// Adds whether some rows carry their own meta value (see [`BucketStats::meta_varies`]).
@@ -400,6 +438,30 @@ impl Plan {
         &self.meta_fields
     }
 
+    /// The top-level measurement fields whose bounds the verdict reads (time and meta fields
+    /// aside), each once.
+    pub fn stat_fields(&self) -> Vec<String> {
+        let mut paths = Vec::new();
+        for c in self
+            .ordered
+            .get(self.meta_conjuncts.len()..)
+            .unwrap_or_default()
+        {
+            c.paths(&mut paths);
+        }
+        let mut heads: Vec<String> = Vec::new();
+        for p in &paths {
+            let head = split_path(p).0;
+            let skip = head == self.time_field
+                || self.meta_field.as_deref() == Some(head)
+                || is_hidden(head);
+            if !skip && !heads.iter().any(|h| h == head) {
+                heads.push(head.to_string());
+            }
+        }
+        heads
+    }
+
     /// True when the filter has conjuncts on the meta field.
     pub fn has_meta_conjuncts(&self) -> bool {
         !self.meta_conjuncts.is_empty()
@@ -494,11 +556,11 @@ impl Plan {
         if is_hidden(head) {
             return Verdict::of(pred.matches(&[]));
         }
-        let (lo, hi) = match (b.min.get(head), b.max.get(head)) {
-            (Some(lo), Some(hi)) => (lo, hi),
+        let (lo, hi) = match b.bound(head) {
+            BoundRef::Range(lo, hi) => (lo, hi),
             // control holds every field some row has: no row has this one.
-            (None, None) => return Verdict::of(pred.matches(&[])),
-            _ => return Verdict::Some,
+            BoundRef::Absent => return Verdict::of(pred.matches(&[])),
+            BoundRef::Partial => return Verdict::Some,
         };
         // Bounds of documents and arrays are taken element-wise: they bound no single value.
         let composite = |v: &Bson| matches!(v, Bson::Document(_) | Bson::Array(_));
@@ -530,6 +592,18 @@ mod tests {
 
     fn plan(f: Document) -> Plan {
         Plan::new(Filter::parse(&f).unwrap(), "t", Some("m"))
+    }
+
+    #[test]
+    fn stat_fields_are_the_measurement_fields_read() {
+        let p = plan(doc! {
+            "a": {"$gt": 5},
+            "m.x": 1,
+            "t": {"$gte": t(0)},
+            "$or": [{"b": 1}, {"c.d": 2}, {"a": 3}],
+        });
+        assert_eq!(p.stat_fields(), vec!["a", "b", "c"]);
+        assert!(plan(doc! {"m": 1}).stat_fields().is_empty());
     }
 
     fn verdict(p: &Plan, meta: Bson, lo: i64, hi: i64) -> Verdict {

@@ -4,6 +4,7 @@
 use super::columns::{self, Col};
 pub use super::cursor::Cursor;
 use super::filter::Filter;
+use super::plan::Gathered;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
 use super::rows::{heads, Need, Rows};
@@ -11,7 +12,7 @@ use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::db::{BucketLoc, CollState};
 use crate::error::{Error, Result};
-use crate::segment::{MetaProjection, Segment};
+use crate::segment::{FieldBounds, MetaProjection, Segment};
 use bson::{Bson, Document};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -151,6 +152,10 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         let mut by_meta: foldhash::HashMap<u64, (Arc<MetaProjection>, Vec<Option<Verdict>>)> =
             Default::default();
         let meta_fields = plan.meta_fields();
+        // The bounds of the fields the other conjuncts read, gathered per segment (see
+        // `FieldBounds`): in the same order as `stat_fields`.
+        let stat_fields = plan.stat_fields();
+        let mut by_bounds: foldhash::HashMap<u64, Vec<Arc<FieldBounds>>> = Default::default();
         for loc in locs {
             seg_in_range += 1;
             let Some(seg) = c.segments.get(&loc.segment) else {
@@ -160,10 +165,23 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
                 continue;
             };
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
+            let gathered: &[Arc<FieldBounds>] = if stat_fields.is_empty() {
+                &[]
+            } else {
+                by_bounds
+                    .entry(loc.segment)
+                    .or_insert_with(|| stat_fields.iter().map(|f| seg.field_bounds(f)).collect())
+            };
+            let bounds = Gathered {
+                fields: &stat_fields,
+                bounds: gathered,
+                index: loc.index as usize,
+            };
             let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
                 .with_time(s.time_range().0, s.time_range().1)
                 .with_meta_varies(s.meta_varies())
-                .with_dense(&dense);
+                .with_dense(&dense)
+                .with_bounds(bounds);
             let verdict = plan.verdict_with_meta(&stats, || {
                 let (proj, seen) = by_meta
                     .entry(loc.segment)

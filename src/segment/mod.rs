@@ -44,6 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod bounds;
 pub mod format;
 mod meta_proj;
 mod order;
@@ -54,6 +55,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use bounds::{BoundRef, FieldBounds};
 pub use meta_proj::{MetaFields, MetaProjection};
 pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
 pub use writer::write_segment;

@@ -12,6 +12,7 @@
     clippy::panic
 )]
 
+use super::bounds::FieldBounds;
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::meta_proj::{MetaFields, MetaProjection};
 use super::order::{compare_bson, is_composite};
@@ -157,10 +158,15 @@ pub struct Segment {
     last_page: Mutex<Option<(u32, PageData)>>,
     /// Meta projections built so far, latest last (see [`Segment::meta_projection`]).
     projections: Mutex<Vec<(MetaFields, Arc<MetaProjection>)>>,
+    /// Field bounds gathered so far, latest last (see [`Segment::field_bounds`]).
+    bounds: Mutex<Vec<(String, Arc<FieldBounds>)>>,
 }
 
 /// Meta projections a segment keeps; the oldest is dropped beyond this.
 const KEPT_PROJECTIONS: usize = 8;
+
+/// Fields whose bounds a segment keeps; the oldest is dropped beyond this.
+const KEPT_BOUNDS: usize = 8;
 
 impl std::fmt::Debug for Segment {
     fn fmt(&self, fm: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -257,6 +263,7 @@ impl Segment {
             buckets: dir.buckets,
             last_page: Mutex::new(None),
             projections: Mutex::new(Vec::new()),
+            bounds: Mutex::new(Vec::new()),
         })
     }
 
@@ -319,6 +326,20 @@ impl Segment {
         }
         kept.push((fields.clone(), p.clone()));
         p
+    }
+
+    /// The bounds of top-level field `field` in every bucket, gathered on first use and kept.
+    pub fn field_bounds(&self, field: &str) -> Arc<FieldBounds> {
+        let mut kept = self.bounds.lock();
+        if let Some((_, b)) = kept.iter().find(|(f, _)| f == field) {
+            return b.clone();
+        }
+        let b = Arc::new(FieldBounds::build(&self.buckets, field));
+        if kept.len() >= KEPT_BOUNDS {
+            kept.remove(0);
+        }
+        kept.push((field.to_string(), b.clone()));
+        b
     }
 
     /// Decodes bucket `i` fully, after checking its page's checksum.

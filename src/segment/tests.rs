@@ -1505,3 +1505,32 @@ fn meta_projections_number_references_by_projected_fields() {
         &seg.meta_projection(&MetaFields::of_paths(["r.x", "r"]))
     ));
 }
+
+#[test]
+fn field_bounds_are_the_control_bounds_of_every_bucket() {
+    let (_d, path) = tmp();
+    let buckets = sample_buckets(300, 7);
+    write_to(&path, &buckets, WriteOptions::default());
+    let seg = Segment::open(&RealFs, &path).unwrap();
+    let mut fields: Vec<String> = seg
+        .buckets()
+        .iter()
+        .flat_map(|b| b.min.keys().chain(b.max.keys()).cloned())
+        .collect();
+    fields.sort();
+    fields.dedup();
+    fields.push("nowhere".into());
+    assert!(fields.len() > 3, "{fields:?}");
+    for f in &fields {
+        let gathered = seg.field_bounds(f);
+        for (i, b) in seg.buckets().iter().enumerate() {
+            assert_eq!(
+                gathered.get(i),
+                Some(BoundRef::of(&b.min, &b.max, f)),
+                "{f} {i}"
+            );
+        }
+        assert_eq!(gathered.get(seg.buckets().len()), None);
+        assert!(std::sync::Arc::ptr_eq(&gathered, &seg.field_bounds(f)));
+    }
+}
