@@ -499,7 +499,10 @@ impl FastGroup {
                     .iter()
                     .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
                 if !ordered {
-                    order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i)));
+                    match file_order(scans) {
+                        Some(o) => order = o,
+                        None => order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i))),
+                    }
                 }
             }
         }
@@ -880,6 +883,46 @@ impl FastGroup {
         }
         Ok(())
     }
+}
+
+/// The indexes of `scans` with segment buckets in file order, segment by segment (segments in
+/// address order, as the sort in [`FastGroup::visit_order`] has them), then the others in
+/// arrival order: a counting sort, linear where a comparison sort of a whole collection's
+/// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
+/// their segments for that to pay, or list a bucket twice.
+fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
+    let mut segs: Vec<(usize, Vec<u32>)> = Vec::new();
+    let mut at: foldhash::HashMap<usize, usize> = Default::default();
+    let mut rest = Vec::new();
+    let mut slots = 0usize;
+    for (k, s) in scans.iter().enumerate() {
+        let Source::Seg(seg, i) = &s.src else {
+            rest.push(k);
+            continue;
+        };
+        let key = Arc::as_ptr(seg) as usize;
+        let p = *at.entry(key).or_insert_with(|| {
+            let n = seg.buckets().len();
+            slots += n;
+            segs.push((key, vec![u32::MAX; n]));
+            segs.len() - 1
+        });
+        if slots > scans.len().saturating_mul(4) {
+            return None;
+        }
+        let slot = segs.get_mut(p)?.1.get_mut(*i as usize)?;
+        if *slot != u32::MAX {
+            return None;
+        }
+        *slot = u32::try_from(k).ok()?;
+    }
+    segs.sort_unstable_by_key(|(key, _)| *key);
+    let mut out = Vec::with_capacity(scans.len());
+    for (_, v) in segs {
+        out.extend(v.into_iter().filter(|&k| k != u32::MAX).map(|k| k as usize));
+    }
+    out.extend(rest);
+    Some(out)
 }
 
 #[cfg(test)]

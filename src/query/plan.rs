@@ -462,6 +462,14 @@ impl Plan {
         heads
     }
 
+    /// True when every bucket matches in every row, whatever its statistics: no time bounds
+    /// and nothing else to decide.
+    pub fn takes_everything(&self) -> bool {
+        self.time_lo == i64::MIN
+            && self.time_hi == i64::MAX
+            && self.ordered.iter().all(|c| matches!(c, Filter::True))
+    }
+
     /// True when the filter has conjuncts on the meta field.
     pub fn has_meta_conjuncts(&self) -> bool {
         !self.meta_conjuncts.is_empty()

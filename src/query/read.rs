@@ -155,6 +155,7 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         // The bounds of the fields the other conjuncts read, gathered per segment (see
         // `FieldBounds`): in the same order as `stat_fields`.
         let stat_fields = plan.stat_fields();
+        let everything = plan.takes_everything();
         let mut by_bounds: foldhash::HashMap<u64, Vec<Arc<FieldBounds>>> = Default::default();
         for loc in locs {
             seg_in_range += 1;
@@ -164,6 +165,12 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
             let Some(s) = seg.buckets().get(loc.index as usize) else {
                 continue;
             };
+            if everything {
+                // Not even the bucket's summary is read: in `_id` order the summaries lie
+                // scattered over memory, and touching each was a cache miss per bucket.
+                keep(&mut ex, Source::Seg(seg.clone(), loc.index), Verdict::All);
+                continue;
+            }
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
             let gathered: &[Arc<FieldBounds>] = if stat_fields.is_empty() {
                 &[]
