@@ -23,6 +23,8 @@ mod rice;
 mod string;
 mod zstd_body;
 
+pub(crate) use zstd_body::decompress_frame;
+
 #[cfg(test)]
 mod devops;
 #[cfg(test)]

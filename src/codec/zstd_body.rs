@@ -76,15 +76,21 @@ pub(crate) fn decompress(r: &mut Reader) -> Result<Vec<u8>, CodecError> {
         .ok()
         .filter(|&l| l <= limit)
         .ok_or_else(|| CodecError::new(at, format!("zstd length {len} exceeds limit {limit}")))?;
-    let out = DECOMPRESSOR.with(|d| {
+    match decompress_frame(frame, len) {
+        Some(v) if v.len() == len => Ok(v),
+        _ => Err(CodecError::new(frame_at, "corrupt zstd frame")),
+    }
+}
+
+/// Decompresses one zstd frame of at most `capacity` bytes with this thread's decompressor:
+/// a fresh context per call allocates and initialises ~100 KB of tables, which dominated
+/// reading small pages.
+pub(crate) fn decompress_frame(frame: &[u8], capacity: usize) -> Option<Vec<u8>> {
+    DECOMPRESSOR.with(|d| {
         let mut d = d.try_borrow_mut().ok()?;
         if d.is_none() {
             *d = Some(zstd::bulk::Decompressor::new().ok()?);
         }
-        d.as_mut()?.decompress(frame, len).ok()
-    });
-    match out {
-        Some(v) if v.len() == len => Ok(v),
-        _ => Err(CodecError::new(frame_at, "corrupt zstd frame")),
-    }
+        d.as_mut()?.decompress(frame, capacity).ok()
+    })
 }

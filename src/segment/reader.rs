@@ -502,8 +502,8 @@ impl Segment {
             f::PAGE_RAW => Ok(PageData::Mapped),
             _ => {
                 // raw_len was bounded by MAX_PAGE_RAW_LEN at open.
-                let raw = zstd::bulk::decompress(stored, pg.raw_len as usize)
-                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                let raw = crate::codec::decompress_frame(stored, pg.raw_len as usize)
+                    .ok_or_else(|| bad("corrupt zstd frame".into()))?;
                 if raw.len() != pg.raw_len as usize {
                     return Err(bad(format!(
                         "decompressed to {} bytes, directory says {}",
