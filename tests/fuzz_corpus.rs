@@ -220,6 +220,20 @@ fn write_seed_corpus() {
                 .collect(),
         ),
         (
+            // A small random walk: stored as plain Rice codes (directory version 5).
+            "int-walk",
+            (0..200i64)
+                .scan(50i64, |v, k| {
+                    let mut h = (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    h = (h ^ (h >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    h ^= h >> 29;
+                    // -1, 0 or +1, 0 twice as often: the shape of the devops walks.
+                    *v += (h & 1) as i64 + (h >> 1 & 1) as i64 - 1;
+                    Some(Some(Bson::Int64(*v)))
+                })
+                .collect(),
+        ),
+        (
             "zstd",
             (0..400)
                 .map(|k| {
