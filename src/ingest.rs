@@ -5,12 +5,14 @@
 
 mod encode;
 mod ids;
+mod series;
+
+pub use series::{series_key, SeriesKey};
 
 use ids::IdBlock;
 
 use crate::catalog::column::to_bson;
 use crate::catalog::is_hidden;
-use crate::catalog::meta::normalize;
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
@@ -42,7 +44,10 @@ pub struct Prepared {
     pub size: usize,
     /// Series key: equal exactly when the normalised meta values are equal; empty when the
     /// document has no meta field.
-    pub key: Vec<u8>,
+    pub key: SeriesKey,
+    /// True when the meta value's bytes are the key's (after its two leading bytes), so two
+    /// such documents of one series have byte-identical meta values.
+    pub meta_exact: bool,
     /// Offset of the document in the payload.
     pub start: usize,
     /// Length of the document.
@@ -149,13 +154,13 @@ fn encode_one(
             let bytes = out.get(at..).unwrap_or_default();
             series_key_of_encoded(v, bytes).map_err(|e| bad(format!("malformed BSON: {e}")))?
         }
-        None => Vec::new(),
+        None => (SeriesKey::none(), false),
     };
     Ok((finish(time_ms, key, start, len, index, fields)?, id))
 }
 
 /// The series key of a meta value just encoded at the start of `bytes`.
-fn series_key_of_encoded(v: &Bson, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+fn series_key_of_encoded(v: &Bson, bytes: &[u8]) -> std::result::Result<(SeriesKey, bool), String> {
     match v {
         Bson::Document(_) => {
             let len = bytes
@@ -199,7 +204,7 @@ pub fn prepare_raw_batch(
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
         let mut id = None;
-        let (mut time_ms, mut key) = (None, Vec::new());
+        let (mut time_ms, mut key) = (None, (SeriesKey::none(), false));
         seen.clear();
         // Walk every element once: it proves the bytes well formed all the way down, and
         // finds the time and meta values (names are unique, so the first is the only one).
@@ -291,10 +296,10 @@ pub fn prepare_raw(
     let key = match fields.meta {
         Some(m) => match raw.get(m) {
             Ok(Some(v)) => series_key(v),
-            Ok(None) => Vec::new(),
+            Ok(None) => (SeriesKey::none(), false),
             Err(e) => return Err(bad(format!("malformed BSON: {e}"))),
         },
-        None => Vec::new(),
+        None => (SeriesKey::none(), false),
     };
     finish(time_ms, key, start, len, index, fields)
 }
@@ -310,7 +315,7 @@ fn no_time(fields: &Fields<'_>) -> String {
 /// Applies the size limits and assembles the prepared measurement.
 fn finish(
     time_ms: i64,
-    key: Vec<u8>,
+    (key, meta_exact): (SeriesKey, bool),
     start: usize,
     len: usize,
     index: usize,
@@ -333,101 +338,10 @@ fn finish(
         time_ms,
         size: len.saturating_sub(key.len()),
         key,
+        meta_exact,
         start,
         len,
     })
-}
-
-fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
-    match v {
-        RawBsonRef::Document(d) => {
-            let mut prev: Option<&str> = None;
-            for e in d.iter() {
-                let Ok((k, v)) = e else { return false };
-                let k = k.as_str();
-                if prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) || !raw_is_normalized(v) {
-                    return false;
-                }
-                prev = Some(k);
-            }
-            true
-        }
-        RawBsonRef::Array(a) => a.into_iter().all(|e| e.is_ok_and(raw_is_normalized)),
-        _ => true,
-    }
-}
-
-/// Most series send their meta in the same field order every time; remembering the key of
-/// recent raw meta values saves walking, normalising and re-encoding it per document.
-const KEY_CACHE_ENTRIES: usize = 65_536;
-
-type Cache = foldhash::HashMap<Vec<u8>, Vec<u8>>;
-
-thread_local! {
-    // One map per element type: a document and an array can have the same bytes.
-    static KEYS: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
-}
-
-/// The series key of a document or array meta value whose bytes are `raw`.
-fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> Vec<u8> {
-    let which = usize::from(matches!(v, RawBsonRef::Array(_)));
-    let hit = KEYS.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
-    if let Some(hit) = hit {
-        return hit;
-    }
-    let mut k = vec![1u8, v.element_type() as u8];
-    if raw_is_normalized(v) {
-        k.extend_from_slice(raw);
-    } else {
-        k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
-    }
-    KEYS.with(|c| {
-        if let Some(m) = c.borrow_mut().get_mut(which) {
-            if m.len() >= KEY_CACHE_ENTRIES {
-                m.clear();
-            }
-            m.insert(raw.to_vec(), k.clone());
-        }
-    });
-    k
-}
-
-fn doc_bytes(v: &Bson) -> Vec<u8> {
-    let d = match v {
-        Bson::Document(d) => d.clone(),
-        Bson::Array(a) => a
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (i.to_string(), x.clone()))
-            .collect(),
-        _ => Document::new(),
-    };
-    d.to_vec().unwrap_or_default()
-}
-
-/// The series key of a meta value: a type byte and bytes that are equal exactly when two meta
-/// values are equal after normalisation (fields of embedded documents sorted by name). A
-/// present meta always yields a non-empty key, so it never collides with a missing one.
-pub fn series_key(v: RawBsonRef<'_>) -> Vec<u8> {
-    let mut k = vec![1u8, v.element_type() as u8];
-    match v {
-        RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
-        RawBsonRef::Array(a) => return nested_key(v, a.as_bytes()),
-        RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
-        RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
-        RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),
-        RawBsonRef::Double(f) => k.extend_from_slice(&f.to_le_bytes()),
-        RawBsonRef::ObjectId(o) => k.extend_from_slice(&o.bytes()),
-        RawBsonRef::Boolean(b) => k.push(u8::from(b)),
-        RawBsonRef::DateTime(t) => k.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
-        RawBsonRef::Null | RawBsonRef::Undefined | RawBsonRef::MinKey | RawBsonRef::MaxKey => {}
-        other => {
-            let mut d = Document::new();
-            d.insert("", to_bson(other));
-            k.extend_from_slice(&d.to_vec().unwrap_or_default());
-        }
-    }
-    k
 }
 
 /// A decoded insert record: the collection and each document's place in the payload.

@@ -1,4 +1,4 @@
-//! An open bucket: measurements appended column by column from their raw BSON bytes.
+//! An open bucket: measurements kept as raw BSON rows or split into typed columns.
 
 use super::column::{rank_of, to_bson, Data};
 use super::control::Schema;
@@ -67,6 +67,7 @@ pub struct FitLimits {
     pub large_max_size: usize,
 }
 
+#[derive(Clone)]
 struct ColumnBuilder {
     name: String,
     data: Data,
@@ -126,34 +127,12 @@ impl ColumnBuilder {
     }
 }
 
-/// One open bucket.
-pub struct BucketBuilder {
-    pub(crate) id: ObjectId,
-    /// Rounded start, milliseconds since the epoch (`control.min.<time>`).
-    pub(crate) start_ms: i64,
-    pub(crate) meta: Option<Bson>,
-    /// Raw bytes of `meta` when it is a document or array: rows compare against these without
-    /// building a `Bson` value.
-    meta_bytes: Option<Vec<u8>>,
-    pub(crate) count: u32,
-    /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
-    pub(crate) size: usize,
-    /// BSON size of the measurements as inserted (meta field and `_id` included).
-    pub(crate) bson_bytes: u64,
-    pub(crate) max_time_ms: i64,
-    pub(crate) min_seq: u64,
-    pub(crate) last_touch: u64,
-    /// The series' insert count when this bucket last took a measurement.
-    pub(crate) last_series_insert: u64,
-    pub(crate) kept_open_for_large: bool,
-    last_batch: u64,
-    time_field: String,
-    meta_field: Option<String>,
+/// Typed columns of the rows split so far, with the field order of each row.
+#[derive(Clone, Default)]
+struct Columns {
     columns: Vec<ColumnBuilder>,
     shapes: Vec<Shape>,
     row_shapes: Vec<u32>,
-    seqs: Vec<u64>,
-    idxs: Vec<u32>,
     raw_metas: Vec<Option<Bson>>,
     /// Shape of the last row taken.
     scratch: Shape,
@@ -163,71 +142,14 @@ pub struct BucketBuilder {
     last_names: Vec<u8>,
 }
 
-impl BucketBuilder {
-    /// An empty bucket starting at `start_ms`.
-    pub fn new(
-        id: ObjectId,
-        start_ms: i64,
-        meta: Option<Bson>,
-        time_field: &str,
-        meta_field: Option<&str>,
-    ) -> BucketBuilder {
-        let meta_bytes = match &meta {
-            Some(m @ (Bson::Document(_) | Bson::Array(_))) => {
-                let mut d = Document::new();
-                d.insert("", m.clone());
-                // The value's bytes sit after the 4-byte length, type byte and empty name.
-                d.to_vec()
-                    .ok()
-                    .and_then(|v| v.get(6..v.len().saturating_sub(1)).map(<[u8]>::to_vec))
-            }
-            _ => None,
-        };
-        BucketBuilder {
-            id,
-            start_ms,
-            meta,
-            meta_bytes,
-            count: 0,
-            size: 0,
-            bson_bytes: 0,
-            max_time_ms: i64::MIN,
-            min_seq: u64::MAX,
-            last_touch: 0,
-            last_series_insert: 0,
-            kept_open_for_large: false,
-            last_batch: 0,
-            time_field: time_field.to_string(),
-            meta_field: meta_field.map(str::to_string),
-            columns: Vec::new(),
-            shapes: Vec::new(),
-            row_shapes: Vec::new(),
-            seqs: Vec::new(),
-            idxs: Vec::new(),
-            raw_metas: Vec::new(),
-            scratch: Vec::new(),
-            last_names: Vec::new(),
-        }
-    }
+/// What splitting a row into columns needs to know about its bucket.
+struct RowContext<'a> {
+    meta_field: Option<&'a str>,
+    /// The bucket's meta value as an element type and value bytes.
+    meta_raw: Option<&'a (u8, Vec<u8>)>,
+}
 
-    pub(crate) fn last_batch(&self) -> u64 {
-        self.last_batch
-    }
-
-    pub(crate) fn set_last_batch(&mut self, b: u64) {
-        self.last_batch = b;
-    }
-
-    /// True when some row's meta differs byte for byte from the bucket's meta value.
-    pub fn meta_varies(&self) -> bool {
-        !self.raw_metas.is_empty()
-    }
-
-    /// Approximate memory held, for the catalog's memory limit.
-    pub fn memory(&self) -> usize {
-        self.size * 2 + 1024
-    }
-
+impl Columns {
     fn column_index(&self, name: &str, hint: usize) -> Option<usize> {
         if let Some(c) = self.columns.get(hint) {
             if c.name == name {
@@ -237,34 +159,10 @@ impl BucketBuilder {
         self.columns.iter().position(|c| c.name == name)
     }
 
-    fn is_meta(&self, k: &str) -> bool {
-        self.meta_field.as_deref() == Some(k)
-    }
-
-    /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
-    pub fn window_contains(&self, t_ms: i64, span_ms: i64) -> bool {
-        t_ms >= self.start_ms && t_ms - self.start_ms < span_ms
-    }
-
-    /// Appends a measurement unless the bucket must refuse it (count, size or a type-class
-    /// change); a refused measurement leaves the bucket untouched. One pass over the raw
-    /// document: elements are staged while the schema is checked, then appended.
-    pub fn try_push(
-        &mut self,
-        doc: &RawDocument,
-        m: &Prepared,
-        seq: u64,
-        idx: u32,
-        limits: &FitLimits,
-    ) -> Result<(), Refusal> {
-        if self.count >= limits.max_count {
-            return Err(Refusal::Count);
-        }
-        // Below the minimum count a bucket may grow past max_size (large measurements).
-        let over = self.count > 0 && self.size + m.size > limits.max_size;
-        if over && (self.count >= limits.min_count || self.size + m.size > limits.large_max_size) {
-            return Err(Refusal::Size);
-        }
+    /// Splits a row into the columns, unless a field would change type class; a refused row
+    /// leaves the columns untouched. One pass over the raw document: elements are staged while
+    /// the schema is checked, then appended.
+    fn push(&mut self, doc: &RawDocument, row: u32, cx: &RowContext<'_>) -> Result<(), Refusal> {
         const NEW: u32 = u32::MAX - 1;
         let mut staged: Vec<(u32, &str, RawBsonRef<'_>, ElementType)> = Vec::with_capacity(16);
         let mut hint = 0;
@@ -288,7 +186,7 @@ impl BucketBuilder {
                 }
                 None => {
                     pos = None;
-                    if self.is_meta(k) {
+                    if cx.meta_field == Some(k) {
                         META_SLOT
                     } else {
                         self.column_index(k, hint).map_or(NEW, |i| i as u32)
@@ -308,7 +206,6 @@ impl BucketBuilder {
         if !same_names {
             self.last_names.clear();
         }
-        let row = self.count;
         let mut shape = std::mem::take(&mut self.scratch);
         shape.clear();
         for (slot, k, v, t) in staged {
@@ -318,7 +215,7 @@ impl BucketBuilder {
             }
             if slot == META_SLOT {
                 shape.push(META_SLOT);
-                self.note_meta(row, v);
+                self.note_meta(row, v, cx);
                 continue;
             }
             let i = if slot == NEW {
@@ -354,6 +251,253 @@ impl BucketBuilder {
             self.row_shapes.push(shape_id as u32);
         }
         self.scratch = shape;
+        Ok(())
+    }
+
+    /// Records a row's meta value where it is not byte-identical to the bucket's (byte
+    /// equality of type and value is [`identical`]: same types, same field order, same bits).
+    fn note_meta(&mut self, row: u32, v: RawBsonRef<'_>, cx: &RowContext<'_>) {
+        let same = cx
+            .meta_raw
+            .is_some_and(|(t, bytes)| *t == v.element_type() as u8 && value_bytes(v) == *bytes);
+        if !same {
+            if self.raw_metas.len() < row as usize {
+                self.raw_metas.resize(row as usize, None);
+            }
+            self.raw_metas.push(Some(to_bson(v)));
+        }
+    }
+}
+
+/// Columns of rows that wait unsplit: documents back to back in `pending`, each without the
+/// meta field and all with the fields of `signature` (`{ type | name | 0 }` per field, meta
+/// included where it stood). Written for the one shape such rows share, so no name is looked
+/// up and every value goes straight into its typed vector.
+fn split_uniform(
+    signature: &[u8],
+    meta_field: Option<&str>,
+    pending: &[u8],
+    rows: usize,
+) -> Columns {
+    let mut cols = Columns::default();
+    let mut kinds = Vec::new();
+    let mut rest = signature;
+    while let Some((&kind, tail)) = rest.split_first() {
+        let Some(n) = tail.iter().position(|&b| b == 0) else {
+            break;
+        };
+        let name = tail.get(..n).unwrap_or_default();
+        rest = tail.get(n + 1..).unwrap_or_default();
+        cols.last_names.extend_from_slice(name);
+        cols.last_names.push(0);
+        if meta_field.map(str::as_bytes) == Some(name) {
+            cols.scratch.push(META_SLOT);
+            continue;
+        }
+        cols.scratch.push(cols.columns.len() as u32);
+        kinds.push(kind);
+        cols.columns.push(ColumnBuilder {
+            name: String::from_utf8_lossy(name).into_owned(),
+            data: Data::for_kind(kind, rows),
+            rows: None,
+            class: ElementType::from(kind).map_or(u8::MAX, rank_of),
+            schema: None,
+        });
+    }
+    let mut at = 0;
+    while let Some(doc) = next_document(pending, at) {
+        at += doc.len();
+        let mut columns = cols.columns.iter_mut();
+        for e in super::elements::Elements::new(doc) {
+            // The rows were checked against the signature as they arrived.
+            if let Some(c) = columns.next() {
+                let pushed = c.data.push_raw(e.kind, e.value);
+                debug_assert!(pushed, "pending row does not match its signature");
+            }
+        }
+    }
+    cols.shapes.push(cols.scratch.clone());
+    cols
+}
+
+/// The bytes of the document starting at `at` in a run of documents, if one does.
+fn next_document(run: &[u8], at: usize) -> Option<&[u8]> {
+    let len = i32::from_le_bytes(run.get(at..at + 4)?.try_into().ok()?);
+    run.get(at..at.checked_add(usize::try_from(len).ok().filter(|&n| n >= 5)?)?)
+}
+
+/// The bytes of a value as they follow its name inside a document.
+fn value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
+    let mut d = Document::new();
+    d.insert("", to_bson(v));
+    // After the 4-byte length, the type byte and the empty name; before the terminator.
+    d.to_vec()
+        .ok()
+        .and_then(|b| b.get(6..b.len().saturating_sub(1)).map(<[u8]>::to_vec))
+        .unwrap_or_default()
+}
+
+/// Element types a row may hold outside its meta field and still wait unsplit: scalars whose
+/// type alone fixes their class (documents and arrays need the schema of their insides).
+fn defers(kind: u8) -> bool {
+    matches!(kind, 0x01 | 0x02 | 0x07 | 0x08 | 0x09 | 0x0A | 0x10 | 0x12)
+}
+
+/// One open bucket.
+///
+/// Series arrive interleaved (a batch holds one row of each of a thousand hosts), so splitting
+/// each row into typed columns as it arrives touches a cache line per column of a different
+/// bucket each time. A bucket whose rows all carry the same fields with the same types, only
+/// scalars outside the meta field, and the bucket's meta value byte for byte, instead keeps
+/// them as the BSON documents they arrived in (*pending*): taking one is a walk of its bytes, a
+/// comparison with the first row's signature and one append. The rows are split into columns
+/// when the bucket is read or closed, a bucket at a time, or as soon as a row breaks the
+/// pattern, after which the bucket splits every row on arrival.
+pub struct BucketBuilder {
+    pub(crate) id: ObjectId,
+    /// Rounded start, milliseconds since the epoch (`control.min.<time>`).
+    pub(crate) start_ms: i64,
+    pub(crate) meta: Option<Bson>,
+    /// `meta` as an element type and value bytes: rows compare against these without building
+    /// a `Bson` value.
+    meta_raw: Option<(u8, Vec<u8>)>,
+    /// The first row's [`Prepared::meta_exact`]: a later row that has it too carries the
+    /// bucket's meta value byte for byte (one series, one key, key bytes = value bytes).
+    meta_exact: bool,
+    pub(crate) count: u32,
+    /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
+    pub(crate) size: usize,
+    /// BSON size of the measurements as inserted (meta field and `_id` included).
+    pub(crate) bson_bytes: u64,
+    pub(crate) max_time_ms: i64,
+    pub(crate) min_seq: u64,
+    pub(crate) last_touch: u64,
+    /// The series' insert count when this bucket last took a measurement.
+    pub(crate) last_series_insert: u64,
+    pub(crate) kept_open_for_large: bool,
+    last_batch: u64,
+    time_field: String,
+    meta_field: Option<String>,
+    cols: Columns,
+    /// True while every row is in `pending`.
+    deferring: bool,
+    /// The rows not split yet, as whole BSON documents back to back.
+    pending: Vec<u8>,
+    /// `{ type: u8 | name | 0 }` per element of each pending row.
+    signature: Vec<u8>,
+    seqs: Vec<u64>,
+    idxs: Vec<u32>,
+}
+
+impl BucketBuilder {
+    /// An empty bucket starting at `start_ms`.
+    pub fn new(
+        id: ObjectId,
+        start_ms: i64,
+        meta: Option<Bson>,
+        time_field: &str,
+        meta_field: Option<&str>,
+    ) -> BucketBuilder {
+        let meta_raw = meta.as_ref().map(|m| {
+            let mut d = Document::new();
+            d.insert("", m.clone());
+            let bytes = d.to_vec().unwrap_or_default();
+            // The value's bytes sit after the 4-byte length, type byte and empty name.
+            let value = bytes
+                .get(6..bytes.len().saturating_sub(1))
+                .unwrap_or_default();
+            (m.element_type() as u8, value.to_vec())
+        });
+        BucketBuilder {
+            id,
+            start_ms,
+            meta,
+            meta_raw,
+            meta_exact: false,
+            count: 0,
+            size: 0,
+            bson_bytes: 0,
+            max_time_ms: i64::MIN,
+            min_seq: u64::MAX,
+            last_touch: 0,
+            last_series_insert: 0,
+            kept_open_for_large: false,
+            last_batch: 0,
+            time_field: time_field.to_string(),
+            meta_field: meta_field.map(str::to_string),
+            cols: Columns::default(),
+            deferring: true,
+            pending: Vec::new(),
+            signature: Vec::new(),
+            seqs: Vec::new(),
+            idxs: Vec::new(),
+        }
+    }
+
+    /// The same bucket, splitting every row on arrival (tests compare the two paths).
+    #[cfg(test)]
+    pub(crate) fn splitting_every_row(mut self) -> BucketBuilder {
+        self.deferring = false;
+        self
+    }
+
+    pub(crate) fn last_batch(&self) -> u64 {
+        self.last_batch
+    }
+
+    pub(crate) fn set_last_batch(&mut self, b: u64) {
+        self.last_batch = b;
+    }
+
+    /// True when some row's meta differs byte for byte from the bucket's meta value (pending
+    /// rows never do).
+    pub fn meta_varies(&self) -> bool {
+        !self.cols.raw_metas.is_empty()
+    }
+
+    /// Approximate memory held, for the catalog's memory limit.
+    pub fn memory(&self) -> usize {
+        self.size * 2 + 1024
+    }
+
+    /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
+    pub fn window_contains(&self, t_ms: i64, span_ms: i64) -> bool {
+        t_ms >= self.start_ms && t_ms - self.start_ms < span_ms
+    }
+
+    /// Appends a measurement unless the bucket must refuse it (count, size or a type-class
+    /// change); a refused measurement leaves the bucket untouched.
+    pub fn try_push(
+        &mut self,
+        doc: &RawDocument,
+        m: &Prepared,
+        seq: u64,
+        idx: u32,
+        limits: &FitLimits,
+    ) -> Result<(), Refusal> {
+        if self.count >= limits.max_count {
+            return Err(Refusal::Count);
+        }
+        // Below the minimum count a bucket may grow past max_size (large measurements).
+        let over = self.count > 0 && self.size + m.size > limits.max_size;
+        if over && (self.count >= limits.min_count || self.size + m.size > limits.large_max_size) {
+            return Err(Refusal::Size);
+        }
+        let deferred = if self.deferring {
+            self.matches_pending(doc.as_bytes(), m.meta_exact)
+        } else {
+            None
+        };
+        if let Some(meta) = deferred {
+            self.append_pending(doc.as_bytes(), meta);
+        } else {
+            self.split_pending();
+            let cx = RowContext {
+                meta_field: self.meta_field.as_deref(),
+                meta_raw: self.meta_raw.as_ref(),
+            };
+            self.cols.push(doc, self.count, &cx)?;
+        }
         self.count += 1;
         self.size += m.size;
         self.bson_bytes += m.len as u64;
@@ -364,26 +508,99 @@ impl BucketBuilder {
         Ok(())
     }
 
-    /// Records a row's meta value where it is not byte-identical to the bucket's.
-    fn note_meta(&mut self, row: u32, v: RawBsonRef<'_>) {
-        let raw = match v {
-            RawBsonRef::Document(d) => Some(d.as_bytes()),
-            RawBsonRef::Array(a) => Some(a.as_bytes()),
-            _ => None,
-        };
-        let same = match (raw, &self.meta_bytes) {
-            (Some(r), Some(m)) => r == m.as_slice(),
-            _ => {
-                let b = to_bson(v);
-                self.meta.as_ref().is_some_and(|m| identical(m, &b))
-            }
-        };
-        if !same {
-            if self.raw_metas.len() < row as usize {
-                self.raw_metas.resize(row as usize, None);
-            }
-            self.raw_metas.push(Some(to_bson(v)));
+    /// True when the row at `doc` may wait unsplit: only deferrable scalars outside the meta
+    /// field, the bucket's meta value byte for byte, and the same types and names in the same
+    /// order as the pending rows (the first row sets that signature). `meta_exact` is the
+    /// row's [`Prepared::meta_exact`]. Returns where the meta element lies, if any.
+    #[allow(clippy::type_complexity)]
+    fn matches_pending(&mut self, doc: &[u8], meta_exact: bool) -> Option<Option<(usize, usize)>> {
+        let first = self.count == 0;
+        if first {
+            self.signature.clear();
         }
+        // The first row's meta is compared, so an exact later row needs no comparison.
+        let same_meta = !first && self.meta_exact && meta_exact;
+        let meta_field = self.meta_field.as_deref().map(str::as_bytes);
+        let mut at = 0;
+        let mut meta_at = None;
+        let mut elements = super::elements::Elements::new(doc);
+        for e in elements.by_ref() {
+            if Some(e.name) == meta_field {
+                let same = same_meta
+                    || self
+                        .meta_raw
+                        .as_ref()
+                        .is_some_and(|(t, v)| *t == e.kind && v.as_slice() == e.value);
+                if !same {
+                    return None;
+                }
+                meta_at = Some((e.start, e.end()));
+            } else if !defers(e.kind) {
+                return None;
+            }
+            if first {
+                self.signature.push(e.kind);
+                self.signature.extend_from_slice(e.name);
+                self.signature.push(0);
+            } else {
+                let end = at + 1 + e.name.len();
+                let same = self.signature.get(at) == Some(&e.kind)
+                    && self.signature.get(at + 1..end) == Some(e.name)
+                    && self.signature.get(end) == Some(&0);
+                if !same {
+                    return None;
+                }
+                at = end + 1;
+            }
+        }
+        let matched = elements.finished() && (first || at == self.signature.len());
+        if matched && first {
+            self.meta_exact = meta_exact;
+        }
+        matched.then_some(meta_at)
+    }
+
+    /// Appends a row to `pending` without its meta element, which lies at `meta`.
+    fn append_pending(&mut self, doc: &[u8], meta: Option<(usize, usize)>) {
+        let Some((start, end)) = meta else {
+            self.pending.extend_from_slice(doc);
+            return;
+        };
+        let len = doc.len() - (end - start);
+        self.pending.extend_from_slice(&(len as i32).to_le_bytes());
+        self.pending
+            .extend_from_slice(doc.get(4..start).unwrap_or_default());
+        self.pending
+            .extend_from_slice(doc.get(end..).unwrap_or_default());
+    }
+
+    /// Splits the pending rows into columns; from then on every row is split on arrival.
+    fn split_pending(&mut self) {
+        self.deferring = false;
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let signature = std::mem::take(&mut self.signature);
+        self.cols = split_uniform(
+            &signature,
+            self.meta_field.as_deref(),
+            &pending,
+            self.count as usize,
+        );
+    }
+
+    /// The columns of every row: borrowed when no row is pending, else split into a copy.
+    fn all_columns(&self) -> std::borrow::Cow<'_, Columns> {
+        if self.pending.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.cols);
+        }
+        std::borrow::Cow::Owned(split_uniform(
+            &self.signature,
+            self.meta_field.as_deref(),
+            &self.pending,
+            self.count as usize,
+        ))
     }
 
     /// A copy of the contents (the bucket stays open), hidden columns included, with rows in
@@ -391,20 +608,21 @@ impl BucketBuilder {
     /// delta-code better and let readers stop early on time; MongoDB keeps closed buckets
     /// sorted too (bucket version 2).
     pub fn snapshot(&self) -> BucketData {
-        let mut b = self.snapshot_unsorted();
+        let cols = self.all_columns();
+        let mut b = self.snapshot_unsorted(&cols);
         if sort_rows_by_time(&mut b, &self.time_field) {
             // Double sums follow the stored row order, which is no longer the arrival order
             // of the typed vectors: add up the sorted columns instead.
             crate::sums::set_bucket_sums(&mut b, &self.time_field);
         } else {
-            self.set_typed_sums(&mut b);
+            self.set_typed_sums(&cols, &mut b);
         }
         b
     }
 
     /// Sets `b`'s sums from the typed column vectors (rows in arrival order = stored order).
-    fn set_typed_sums(&self, b: &mut BucketData) {
-        let sums: Document = self
+    fn set_typed_sums(&self, cols: &Columns, b: &mut BucketData) {
+        let sums: Document = cols
             .columns
             .iter()
             .filter(|c| c.name != self.time_field && !is_hidden(&c.name))
@@ -415,12 +633,12 @@ impl BucketBuilder {
         }
     }
 
-    fn snapshot_unsorted(&self) -> BucketData {
+    fn snapshot_unsorted(&self, cols: &Columns) -> BucketData {
         let rows = self.count as usize;
         let mut min = Document::new();
         let mut max = Document::new();
-        let mut columns = Vec::with_capacity(self.columns.len() + 3);
-        for c in &self.columns {
+        let mut columns = Vec::with_capacity(cols.columns.len() + 3);
+        for c in &cols.columns {
             if let Some((lo, hi)) = c.data.min_max() {
                 if c.name == self.time_field {
                     // control.min.<time> is the rounded bucket start, as in MongoDB.
@@ -459,8 +677,8 @@ impl BucketBuilder {
                 .map(|&i| Some(Bson::Int32(i as i32)))
                 .collect(),
         });
-        if !self.raw_metas.is_empty() {
-            let mut values = self.raw_metas.clone();
+        if !cols.raw_metas.is_empty() {
+            let mut values = cols.raw_metas.clone();
             values.resize(rows, None);
             // Its presence in control tells readers that whole-document comparisons on the
             // meta must look at rows, not at the bucket's meta value.
@@ -481,14 +699,15 @@ impl BucketBuilder {
             min,
             max,
             columns,
-            shapes: self.shapes.clone(),
-            row_shapes: self.row_shapes.clone(),
+            shapes: cols.shapes.clone(),
+            row_shapes: cols.row_shapes.clone(),
             bson_bytes: Some(self.bson_bytes),
         }
     }
 
     /// Consumes the builder into its final contents.
-    pub fn finish(self) -> BucketData {
+    pub fn finish(mut self) -> BucketData {
+        self.split_pending();
         self.snapshot()
     }
 }

@@ -78,6 +78,52 @@ impl Data {
         }
     }
 
+    /// An empty column for values of BSON element type `kind`, with room for `n`.
+    pub fn for_kind(kind: u8, n: usize) -> Data {
+        match kind {
+            0x10 => Data::I32(Vec::with_capacity(n)),
+            0x12 => Data::I64(Vec::with_capacity(n)),
+            0x01 => Data::F64(Vec::with_capacity(n)),
+            0x09 => Data::Date(Vec::with_capacity(n)),
+            0x02 => Data::Str(Vec::with_capacity(n)),
+            0x07 => Data::Oid(Vec::with_capacity(n)),
+            0x08 => Data::Bool(Vec::with_capacity(n)),
+            _ => Data::Any(Vec::with_capacity(n)),
+        }
+    }
+
+    /// Appends the value of element type `kind` whose bytes are `value`, for the scalar types
+    /// [`Data::for_kind`] types (and null). False, with nothing appended, when the bytes are
+    /// not such a value or the column holds another type.
+    pub fn push_raw(&mut self, kind: u8, value: &[u8]) -> bool {
+        fn le<const N: usize>(b: &[u8]) -> Option<[u8; N]> {
+            b.get(..N)?.try_into().ok()
+        }
+        let ok = match (&mut *self, kind) {
+            (Data::I32(c), 0x10) => le(value).map(|b| c.push(i32::from_le_bytes(b))),
+            (Data::I64(c), 0x12) => le(value).map(|b| c.push(i64::from_le_bytes(b))),
+            (Data::F64(c), 0x01) => le(value).map(|b| c.push(f64::from_le_bytes(b))),
+            (Data::Date(c), 0x09) => le(value).map(|b| c.push(i64::from_le_bytes(b))),
+            (Data::Oid(c), 0x07) => le(value).map(|b| c.push(ObjectId::from_bytes(b))),
+            (Data::Bool(c), 0x08) => value.first().map(|&b| c.push(b != 0)),
+            (Data::Str(c), 0x02) => {
+                // A length-prefixed string whose length counts its terminating NUL.
+                let n = le::<4>(value).map(i32::from_le_bytes);
+                let body = n
+                    .and_then(|n| usize::try_from(n).ok()?.checked_sub(1))
+                    .and_then(|n| value.get(4..4 + n));
+                body.and_then(|b| std::str::from_utf8(b).ok())
+                    .map(|s| c.push(s.to_string()))
+            }
+            (Data::Any(c), 0x0A) => {
+                c.push(Bson::Null);
+                Some(())
+            }
+            _ => None,
+        };
+        ok.is_some()
+    }
+
     /// Number of values.
     pub fn len(&self) -> usize {
         match self {
@@ -286,6 +332,31 @@ mod tests {
                 _ => a == b,
             };
             assert!(same, "{vals:?}: {a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn raw_pushes_match_typed_pushes() {
+        let d = bson::doc! {
+            "i": 7, "l": -9i64, "f": 2.5, "s": "héllo", "t": bson::DateTime::from_millis(-3),
+            "o": ObjectId::from_bytes([7; 12]), "b": true, "n": Bson::Null,
+        };
+        let raw = bson::RawDocumentBuf::try_from(&d).unwrap();
+        for e in crate::catalog::elements::Elements::new(raw.as_bytes()) {
+            let v = raw
+                .get(std::str::from_utf8(e.name).unwrap())
+                .unwrap()
+                .unwrap();
+            let mut typed = Data::for_value(v);
+            typed.push(v);
+            let mut from_raw = Data::for_kind(e.kind, 1);
+            assert!(from_raw.push_raw(e.kind, e.value), "{:?}", e.name);
+            assert_eq!(from_raw.get(0), typed.get(0));
+            if e.kind != 0x0A {
+                // Null has no bytes; every other type needs some.
+                assert!(!from_raw.push_raw(e.kind, &[]));
+                assert_eq!(from_raw.len(), 1);
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod builder;
 pub mod column;
 pub mod control;
+pub mod elements;
 pub mod meta;
 pub mod stats;
 
@@ -76,7 +77,7 @@ pub fn bucket_oid(start_ms: i64) -> ObjectId {
     ObjectId::from_bytes(b)
 }
 
-pub use crate::ingest::Prepared;
+pub use crate::ingest::{Prepared, SeriesKey};
 
 struct Series {
     open: Vec<BucketBuilder>,
@@ -94,7 +95,7 @@ pub const SET_ASIDE_IDLE_INSERTS: u64 = 256;
 pub struct CollCatalog {
     params: BucketParams,
     limits: FitLimits,
-    series: foldhash::HashMap<Vec<u8>, Series>,
+    series: foldhash::HashMap<SeriesKey, Series>,
     closed: Vec<Arc<BucketData>>,
     closed_bytes: usize,
     open_count: usize,
@@ -322,7 +323,7 @@ impl CollCatalog {
         if self.memory() <= limit {
             return 0;
         }
-        let mut all: Vec<(u64, Vec<u8>, ObjectId)> = self
+        let mut all: Vec<(u64, SeriesKey, ObjectId)> = self
             .series
             .iter()
             .flat_map(|(k, s)| s.open.iter().map(move |b| (b.last_touch, k.clone(), b.id)))
@@ -345,7 +346,7 @@ impl CollCatalog {
     /// Closes every open bucket holding a measurement with sequence number `<= upto`, so the
     /// log up to there can be reclaimed once they are flushed.
     pub fn close_older_than(&mut self, upto: u64) -> usize {
-        let victims: Vec<(Vec<u8>, ObjectId)> = self
+        let victims: Vec<(SeriesKey, ObjectId)> = self
             .series
             .iter()
             .flat_map(|(k, s)| {
@@ -368,7 +369,7 @@ impl CollCatalog {
     /// Closes the open buckets whose latest measurement is older than `cutoff_ms` (the TTL
     /// sweeper deletes them once they are in a segment). Returns how many were closed.
     pub fn close_expired(&mut self, cutoff_ms: i64) -> usize {
-        let victims: Vec<(Vec<u8>, ObjectId)> = self
+        let victims: Vec<(SeriesKey, ObjectId)> = self
             .series
             .iter()
             .flat_map(|(k, s)| {
@@ -399,7 +400,7 @@ impl CollCatalog {
         self.open_bytes = 0;
     }
 
-    fn remove_open(&mut self, key: &[u8], id: ObjectId) -> Option<BucketBuilder> {
+    fn remove_open(&mut self, key: &SeriesKey, id: ObjectId) -> Option<BucketBuilder> {
         let series = self.series.get_mut(key)?;
         let pos = series.open.iter().position(|b| b.id == id)?;
         let b = series.open.swap_remove(pos);

@@ -387,3 +387,64 @@ fn open_and_closed_buckets_carry_sums_of_numeric_fields() {
         assert!(open.iter().any(|o| o.max == b.max));
     }
 }
+
+/// A row for [`rows_wait_unsplit_with_the_same_result`]: mostly one shape, with the breaks
+/// that end waiting (other field order, a missing or extra field, another type, a nested
+/// value, a meta value in another field order or of another type).
+fn varied_row(kind: u8, i: i64) -> Document {
+    let t = DateTime::from_millis(1_600_000_000_000 + (i * 7919) % 50_000);
+    let meta = doc! {"host": "h1", "dc": "eu"};
+    match kind % 12 {
+        0 => doc! {"t": t, "m": {"dc": "eu", "host": "h1"}, "a": i, "s": format!("v{i}")},
+        1 => doc! {"t": t, "m": meta, "s": format!("v{i}"), "a": i},
+        2 => doc! {"t": t, "m": meta, "a": i},
+        3 => doc! {"t": t, "m": meta, "a": i as f64 / 3.0, "s": "x"},
+        4 => doc! {"t": t, "m": meta, "a": i, "s": "x", "n": {"k": i}},
+        5 => doc! {"t": t, "m": meta, "a": "text", "s": "x"},
+        6 => doc! {"m": meta, "t": t, "a": i, "s": "x", "b": true, "z": Bson::Null},
+        7 => doc! {"t": t, "m": meta, "a": i as i32, "s": "x"},
+        _ => doc! {"t": t, "m": meta, "a": i, "s": format!("v{i}")},
+    }
+}
+
+proptest::proptest! {
+    /// Rows that wait unsplit give the bucket a deferring builder produces exactly what
+    /// splitting every row on arrival produces: same refusals, same snapshots (open and
+    /// finished), same meta flags.
+    #[test]
+    fn rows_wait_unsplit_with_the_same_result(
+        kinds in proptest::collection::vec(0u8..24, 1..60),
+        probe in 0usize..60,
+    ) {
+        let docs: Vec<Document> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| varied_row(k, i as i64))
+            .collect();
+        let (prepared, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        let start = prepared[0].time_ms - prepared[0].time_ms % 60_000;
+        let meta = Some(Bson::Document(doc! {"host": "h1", "dc": "eu"}));
+        let new = || {
+            BucketBuilder::new(ObjectId::from_bytes([1; 12]), start, meta.clone(), "t", Some("m"))
+        };
+        let (mut lazy, mut eager) = (new(), new().splitting_every_row());
+        let limits = FitLimits {
+            max_count: 1000,
+            max_size: 128_000,
+            min_count: 10,
+            large_max_size: 12 << 20,
+        };
+        for (i, p) in prepared.iter().enumerate() {
+            let raw = p.raw(&payload).unwrap();
+            let a = lazy.try_push(raw, p, 1, i as u32, &limits);
+            let b = eager.try_push(raw, p, 1, i as u32, &limits);
+            proptest::prop_assert_eq!(a, b);
+            if i == probe {
+                proptest::prop_assert_eq!(lazy.snapshot(), eager.snapshot());
+            }
+        }
+        proptest::prop_assert_eq!(lazy.meta_varies(), eager.meta_varies());
+        proptest::prop_assert_eq!(lazy.count, eager.count);
+        proptest::prop_assert_eq!(lazy.finish(), eager.finish());
+    }
+}

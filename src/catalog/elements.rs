@@ -1,0 +1,184 @@
+//! The top-level elements of a BSON document, read straight from its bytes.
+//!
+//! The catalog reads documents the insert path has already checked (or that come back from a
+//! checksummed log record), so it does not need the `bson` crate's iterator, which checks every
+//! name for UTF-8 and builds a typed value per element. This walker only frames elements: type
+//! byte, name, value bytes. It never panics and never reads out of bounds; bytes it cannot
+//! frame end the walk, and [`Elements::finished`] then says the document was not read to its
+//! end, so callers fall back to the checked path.
+
+/// One element: its BSON type byte, its name and its value's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Element<'a> {
+    /// Offset of the element's type byte in the document.
+    pub start: usize,
+    /// BSON element type.
+    pub kind: u8,
+    /// Field name, without its terminating NUL.
+    pub name: &'a [u8],
+    /// The value's bytes (what follows the name).
+    pub value: &'a [u8],
+}
+
+/// Iterator over the top-level elements of one BSON document.
+pub struct Elements<'a> {
+    doc: &'a [u8],
+    pos: usize,
+    finished: bool,
+}
+
+impl<'a> Elements<'a> {
+    /// The elements of `doc`, the bytes of one whole document (length prefix to terminator).
+    pub fn new(doc: &'a [u8]) -> Elements<'a> {
+        Elements {
+            doc,
+            pos: 4,
+            finished: false,
+        }
+    }
+
+    /// True once the walk reached the document's terminating NUL at its last byte.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl Element<'_> {
+    /// Offset just past the element in the document.
+    pub fn end(&self) -> usize {
+        self.start + 1 + self.name.len() + 1 + self.value.len()
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Element<'a>;
+
+    fn next(&mut self) -> Option<Element<'a>> {
+        let kind = *self.doc.get(self.pos)?;
+        if kind == 0 {
+            self.finished = self.pos + 1 == self.doc.len();
+            return None;
+        }
+        let rest = self.doc.get(self.pos + 1..)?;
+        let name_len = rest.iter().position(|&b| b == 0)?;
+        let value_at = self.pos + 1 + name_len + 1;
+        let value_len = value_len(kind, self.doc.get(value_at..)?)?;
+        let element = Element {
+            start: self.pos,
+            kind,
+            name: rest.get(..name_len)?,
+            value: self.doc.get(value_at..value_at.checked_add(value_len)?)?,
+        };
+        self.pos = value_at + value_len;
+        Some(element)
+    }
+}
+
+fn le_len(b: &[u8]) -> Option<usize> {
+    let n = i32::from_le_bytes(b.get(..4)?.try_into().ok()?);
+    usize::try_from(n).ok()
+}
+
+/// Bytes taken by a value of type `kind` at the start of `b`; `None` for an unknown type or a
+/// length that does not fit.
+fn value_len(kind: u8, b: &[u8]) -> Option<usize> {
+    let n = match kind {
+        0x01 | 0x09 | 0x11 | 0x12 => 8,
+        // String, JavaScript code, symbol: length-prefixed, NUL included in the length.
+        0x02 | 0x0D | 0x0E => le_len(b)?.checked_add(4)?,
+        // Document, array, code with scope: the length covers itself.
+        0x03 | 0x04 | 0x0F => le_len(b)?,
+        0x05 => le_len(b)?.checked_add(5)?,
+        0x06 | 0x0A | 0x7F | 0xFF => 0,
+        0x07 => 12,
+        0x08 => 1,
+        0x0B => {
+            let pattern = b.iter().position(|&c| c == 0)? + 1;
+            let options = b.get(pattern..)?.iter().position(|&c| c == 0)? + 1;
+            pattern + options
+        }
+        0x0C => le_len(b)?.checked_add(4 + 12)?,
+        0x10 => 4,
+        0x13 => 16,
+        _ => return None,
+    };
+    (n <= b.len()).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::{values, Input};
+    use bson::{doc, RawDocumentBuf};
+    use proptest::prelude::*;
+
+    fn frames_like_the_bson_crate(raw: &RawDocumentBuf) {
+        let mut ours = Elements::new(raw.as_bytes());
+        for el in raw.iter_elements() {
+            let el = el.unwrap();
+            let e = ours.next().unwrap();
+            assert_eq!(e.kind, el.element_type() as u8);
+            assert_eq!(e.name, el.key().as_str().as_bytes());
+            assert_eq!(raw.as_bytes().get(e.start), Some(&e.kind));
+            assert!(e.end() < raw.as_bytes().len());
+        }
+        assert!(ours.next().is_none());
+        assert!(ours.finished());
+    }
+
+    #[test]
+    fn every_type_is_framed() {
+        let d = doc! {
+            "d": 1.5, "s": "x", "o": {"a": 1}, "a": [1, "b"], "b": bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2]
+            },
+            "u": bson::Bson::Undefined, "i": bson::oid::ObjectId::new(), "t": true,
+            "dt": bson::DateTime::from_millis(3), "n": bson::Bson::Null,
+            "r": bson::Regex {
+                pattern: "a+".to_string().try_into().unwrap(),
+                options: "i".to_string().try_into().unwrap(),
+            },
+            "j": bson::Bson::JavaScriptCode("f()".into()), "i32": 1, "ts": bson::Timestamp {
+                time: 1, increment: 2
+            },
+            "i64": 2i64, "dec": bson::Decimal128::from_bytes([0; 16]),
+            "min": bson::Bson::MinKey, "max": bson::Bson::MaxKey,
+        };
+        frames_like_the_bson_crate(&RawDocumentBuf::try_from(&d).unwrap());
+    }
+
+    #[test]
+    fn damaged_bytes_end_the_walk_unfinished() {
+        let raw = RawDocumentBuf::try_from(&doc! {"a": "xyz", "b": 1}).unwrap();
+        let bytes = raw.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut w = Elements::new(&bytes[..cut]);
+            while w.next().is_some() {}
+            assert!(!w.finished(), "cut at {cut}");
+        }
+        // A string length pointing past the end.
+        let mut bad = bytes.to_vec();
+        bad[7] = 0x7f;
+        let mut w = Elements::new(&bad);
+        while w.next().is_some() {}
+        assert!(!w.finished());
+    }
+
+    proptest! {
+        #[test]
+        fn any_document_is_framed_like_the_bson_crate(
+            data in proptest::collection::vec(any::<u8>(), 0..512)
+        ) {
+            let d = values::document(&mut Input::new(&data), 3);
+            if let Ok(raw) = RawDocumentBuf::try_from(&d) {
+                frames_like_the_bson_crate(&raw);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut w = Elements::new(&data);
+            while w.next().is_some() {}
+        }
+    }
+}

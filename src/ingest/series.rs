@@ -1,0 +1,208 @@
+//! Series keys: the identity of a series (collection-wide), derived from its meta value.
+//!
+//! Two meta values are one series exactly when they are equal after normalisation (fields of
+//! embedded documents sorted by name; array order kept). The key is computed on the inserting
+//! thread, with its hash, and documents of one series share one allocation of it, so the
+//! catalog's lookup, on the single thread that applies batches, compares a pointer rather than
+//! a few hundred bytes.
+
+use crate::catalog::column::to_bson;
+use crate::catalog::meta::normalize;
+use bson::raw::RawBsonRef;
+use bson::{Bson, Document};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+
+/// A series key: a type byte and bytes that are equal exactly when two meta values are equal
+/// after normalisation, with its hash. Empty when the document has no meta field; a present
+/// meta always yields a non-empty key, so it never collides with a missing one.
+#[derive(Clone)]
+pub struct SeriesKey {
+    hash: u64,
+    bytes: Arc<[u8]>,
+}
+
+impl SeriesKey {
+    /// The key with these bytes.
+    pub fn new(bytes: &[u8]) -> SeriesKey {
+        SeriesKey {
+            hash: foldhash::fast::FixedState::default().hash_one(bytes),
+            bytes: Arc::from(bytes),
+        }
+    }
+
+    /// The key of documents without a meta field.
+    pub fn none() -> SeriesKey {
+        static NONE: OnceLock<SeriesKey> = OnceLock::new();
+        NONE.get_or_init(|| SeriesKey::new(&[])).clone()
+    }
+
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Length of the key in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// True for the key of documents without a meta field.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+impl Hash for SeriesKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for SeriesKey {
+    fn eq(&self, other: &SeriesKey) -> bool {
+        Arc::ptr_eq(&self.bytes, &other.bytes)
+            || (self.hash == other.hash && self.bytes == other.bytes)
+    }
+}
+
+impl Eq for SeriesKey {}
+
+impl std::fmt::Debug for SeriesKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SeriesKey({} bytes, {:016x})",
+            self.bytes.len(),
+            self.hash
+        )
+    }
+}
+
+/// The series key of a meta value, and whether the key's bytes after its two leading bytes
+/// are the value's own bytes: then two values with that property and equal keys are
+/// byte-identical, which spares the catalog a comparison per row.
+pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, bool) {
+    let mut k = vec![1u8, v.element_type() as u8];
+    match v {
+        RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
+        RawBsonRef::Array(a) => return nested_key(v, a.as_bytes()),
+        RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
+        RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Double(f) => k.extend_from_slice(&f.to_le_bytes()),
+        RawBsonRef::ObjectId(o) => k.extend_from_slice(&o.bytes()),
+        RawBsonRef::Boolean(b) => k.push(u8::from(b)),
+        RawBsonRef::DateTime(t) => k.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
+        RawBsonRef::Null | RawBsonRef::Undefined | RawBsonRef::MinKey | RawBsonRef::MaxKey => {}
+        other => {
+            let mut d = Document::new();
+            d.insert("", to_bson(other));
+            k.extend_from_slice(&d.to_vec().unwrap_or_default());
+        }
+    }
+    (SeriesKey::new(&k), false)
+}
+
+fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Document(d) => {
+            let mut prev: Option<&str> = None;
+            for e in d.iter() {
+                let Ok((k, v)) = e else { return false };
+                let k = k.as_str();
+                if prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) || !raw_is_normalized(v) {
+                    return false;
+                }
+                prev = Some(k);
+            }
+            true
+        }
+        RawBsonRef::Array(a) => a.into_iter().all(|e| e.is_ok_and(raw_is_normalized)),
+        _ => true,
+    }
+}
+
+/// Most series send their meta in the same field order every time; remembering the key of
+/// recent raw meta values saves walking, normalising and re-encoding it per document.
+const KEY_CACHE_ENTRIES: usize = 65_536;
+
+type Cache = foldhash::HashMap<Vec<u8>, (SeriesKey, bool)>;
+
+thread_local! {
+    // One map per element type: a document and an array can have the same bytes.
+    static KEYS: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
+}
+
+/// The series key of a document or array meta value whose bytes are `raw`.
+fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, bool) {
+    let which = usize::from(matches!(v, RawBsonRef::Array(_)));
+    let hit = KEYS.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
+    if let Some(hit) = hit {
+        return hit;
+    }
+    let mut k = vec![1u8, v.element_type() as u8];
+    let exact = raw_is_normalized(v);
+    if exact {
+        k.extend_from_slice(raw);
+    } else {
+        k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
+    }
+    let key = (SeriesKey::new(&k), exact);
+    KEYS.with(|c| {
+        if let Some(m) = c.borrow_mut().get_mut(which) {
+            if m.len() >= KEY_CACHE_ENTRIES {
+                m.clear();
+            }
+            m.insert(raw.to_vec(), key.clone());
+        }
+    });
+    key
+}
+
+fn doc_bytes(v: &Bson) -> Vec<u8> {
+    let d = match v {
+        Bson::Document(d) => d.clone(),
+        Bson::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (i.to_string(), x.clone()))
+            .collect(),
+        _ => Document::new(),
+    };
+    d.to_vec().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, RawDocumentBuf};
+
+    fn key_of(d: Document) -> (SeriesKey, bool) {
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        let v = raw.get("m").unwrap().unwrap();
+        series_key(v)
+    }
+
+    #[test]
+    fn exact_only_when_the_key_holds_the_value_bytes() {
+        let (a, exact) = key_of(doc! {"m": {"a": 1, "b": 2}});
+        assert!(exact);
+        let raw = RawDocumentBuf::try_from(&doc! {"a": 1, "b": 2}).unwrap();
+        assert_eq!(&a.as_bytes()[2..], raw.as_bytes());
+        let (b, exact) = key_of(doc! {"m": {"b": 2, "a": 1}});
+        assert!(!exact);
+        assert_eq!(a, b);
+        assert!(!key_of(doc! {"m": "host"}).1);
+    }
+
+    #[test]
+    fn equal_bytes_are_equal_keys_without_sharing() {
+        let a = SeriesKey::new(b"\x01\x02xyz");
+        let b = SeriesKey::new(b"\x01\x02xyz");
+        assert_eq!(a, b);
+        assert_ne!(a, SeriesKey::new(b"\x01\x02xy"));
+        assert_ne!(SeriesKey::none(), SeriesKey::new(b"\x01\x0a"));
+        assert!(SeriesKey::none().is_empty());
+    }
+}
