@@ -245,7 +245,7 @@ impl Collection {
                     .flushing
                     .iter()
                     .chain(c.catalog.closed().iter())
-                    .map(|b| u64::from(b.count))
+                    .map(|b| u64::from(b.count()))
                     .sum::<u64>();
                 seg + mem + c.catalog.open_measurements()
             });
@@ -487,8 +487,8 @@ impl Collection {
             for b in c.flushing.iter().chain(c.catalog.closed().iter()) {
                 s.buckets += 1;
                 s.unflushed_buckets += 1;
-                s.measurements += u64::from(b.count);
-                s.bson_bytes += b.bson_bytes.unwrap_or(0);
+                s.measurements += u64::from(b.count());
+                s.bson_bytes += b.bson_bytes();
             }
             s.buckets += s.open_buckets;
             s.measurements += c.catalog.open_measurements();

@@ -8,7 +8,8 @@
 
 use crate::bucket::BucketData;
 use crate::catalog::{
-    BucketParams, CatalogStats, CollCatalog, FitLimits, Prepared, IDX_COLUMN, SEQ_COLUMN,
+    BucketParams, CatalogStats, ClosedBucket, CollCatalog, FitLimits, Prepared, IDX_COLUMN,
+    SEQ_COLUMN,
 };
 use crate::collection::Collection;
 use crate::error::{Error, Result};
@@ -52,7 +53,7 @@ pub(crate) struct CollState {
     pub segments: BTreeMap<u64, Arc<Segment>>,
     pub index: BTreeMap<IdKey, BucketLoc>,
     /// Closed buckets being written to a segment right now; readers still see them here.
-    pub flushing: Vec<Arc<BucketData>>,
+    pub flushing: Vec<Arc<ClosedBucket>>,
     /// Maps of the meta indexes, derived from `segments` on demand.
     pub meta_cache: crate::index::meta::MetaCache,
 }
@@ -663,7 +664,7 @@ impl DbInner {
                 }
             }
         }
-        let work: Vec<(u32, String, Vec<Arc<BucketData>>)> = {
+        let work: Vec<(u32, String, Vec<Arc<ClosedBucket>>)> = {
             let mut st = self.state.write();
             st.colls
                 .values_mut()
@@ -683,7 +684,8 @@ impl DbInner {
             let sid = next.next_segment_id;
             next.next_segment_id += 1;
             let sp = segment_path(&self.path, sid);
-            let refs: Vec<&BucketData> = buckets.iter().map(|b| b.as_ref()).collect();
+            // Finishing closed buckets happens here, off the thread that applies batches.
+            let refs: Vec<&BucketData> = buckets.iter().map(|b| b.data().as_ref()).collect();
             let info = SegmentHeaderInfo {
                 collection_id: *cid,
                 time_field: time_field.clone(),
@@ -753,11 +755,10 @@ fn checkpoint_of(st: &Shared) -> u64 {
         .colls
         .values()
         .flat_map(|c| {
-            c.catalog.min_seq().into_iter().chain(
-                c.flushing
-                    .iter()
-                    .filter_map(|b| crate::catalog::min_seq_of(b)),
-            )
+            c.catalog
+                .min_seq()
+                .into_iter()
+                .chain(c.flushing.iter().map(|b| b.min_seq()))
         })
         .min();
     match min_mem {

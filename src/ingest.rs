@@ -7,7 +7,7 @@ mod encode;
 mod ids;
 mod series;
 
-pub use series::{series_key, SeriesKey};
+pub use series::{series_key, MetaId, SeriesKey};
 
 use ids::IdBlock;
 
@@ -45,9 +45,9 @@ pub struct Prepared {
     /// Series key: equal exactly when the normalised meta values are equal; empty when the
     /// document has no meta field.
     pub key: SeriesKey,
-    /// True when the meta value's bytes are the key's (after its two leading bytes), so two
-    /// such documents of one series have byte-identical meta values.
-    pub meta_exact: bool,
+    /// Names the exact bytes of the meta value when nonzero: documents with the same id have
+    /// byte-identical meta values.
+    pub meta_id: MetaId,
     /// Offset of the document in the payload.
     pub start: usize,
     /// Length of the document.
@@ -154,13 +154,16 @@ fn encode_one(
             let bytes = out.get(at..).unwrap_or_default();
             series_key_of_encoded(v, bytes).map_err(|e| bad(format!("malformed BSON: {e}")))?
         }
-        None => (SeriesKey::none(), false),
+        None => (SeriesKey::none(), 0),
     };
     Ok((finish(time_ms, key, start, len, index, fields)?, id))
 }
 
 /// The series key of a meta value just encoded at the start of `bytes`.
-fn series_key_of_encoded(v: &Bson, bytes: &[u8]) -> std::result::Result<(SeriesKey, bool), String> {
+fn series_key_of_encoded(
+    v: &Bson,
+    bytes: &[u8],
+) -> std::result::Result<(SeriesKey, MetaId), String> {
     match v {
         Bson::Document(_) => {
             let len = bytes
@@ -204,7 +207,7 @@ pub fn prepare_raw_batch(
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
         let mut id = None;
-        let (mut time_ms, mut key) = (None, (SeriesKey::none(), false));
+        let (mut time_ms, mut key) = (None, (SeriesKey::none(), 0));
         seen.clear();
         // Walk every element once: it proves the bytes well formed all the way down, and
         // finds the time and meta values (names are unique, so the first is the only one).
@@ -296,10 +299,10 @@ pub fn prepare_raw(
     let key = match fields.meta {
         Some(m) => match raw.get(m) {
             Ok(Some(v)) => series_key(v),
-            Ok(None) => (SeriesKey::none(), false),
+            Ok(None) => (SeriesKey::none(), 0),
             Err(e) => return Err(bad(format!("malformed BSON: {e}"))),
         },
-        None => (SeriesKey::none(), false),
+        None => (SeriesKey::none(), 0),
     };
     finish(time_ms, key, start, len, index, fields)
 }
@@ -315,7 +318,7 @@ fn no_time(fields: &Fields<'_>) -> String {
 /// Applies the size limits and assembles the prepared measurement.
 fn finish(
     time_ms: i64,
-    (key, meta_exact): (SeriesKey, bool),
+    (key, meta_id): (SeriesKey, MetaId),
     start: usize,
     len: usize,
     index: usize,
@@ -338,7 +341,7 @@ fn finish(
         time_ms,
         size: len.saturating_sub(key.len()),
         key,
-        meta_exact,
+        meta_id,
         start,
         len,
     })

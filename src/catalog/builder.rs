@@ -337,6 +337,21 @@ fn value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
         .unwrap_or_default()
 }
 
+/// Byte equality of two short slices (field headers) without a library call each: a row has
+/// a dozen of them to compare.
+#[inline]
+fn same_short(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut x, mut y) = (a.chunks_exact(8), b.chunks_exact(8));
+    let words = x.by_ref().zip(y.by_ref()).all(|(p, q)| {
+        u64::from_ne_bytes(p.try_into().unwrap_or_default())
+            == u64::from_ne_bytes(q.try_into().unwrap_or_default())
+    });
+    words && x.remainder().iter().zip(y.remainder()).all(|(p, q)| p == q)
+}
+
 /// Element types a row may hold outside its meta field and still wait unsplit: scalars whose
 /// type alone fixes their class (documents and arrays need the schema of their insides).
 fn defers(kind: u8) -> bool {
@@ -361,9 +376,9 @@ pub struct BucketBuilder {
     /// `meta` as an element type and value bytes: rows compare against these without building
     /// a `Bson` value.
     meta_raw: Option<(u8, Vec<u8>)>,
-    /// The first row's [`Prepared::meta_exact`]: a later row that has it too carries the
-    /// bucket's meta value byte for byte (one series, one key, key bytes = value bytes).
-    meta_exact: bool,
+    /// The first row's [`Prepared::meta_id`], once its meta was found to be the bucket's byte
+    /// for byte: a later row with the same nonzero id carries it too.
+    meta_id: u64,
     pub(crate) count: u32,
     /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
     pub(crate) size: usize,
@@ -413,7 +428,7 @@ impl BucketBuilder {
             start_ms,
             meta,
             meta_raw,
-            meta_exact: false,
+            meta_id: 0,
             count: 0,
             size: 0,
             bson_bytes: 0,
@@ -484,7 +499,7 @@ impl BucketBuilder {
             return Err(Refusal::Size);
         }
         let deferred = if self.deferring {
-            self.matches_pending(doc.as_bytes(), m.meta_exact)
+            self.matches_pending(doc.as_bytes(), m.meta_id)
         } else {
             None
         };
@@ -510,16 +525,16 @@ impl BucketBuilder {
 
     /// True when the row at `doc` may wait unsplit: only deferrable scalars outside the meta
     /// field, the bucket's meta value byte for byte, and the same types and names in the same
-    /// order as the pending rows (the first row sets that signature). `meta_exact` is the
-    /// row's [`Prepared::meta_exact`]. Returns where the meta element lies, if any.
+    /// order as the pending rows (the first row sets that signature). `meta_id` is the row's
+    /// [`Prepared::meta_id`]. Returns where the meta element lies, if any.
     #[allow(clippy::type_complexity)]
-    fn matches_pending(&mut self, doc: &[u8], meta_exact: bool) -> Option<Option<(usize, usize)>> {
+    fn matches_pending(&mut self, doc: &[u8], meta_id: u64) -> Option<Option<(usize, usize)>> {
         let first = self.count == 0;
         if first {
             self.signature.clear();
         }
-        // The first row's meta is compared, so an exact later row needs no comparison.
-        let same_meta = !first && self.meta_exact && meta_exact;
+        // The first row's meta is compared; a later row with its id needs no comparison.
+        let same_meta = !first && meta_id != 0 && meta_id == self.meta_id;
         let meta_field = self.meta_field.as_deref().map(str::as_bytes);
         let mut at = 0;
         let mut meta_at = None;
@@ -543,19 +558,19 @@ impl BucketBuilder {
                 self.signature.extend_from_slice(e.name);
                 self.signature.push(0);
             } else {
-                let end = at + 1 + e.name.len();
-                let same = self.signature.get(at) == Some(&e.kind)
-                    && self.signature.get(at + 1..end) == Some(e.name)
-                    && self.signature.get(end) == Some(&0);
-                if !same {
-                    return None;
+                // The element's header in the row, `{ type | name | 0 }`, is the signature's
+                // entry byte for byte.
+                let end = at + e.name.len() + 2;
+                let header = doc.get(e.start..e.start + e.name.len() + 2);
+                match (header, self.signature.get(at..end)) {
+                    (Some(h), Some(s)) if same_short(h, s) => at = end,
+                    _ => return None,
                 }
-                at = end + 1;
             }
         }
         let matched = elements.finished() && (first || at == self.signature.len());
         if matched && first {
-            self.meta_exact = meta_exact;
+            self.meta_id = meta_id;
         }
         matched.then_some(meta_at)
     }

@@ -8,6 +8,7 @@
 //! query). Closed buckets wait in `closed` until the flusher writes them to a segment.
 
 pub mod builder;
+pub mod closed;
 pub mod column;
 pub mod control;
 pub mod elements;
@@ -17,6 +18,7 @@ pub mod stats;
 pub use builder::{
     identical, is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, META_COLUMN, SEQ_COLUMN,
 };
+pub use closed::ClosedBucket;
 pub use stats::CatalogStats;
 
 use crate::bucket::BucketData;
@@ -96,7 +98,7 @@ pub struct CollCatalog {
     params: BucketParams,
     limits: FitLimits,
     series: foldhash::HashMap<SeriesKey, Series>,
-    closed: Vec<Arc<BucketData>>,
+    closed: Vec<Arc<ClosedBucket>>,
     closed_bytes: usize,
     open_count: usize,
     open_bytes: usize,
@@ -163,7 +165,7 @@ impl CollCatalog {
             .values()
             .flat_map(|s| s.open.iter())
             .map(|b| b.min_seq);
-        let closed = self.closed.iter().filter_map(|b| min_seq_of(b));
+        let closed = self.closed.iter().map(|b| b.min_seq());
         open.chain(closed).min()
     }
 
@@ -419,13 +421,13 @@ impl CollCatalog {
     }
 
     /// Takes the closed buckets for flushing.
-    pub fn take_closed(&mut self) -> Vec<Arc<BucketData>> {
+    pub fn take_closed(&mut self) -> Vec<Arc<ClosedBucket>> {
         self.closed_bytes = 0;
         std::mem::take(&mut self.closed)
     }
 
     /// Closed, not yet flushed buckets.
-    pub fn closed(&self) -> &[Arc<BucketData>] {
+    pub fn closed(&self) -> &[Arc<ClosedBucket>] {
         &self.closed
     }
 
@@ -476,9 +478,9 @@ fn count_refusal(stats: &mut CatalogStats, r: Refusal) {
     }
 }
 
-fn push_closed(closed: &mut Vec<Arc<BucketData>>, bytes: &mut usize, b: BucketBuilder) {
+fn push_closed(closed: &mut Vec<Arc<ClosedBucket>>, bytes: &mut usize, b: BucketBuilder) {
     *bytes += b.size;
-    closed.push(Arc::new(b.finish()));
+    closed.push(Arc::new(ClosedBucket::new(b)));
 }
 
 /// Smallest sequence number among a bucket's rows (from its hidden column).

@@ -40,7 +40,7 @@ fn put(c: &mut CollCatalog, d: Document) {
 
 fn buckets(c: &CollCatalog) -> Vec<BucketData> {
     let mut v = c.snapshot_open();
-    v.extend(c.closed().iter().map(|b| (**b).clone()));
+    v.extend(c.closed().iter().map(|b| (**b.data()).clone()));
     v.sort_by_key(|b| b.id.bytes());
     v
 }
@@ -383,7 +383,8 @@ fn open_and_closed_buckets_carry_sums_of_numeric_fields() {
     );
     c.close_all();
     for b in c.take_closed() {
-        assert_sums_match_rows(&b);
+        let b = b.data();
+        assert_sums_match_rows(b);
         assert!(open.iter().any(|o| o.max == b.max));
     }
 }

@@ -11,6 +11,7 @@ use crate::catalog::meta::normalize;
 use bson::raw::RawBsonRef;
 use bson::{Bson, Document};
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// A series key: a type byte and bytes that are equal exactly when two meta values are equal
@@ -79,10 +80,18 @@ impl std::fmt::Debug for SeriesKey {
     }
 }
 
-/// The series key of a meta value, and whether the key's bytes after its two leading bytes
-/// are the value's own bytes: then two values with that property and equal keys are
-/// byte-identical, which spares the catalog a comparison per row.
-pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, bool) {
+/// Identifies the exact bytes of a document or array meta value: two values with the same
+/// nonzero id are byte for byte the same (ids are unique across threads and never reused), so
+/// the catalog can skip comparing them; zero means unknown.
+pub type MetaId = u64;
+
+fn next_meta_id() -> MetaId {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The series key of a meta value, with the [`MetaId`] of its bytes.
+pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, MetaId) {
     let mut k = vec![1u8, v.element_type() as u8];
     match v {
         RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
@@ -101,7 +110,7 @@ pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, bool) {
             k.extend_from_slice(&d.to_vec().unwrap_or_default());
         }
     }
-    (SeriesKey::new(&k), false)
+    (SeriesKey::new(&k), 0)
 }
 
 fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
@@ -127,7 +136,7 @@ fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
 /// recent raw meta values saves walking, normalising and re-encoding it per document.
 const KEY_CACHE_ENTRIES: usize = 65_536;
 
-type Cache = foldhash::HashMap<Vec<u8>, (SeriesKey, bool)>;
+type Cache = foldhash::HashMap<Vec<u8>, (SeriesKey, MetaId)>;
 
 thread_local! {
     // One map per element type: a document and an array can have the same bytes.
@@ -135,20 +144,20 @@ thread_local! {
 }
 
 /// The series key of a document or array meta value whose bytes are `raw`.
-fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, bool) {
+fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, MetaId) {
     let which = usize::from(matches!(v, RawBsonRef::Array(_)));
     let hit = KEYS.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
     if let Some(hit) = hit {
         return hit;
     }
     let mut k = vec![1u8, v.element_type() as u8];
-    let exact = raw_is_normalized(v);
-    if exact {
+    if raw_is_normalized(v) {
         k.extend_from_slice(raw);
     } else {
         k.extend_from_slice(&doc_bytes(&normalize(&to_bson(v))));
     }
-    let key = (SeriesKey::new(&k), exact);
+    // The entry's bytes are `raw`, so its id names exactly these bytes.
+    let key = (SeriesKey::new(&k), next_meta_id());
     KEYS.with(|c| {
         if let Some(m) = c.borrow_mut().get_mut(which) {
             if m.len() >= KEY_CACHE_ENTRIES {
@@ -178,22 +187,26 @@ mod tests {
     use super::*;
     use bson::{doc, RawDocumentBuf};
 
-    fn key_of(d: Document) -> (SeriesKey, bool) {
+    fn key_of(d: Document) -> (SeriesKey, MetaId) {
         let raw = RawDocumentBuf::try_from(&d).unwrap();
         let v = raw.get("m").unwrap().unwrap();
         series_key(v)
     }
 
     #[test]
-    fn exact_only_when_the_key_holds_the_value_bytes() {
-        let (a, exact) = key_of(doc! {"m": {"a": 1, "b": 2}});
-        assert!(exact);
+    fn meta_ids_name_exact_bytes() {
+        let (a, id_a) = key_of(doc! {"m": {"a": 1, "b": 2}});
         let raw = RawDocumentBuf::try_from(&doc! {"a": 1, "b": 2}).unwrap();
         assert_eq!(&a.as_bytes()[2..], raw.as_bytes());
-        let (b, exact) = key_of(doc! {"m": {"b": 2, "a": 1}});
-        assert!(!exact);
+        let (b, id_b) = key_of(doc! {"m": {"b": 2, "a": 1}});
         assert_eq!(a, b);
-        assert!(!key_of(doc! {"m": "host"}).1);
+        assert_ne!(id_a, id_b);
+        assert_ne!(id_a, 0);
+        assert_eq!(key_of(doc! {"m": {"b": 2, "a": 1}}).1, id_b);
+        // Another thread has its own cache, hence other ids for the same bytes.
+        let there = std::thread::spawn(|| key_of(doc! {"m": {"b": 2, "a": 1}}).1);
+        assert_ne!(there.join().unwrap(), id_b);
+        assert_eq!(key_of(doc! {"m": "host"}).1, 0);
     }
 
     #[test]

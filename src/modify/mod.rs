@@ -80,8 +80,8 @@ pub(crate) fn apply_to_buckets(
                     .filter(move |(i, _)| !entry.is_expired(sid, *i as u32))
                     .map(|(_, b)| b.meta.as_ref())
             })
-            .chain(c.flushing.iter().map(|b| b.meta.as_ref()))
-            .chain(c.catalog.closed().iter().map(|b| b.meta.as_ref()))
+            .chain(c.flushing.iter().map(|b| b.data().meta.as_ref()))
+            .chain(c.catalog.closed().iter().map(|b| b.data().meta.as_ref()))
             .chain(open.iter().map(|b| b.meta.as_ref()));
         for m in metas {
             if seen.insert(series_key(m)) {

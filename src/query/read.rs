@@ -217,6 +217,7 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
     let time_field = plan.time_field();
     let frozen = c.flushing.iter().chain(c.catalog.closed().iter());
     for b in frozen {
+        let b = b.data();
         ex.buckets_total += 1;
         if !in_range(start_of(&b.min, time_field, &b.id)) {
             ex.buckets_pruned_by_id += 1;

@@ -161,7 +161,10 @@ fn buckets(main_class: u8, spec: &[RowSpec]) -> Vec<BucketData> {
         c.insert(p, p.raw(&payload).unwrap(), 1, i as u32);
     }
     c.close_all();
-    c.take_closed().iter().map(|b| (**b).clone()).collect()
+    c.take_closed()
+        .iter()
+        .map(|b| (**b.data()).clone())
+        .collect()
 }
 
 fn dense_in_memory(b: &BucketData, f: &str) -> bool {
