@@ -16,6 +16,7 @@ use crate::catalog::is_hidden;
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Largest measurement accepted (MongoDB's limit for time-series measurements).
 pub const MAX_MEASUREMENT_BYTES: usize = 4 * 1024 * 1024;
@@ -78,7 +79,10 @@ pub fn prepare_batch(
     docs: &[Document],
     fields: &Fields<'_>,
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
-    let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * 320);
+    // Sized from the last batch's documents: growing a buffer of a few hundred kilobytes
+    // mid-batch copies it and touches fresh pages.
+    let per_doc = DOC_BYTES_HINT.load(Ordering::Relaxed);
+    let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * per_doc);
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
@@ -88,8 +92,14 @@ pub fn prepare_batch(
         prepared.push(p);
         ids.push(id);
     }
+    if let Some(avg) = (out.len() - INSERT_HEADER).checked_div(docs.len()) {
+        DOC_BYTES_HINT.store(avg + avg / 16 + 16, Ordering::Relaxed);
+    }
     Ok((prepared, out, ids))
 }
+
+/// Expected encoded bytes per document of the next batch (see [`prepare_batch`]).
+static DOC_BYTES_HINT: AtomicUsize = AtomicUsize::new(320);
 
 /// Encodes one document into `out` (a generated `_id` first, where MongoDB puts it, when it
 /// has none) while checking it, in one pass over its fields; returns it prepared and its `_id`.

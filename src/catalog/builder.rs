@@ -475,6 +475,18 @@ impl BucketBuilder {
         self.size * 2 + 1024
     }
 
+    /// Bytes of rows waiting unsplit.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Makes room for `bytes` of rows waiting unsplit.
+    pub fn reserve_pending(&mut self, bytes: usize) {
+        if self.deferring {
+            self.pending.reserve(bytes);
+        }
+    }
+
     /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
     pub fn window_contains(&self, t_ms: i64, span_ms: i64) -> bool {
         t_ms >= self.start_ms && t_ms - self.start_ms < span_ms

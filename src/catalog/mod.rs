@@ -86,6 +86,8 @@ struct Series {
     current: Option<usize>,
     /// Measurements the series has received (drives closing of idle set-aside buckets).
     inserts: u64,
+    /// Bytes of unsplit rows the series' last full bucket held: a new bucket reserves as much.
+    pending_hint: usize,
 }
 
 /// A set-aside bucket closes once its series has received this many measurements (or its own
@@ -189,6 +191,7 @@ impl CollCatalog {
                     open: Vec::new(),
                     current: None,
                     inserts: 0,
+                    pending_hint: 0,
                 }),
                 true,
             ),
@@ -209,6 +212,7 @@ impl CollCatalog {
                         Err(r) => {
                             count_refusal(&mut self.stats, r);
                             let done = series.open.swap_remove(c);
+                            series.pending_hint = done.pending_bytes();
                             series.current = None;
                             self.open_count -= 1;
                             self.open_bytes -= done.size;
@@ -268,6 +272,10 @@ impl CollCatalog {
                     self.params.meta_field.as_deref(),
                 );
                 // An empty bucket refuses nothing (no count, no size, no schema yet).
+                // The series' other buckets tell how much room its rows will need: growing
+                // the buffer by doubling would copy it and touch its memory twice.
+                let hint = series.open.iter().map(BucketBuilder::pending_bytes).max();
+                b.reserve_pending(hint.unwrap_or(series.pending_hint));
                 let _ = b.try_push(doc, m, seq, idx, &limits);
                 series.open.push(b);
                 self.open_count += 1;
