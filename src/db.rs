@@ -876,7 +876,11 @@ fn prepare_record(
     Ok(Some(Replayed {
         seq,
         collection_id: rec.collection_id,
-        payload: payload.to_vec(),
+        payload: {
+            let mut p = crate::ingest::buffers::take(payload.len());
+            p.extend_from_slice(payload);
+            p
+        },
         docs,
     }))
 }
@@ -904,6 +908,8 @@ fn apply_replayed(
                 c.catalog.insert(p, raw, r.seq, i as u32);
             }
         }
+        drop(st);
+        crate::ingest::buffers::give_back(r.payload);
     }
     Ok(())
 }
@@ -933,6 +939,7 @@ fn make_apply(
             want_flush = c.catalog.closed_bytes() >= flush_bytes;
         }
         drop(st);
+        crate::ingest::buffers::give_back(payload);
         if want_flush {
             // A full channel means a flush is already requested.
             let _ = flush_tx.try_send(());

@@ -3,6 +3,7 @@
 //! key, size). The second step is shared with recovery, which replays the same bytes. Nothing
 //! here touches the disk, so a bad batch writes nothing.
 
+pub mod buffers;
 mod encode;
 mod ids;
 mod series;
@@ -82,7 +83,7 @@ pub fn prepare_batch(
     // Sized from the last batch's documents: growing a buffer of a few hundred kilobytes
     // mid-batch copies it and touches fresh pages.
     let per_doc = DOC_BYTES_HINT.load(Ordering::Relaxed);
-    let mut out = Vec::with_capacity(INSERT_HEADER + docs.len() * per_doc);
+    let mut out = buffers::take(INSERT_HEADER + docs.len() * per_doc);
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
@@ -207,7 +208,7 @@ pub fn prepare_raw_batch(
     fields: &Fields<'_>,
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
     let total: usize = docs.iter().map(|d| d.as_bytes().len() + 17).sum();
-    let mut out = Vec::with_capacity(INSERT_HEADER + total);
+    let mut out = buffers::take(INSERT_HEADER + total);
     write_insert_header(&mut out, collection_id, docs.len());
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
