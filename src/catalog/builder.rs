@@ -259,7 +259,7 @@ impl Columns {
     fn note_meta(&mut self, row: u32, v: RawBsonRef<'_>, cx: &RowContext<'_>) {
         let same = cx
             .meta_raw
-            .is_some_and(|(t, bytes)| *t == v.element_type() as u8 && value_bytes(v) == *bytes);
+            .is_some_and(|(t, bytes)| *t == v.element_type() as u8 && has_value_bytes(v, bytes));
         if !same {
             if self.raw_metas.len() < row as usize {
                 self.raw_metas.resize(row as usize, None);
@@ -326,6 +326,27 @@ fn next_document(run: &[u8], at: usize) -> Option<&[u8]> {
     run.get(at..at.checked_add(usize::try_from(len).ok().filter(|&n| n >= 5)?)?)
 }
 
+/// True when `bytes` are the bytes of `v` as they follow its name inside a document; the
+/// common types are compared in place, without encoding `v` again.
+fn has_value_bytes(v: RawBsonRef<'_>, bytes: &[u8]) -> bool {
+    match v {
+        RawBsonRef::Document(d) => d.as_bytes() == bytes,
+        RawBsonRef::Array(a) => a.as_bytes() == bytes,
+        RawBsonRef::String(s) => {
+            let (len, rest) = bytes.split_at_checked(4).unwrap_or_default();
+            len == ((s.len() + 1) as i32).to_le_bytes()
+                && rest.split_last() == Some((&0, s.as_bytes()))
+        }
+        RawBsonRef::Int32(x) => bytes == x.to_le_bytes(),
+        RawBsonRef::Int64(x) => bytes == x.to_le_bytes(),
+        RawBsonRef::Double(x) => bytes == x.to_le_bytes(),
+        RawBsonRef::DateTime(t) => bytes == t.timestamp_millis().to_le_bytes(),
+        RawBsonRef::ObjectId(o) => bytes == o.bytes(),
+        RawBsonRef::Boolean(b) => bytes == [u8::from(b)],
+        other => value_bytes(other) == bytes,
+    }
+}
+
 /// The bytes of a value as they follow its name inside a document.
 fn value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
     let mut d = Document::new();
@@ -364,8 +385,8 @@ fn defers(kind: u8) -> bool {
 /// each row into typed columns as it arrives touches a cache line per column of a different
 /// bucket each time. A bucket whose rows all carry the same fields with the same types, only
 /// scalars outside the meta field, and the bucket's meta value byte for byte, instead keeps
-/// them as the BSON documents they arrived in (*pending*): taking one is a walk of its bytes, a
-/// comparison with the first row's signature and one append. The rows are split into columns
+/// them as the BSON documents they arrived in, less the meta element (*pending*): taking one is
+/// a walk of its bytes, a comparison with the first row's signature and one append. The rows are split into columns
 /// when the bucket is read or closed, a bucket at a time, or as soon as a row breaks the
 /// pattern, after which the bucket splits every row on arrival.
 pub struct BucketBuilder {
@@ -396,7 +417,7 @@ pub struct BucketBuilder {
     cols: Columns,
     /// True while every row is in `pending`.
     deferring: bool,
-    /// The rows not split yet, as whole BSON documents back to back.
+    /// The rows not split yet, as BSON documents back to back, each without its meta element.
     pending: Vec<u8>,
     /// `{ type: u8 | name | 0 }` per element of each pending row.
     signature: Vec<u8>,

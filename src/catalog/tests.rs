@@ -449,3 +449,55 @@ proptest::proptest! {
         proptest::prop_assert_eq!(lazy.finish(), eager.finish());
     }
 }
+
+#[test]
+fn meta_values_compare_by_their_bytes_in_place() {
+    // A row whose meta equals the bucket's only up to field order or numeric type keeps its own
+    // value; an identical one does not, for every common meta type.
+    for (meta, other) in [
+        (Bson::String("h1".into()), Bson::String("h2".into())),
+        (Bson::Int32(7), Bson::Int64(7)),
+        (Bson::Int64(7), Bson::Int64(8)),
+        (Bson::Double(0.5), Bson::Double(-0.5)),
+        (
+            Bson::DateTime(DateTime::from_millis(5)),
+            Bson::DateTime(DateTime::from_millis(6)),
+        ),
+        (Bson::Boolean(true), Bson::Boolean(false)),
+        (
+            Bson::ObjectId(ObjectId::from_bytes([1; 12])),
+            Bson::ObjectId(ObjectId::from_bytes([2; 12])),
+        ),
+        (
+            Bson::Document(doc! {"a": 1, "b": 2}),
+            Bson::Document(doc! {"b": 2, "a": 1}),
+        ),
+        (Bson::Array(vec![1.into()]), Bson::Array(vec![2.into()])),
+        (Bson::Null, Bson::Undefined),
+    ] {
+        let t = DateTime::from_millis(0);
+        // A sparse field makes the bucket split rows on arrival, where note_meta runs.
+        let rows = [
+            doc! {"t": t, "m": meta.clone(), "x": 1},
+            doc! {"t": t, "m": meta.clone(), "y": 1},
+            doc! {"t": t, "m": other.clone(), "x": 2},
+        ];
+        let (prepared, payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
+        let limits = FitLimits {
+            max_count: 1000,
+            max_size: 128_000,
+            min_count: 10,
+            large_max_size: 12 << 20,
+        };
+        let mut b = BucketBuilder::new(ObjectId::new(), 0, Some(meta.clone()), "t", Some("m"));
+        for (i, p) in prepared.iter().take(2).enumerate() {
+            b.try_push(p.raw(&payload).unwrap(), p, 1, i as u32, &limits)
+                .unwrap();
+        }
+        assert!(!b.meta_varies(), "{meta:?}");
+        let p = &prepared[2];
+        b.try_push(p.raw(&payload).unwrap(), p, 1, 2, &limits)
+            .unwrap();
+        assert!(b.meta_varies(), "{meta:?} vs {other:?}");
+    }
+}
