@@ -7,6 +7,7 @@ pub mod buffers;
 mod encode;
 mod ids;
 mod series;
+mod validate;
 
 pub use series::{series_key, MetaId, SeriesKey};
 
@@ -217,34 +218,10 @@ pub fn prepare_raw_batch(
     let mut block = IdBlock::reserve(docs.len());
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
-        let mut id = None;
-        let (mut time_ms, mut key) = (None, (SeriesKey::none(), 0));
-        seen.clear();
-        // Walk every element once: it proves the bytes well formed all the way down, and
-        // finds the time and meta values (names are unique, so the first is the only one).
-        for el in doc.iter() {
-            let (k, v) = el.map_err(|e| bad(format!("malformed BSON: {e}")))?;
-            let k = k.as_str();
-            // Each top-level field becomes one column; BSON allows repeats, columns cannot.
-            if !seen.insert(k) {
-                return Err(bad(format!("field name {k:?} appears more than once")));
-            }
-            if is_hidden(k) {
-                return Err(bad(format!(
-                    "field name {k:?} starts with \\u0001, which is reserved for the engine"
-                )));
-            }
-            if k == "_id" {
-                id = Some(to_bson(v));
-            } else if k == fields.time {
-                if let RawBsonRef::DateTime(t) = v {
-                    time_ms = Some(t.timestamp_millis());
-                }
-            } else if Some(k) == fields.meta {
-                key = series_key(v);
-            }
-            check_nested(v).map_err(|e| bad(format!("malformed BSON: {e}")))?;
-        }
+        let (mut id, time_ms, key) = match scan_common(doc, fields) {
+            Some(found) => found.map_err(bad)?,
+            None => scan_checked(doc, fields, &mut seen).map_err(bad)?,
+        };
         let Some(time_ms) = time_ms else {
             return Err(bad(no_time(fields)));
         };
@@ -273,6 +250,94 @@ pub fn prepare_raw_batch(
         )?);
     }
     Ok((prepared, out, ids))
+}
+
+/// What the insert path takes from a raw document: its `_id` if it has one, its time and its
+/// series key.
+type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
+
+/// Scans a raw document made of the common types ([`validate::surely_well_formed`]) by
+/// reading its top-level elements straight from the bytes; `None` leaves the document to
+/// [`scan_checked`]. The findings and messages are [`scan_checked`]'s.
+fn scan_common(
+    doc: &RawDocumentBuf,
+    fields: &Fields<'_>,
+) -> Option<std::result::Result<Scanned, String>> {
+    let bytes = doc.as_bytes();
+    if !validate::surely_well_formed(bytes) {
+        return None;
+    }
+    let mut names: Vec<&[u8]> = Vec::with_capacity(32);
+    let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
+    for e in crate::catalog::elements::Elements::new(bytes) {
+        // Checked UTF-8 by surely_well_formed; a linear search beats hashing a few names.
+        let k = std::str::from_utf8(e.name).ok()?;
+        if names.len() >= 32 {
+            return None;
+        }
+        if names.contains(&e.name) {
+            return Some(Err(format!("field name {k:?} appears more than once")));
+        }
+        names.push(e.name);
+        if is_hidden(k) {
+            return Some(Err(format!(
+                "field name {k:?} starts with \\u0001, which is reserved for the engine"
+            )));
+        }
+        if k == "_id" {
+            id = Some(match <[u8; 12]>::try_from(e.value) {
+                Ok(b) if e.kind == 0x07 => Bson::ObjectId(bson::oid::ObjectId::from_bytes(b)),
+                _ => to_bson(doc.get("_id").ok()??),
+            });
+        } else if k == fields.time {
+            if e.kind == 0x09 {
+                time_ms = Some(i64::from_le_bytes(e.value.try_into().ok()?));
+            }
+        } else if Some(k) == fields.meta {
+            key = match e.kind {
+                0x03 => series_key(RawBsonRef::Document(RawDocument::from_bytes(e.value).ok()?)),
+                _ => series_key(doc.get(k).ok()??),
+            };
+        }
+    }
+    Some(Ok((id, time_ms, key)))
+}
+
+/// Scans a raw document through the `bson` crate, which checks every byte and says what is
+/// wrong: one walk of every element proves the bytes well formed all the way down and finds
+/// the time and meta values (names are unique, so the first is the only one).
+fn scan_checked<'a>(
+    doc: &'a RawDocumentBuf,
+    fields: &Fields<'_>,
+    seen: &mut foldhash::HashSet<&'a str>,
+) -> std::result::Result<Scanned, String> {
+    let mut id = None;
+    let (mut time_ms, mut key) = (None, (SeriesKey::none(), 0));
+    seen.clear();
+    for el in doc.iter() {
+        let (k, v) = el.map_err(|e| format!("malformed BSON: {e}"))?;
+        let k = k.as_str();
+        // Each top-level field becomes one column; BSON allows repeats, columns cannot.
+        if !seen.insert(k) {
+            return Err(format!("field name {k:?} appears more than once"));
+        }
+        if is_hidden(k) {
+            return Err(format!(
+                "field name {k:?} starts with \\u0001, which is reserved for the engine"
+            ));
+        }
+        if k == "_id" {
+            id = Some(to_bson(v));
+        } else if k == fields.time {
+            if let RawBsonRef::DateTime(t) = v {
+                time_ms = Some(t.timestamp_millis());
+            }
+        } else if Some(k) == fields.meta {
+            key = series_key(v);
+        }
+        check_nested(v).map_err(|e| format!("malformed BSON: {e}"))?;
+    }
+    Ok((id, time_ms, key))
 }
 
 /// Walks embedded documents and arrays so that malformed bytes anywhere inside are found now,

@@ -1,0 +1,198 @@
+//! A single-pass check of caller-supplied BSON bytes (`insert_many_raw`).
+//!
+//! The `bson` crate's element iterator checks every name, parses every value into a typed
+//! reference and, for the nested documents the insert path walks again, does it twice; for a
+//! devops batch that is most of the inserting thread. This check reads each byte once. It only
+//! ever says "well formed" for documents made of the common types, checked as strictly as the
+//! crate checks them, so that every value it passes also converts through the crate later;
+//! anything else (another type, deeper nesting, or bytes it finds wrong) goes to the crate's
+//! checks unchanged, which also keeps their error messages.
+
+use crate::catalog::elements::Elements;
+
+/// Nesting beyond this is left to the checked path.
+const MAX_DEPTH: usize = 100;
+
+/// True when `doc` (one whole document, length prefix to terminator) is well formed BSON made
+/// only of doubles, strings, documents, arrays, ObjectIds, booleans, datetimes, nulls, int32s,
+/// timestamps, int64s and decimal128s. False says nothing either way.
+pub fn surely_well_formed(doc: &[u8]) -> bool {
+    document(doc, 0)
+}
+
+fn document(doc: &[u8], depth: usize) -> bool {
+    if depth > MAX_DEPTH || doc.len() < 5 || doc.last() != Some(&0) {
+        return false;
+    }
+    let declared = doc
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(i32::from_le_bytes);
+    if declared != i32::try_from(doc.len()).ok() {
+        return false;
+    }
+    let mut elements = Elements::new(doc);
+    for e in elements.by_ref() {
+        if std::str::from_utf8(e.name).is_err() || !value(e.kind, e.value, depth) {
+            return false;
+        }
+    }
+    elements.finished()
+}
+
+fn value(kind: u8, v: &[u8], depth: usize) -> bool {
+    match kind {
+        // Fixed sizes: the walker framed exactly that many bytes.
+        0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 => true,
+        0x08 => matches!(v, [0] | [1]),
+        0x02 => string(v),
+        0x03 | 0x04 => document(v, depth + 1),
+        _ => false,
+    }
+}
+
+/// A length-prefixed string: length at least 1, counting the terminating NUL, UTF-8 before it.
+fn string(v: &[u8]) -> bool {
+    let Some((len, rest)) = v.split_at_checked(4) else {
+        return false;
+    };
+    let len = len.try_into().map(i32::from_le_bytes).unwrap_or(0);
+    match rest.split_last() {
+        Some((&0, body)) => {
+            len >= 1 && body.len() + 1 == len as usize && std::str::from_utf8(body).is_ok()
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::{values, Input};
+    use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+    use proptest::prelude::*;
+
+    /// Everything the insert path later asks of the `bson` crate: a full walk at every depth
+    /// and a conversion to `Document`.
+    fn crate_accepts(bytes: &[u8]) -> bool {
+        fn walk(d: &RawDocument) -> bool {
+            d.iter().all(|e| match e {
+                Ok((_, bson::RawBsonRef::Document(inner))) => walk(inner),
+                Ok((_, bson::RawBsonRef::Array(a))) => a.into_iter().all(|x| match x {
+                    Ok(bson::RawBsonRef::Document(inner)) => walk(inner),
+                    Ok(_) => true,
+                    Err(_) => false,
+                }),
+                Ok(_) => true,
+                Err(_) => false,
+            })
+        }
+        RawDocument::from_bytes(bytes).is_ok_and(|d| walk(d) && Document::try_from(d).is_ok())
+    }
+
+    fn common(d: &Document) -> bool {
+        fn ok(v: &Bson) -> bool {
+            match v {
+                Bson::Document(d) => d.values().all(ok),
+                Bson::Array(a) => a.iter().all(ok),
+                Bson::Double(_)
+                | Bson::String(_)
+                | Bson::ObjectId(_)
+                | Bson::Boolean(_)
+                | Bson::DateTime(_)
+                | Bson::Null
+                | Bson::Int32(_)
+                | Bson::Timestamp(_)
+                | Bson::Int64(_)
+                | Bson::Decimal128(_) => true,
+                _ => false,
+            }
+        }
+        d.values().all(ok)
+    }
+
+    #[test]
+    fn common_documents_pass_and_others_are_left_to_the_crate() {
+        let d = doc! {
+            "t": bson::DateTime::from_millis(1), "m": {"host": "h", "tags": ["a", 1, 2.5]},
+            "b": true, "n": Bson::Null, "s": "ünïcode\u{0}inside", "i": 3, "l": 4i64,
+            "ts": bson::Timestamp { time: 1, increment: 2 }, "o": bson::oid::ObjectId::new(),
+        };
+        assert!(surely_well_formed(
+            RawDocumentBuf::try_from(&d).unwrap().as_bytes()
+        ));
+        let other = doc! {"r": bson::Regex {
+            pattern: "a".to_string().try_into().unwrap(),
+            options: "".to_string().try_into().unwrap(),
+        }};
+        assert!(!surely_well_formed(
+            RawDocumentBuf::try_from(&other).unwrap().as_bytes()
+        ));
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_left_to_the_crate() {
+        let mut d = doc! {"x": 1};
+        for _ in 0..MAX_DEPTH {
+            d = doc! {"d": d};
+        }
+        assert!(surely_well_formed(
+            RawDocumentBuf::try_from(&d).unwrap().as_bytes()
+        ));
+        let d = doc! {"d": d};
+        assert!(!surely_well_formed(
+            RawDocumentBuf::try_from(&d).unwrap().as_bytes()
+        ));
+    }
+
+    #[test]
+    fn each_rule_of_the_crate_is_kept() {
+        let raw = RawDocumentBuf::try_from(&doc! {"k": "ab", "b": true}).unwrap();
+        let good = raw.as_bytes().to_vec();
+        assert!(surely_well_formed(&good));
+        // Offsets: 4 length | 0x02 'k' 0 | len(4) 'a' 'b' 0 | 0x08 'b' 0 | 1 | 0.
+        let broken = |at: usize, byte: u8| {
+            let mut b = good.clone();
+            b[at] = byte;
+            b
+        };
+        for bad in [
+            broken(5, 0xff),  // name not UTF-8
+            broken(11, 0xff), // string not UTF-8
+            broken(13, 1),    // string not NUL-terminated
+            broken(7, 0),     // string length 0
+            broken(7, 4),     // string length past its bytes
+            broken(17, 2),    // boolean neither 0 nor 1
+            broken(0, 17),    // document length wrong
+            broken(18, 1),    // document not NUL-terminated
+        ] {
+            assert!(!surely_well_formed(&bad), "{bad:?}");
+            assert!(!crate_accepts(&bad) || bad == good, "{bad:?}");
+        }
+    }
+
+    proptest! {
+        /// Documents of the common types pass; whatever passes, the crate accepts too.
+        #[test]
+        fn what_passes_the_crate_accepts(
+            data in proptest::collection::vec(any::<u8>(), 0..512),
+            flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..4),
+        ) {
+            let d = values::document(&mut Input::new(&data), 4);
+            let Ok(raw) = RawDocumentBuf::try_from(&d) else { return Ok(()) };
+            let mut bytes = raw.as_bytes().to_vec();
+            if common(&d) {
+                prop_assert!(surely_well_formed(&bytes));
+            }
+            for (at, x) in flips {
+                if !bytes.is_empty() {
+                    let i = usize::from(at) % bytes.len();
+                    bytes[i] ^= x;
+                }
+            }
+            if surely_well_formed(&bytes) {
+                prop_assert!(crate_accepts(&bytes), "{:?}", bytes);
+            }
+        }
+    }
+}
