@@ -24,7 +24,6 @@ pub use stats::CatalogStats;
 use crate::bucket::BucketData;
 use bson::oid::ObjectId;
 use bson::raw::RawDocument;
-use bson::Bson;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -489,20 +488,6 @@ fn count_refusal(stats: &mut CatalogStats, r: Refusal) {
 fn push_closed(closed: &mut Vec<Arc<ClosedBucket>>, bytes: &mut usize, b: BucketBuilder) {
     *bytes += b.size;
     closed.push(Arc::new(ClosedBucket::new(b)));
-}
-
-/// Smallest sequence number among a bucket's rows (from its hidden column).
-pub fn min_seq_of(b: &BucketData) -> Option<u64> {
-    b.columns
-        .iter()
-        .find(|c| c.name == SEQ_COLUMN)?
-        .values
-        .iter()
-        .filter_map(|v| match v {
-            Some(Bson::Int64(s)) => Some(*s as u64),
-            _ => None,
-        })
-        .min()
 }
 
 #[cfg(test)]

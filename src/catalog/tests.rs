@@ -1,7 +1,7 @@
 use super::*;
 use crate::ingest::{prepare_batch, Fields};
-use bson::Document;
 use bson::{doc, DateTime};
+use bson::{Bson, Document};
 
 const FIELDS: Fields<'static> = Fields {
     time: "t",
