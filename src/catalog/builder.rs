@@ -583,7 +583,11 @@ impl BucketBuilder {
                     return None;
                 }
                 meta_at = Some((e.start, e.end()));
-            } else if !defers(e.kind) {
+            } else if !defers(e.kind)
+                || (e.kind == 0x02 && super::elements::string_value(e.value).is_none())
+            {
+                // Only values the splitter can take wait unsplit; a damaged string goes to the
+                // checked split, which leaves it out of its row.
                 return None;
             }
             if first {

@@ -107,13 +107,7 @@ impl Data {
             (Data::Oid(c), 0x07) => le(value).map(|b| c.push(ObjectId::from_bytes(b))),
             (Data::Bool(c), 0x08) => value.first().map(|&b| c.push(b != 0)),
             (Data::Str(c), 0x02) => {
-                // A length-prefixed string whose length counts its terminating NUL.
-                let n = le::<4>(value).map(i32::from_le_bytes);
-                let body = n
-                    .and_then(|n| usize::try_from(n).ok()?.checked_sub(1))
-                    .and_then(|n| value.get(4..4 + n));
-                body.and_then(|b| std::str::from_utf8(b).ok())
-                    .map(|s| c.push(s.to_string()))
+                super::elements::string_value(value).map(|s| c.push(s.to_string()))
             }
             (Data::Any(c), 0x0A) => {
                 c.push(Bson::Null);

@@ -74,6 +74,16 @@ impl<'a> Iterator for Elements<'a> {
     }
 }
 
+/// The text of a BSON string value (`{ length: i32 | UTF-8 | 0 }`, the length counting the
+/// terminating NUL and at least 1), checked as the `bson` crate checks it.
+pub fn string_value(value: &[u8]) -> Option<&str> {
+    let (len, rest) = value.split_at_checked(4)?;
+    let len = i32::from_le_bytes(len.try_into().ok()?);
+    let (&last, body) = rest.split_last()?;
+    let ok = last == 0 && len >= 1 && body.len() + 1 == len as usize;
+    ok.then(|| std::str::from_utf8(body).ok()).flatten()
+}
+
 fn le_len(b: &[u8]) -> Option<usize> {
     let n = i32::from_le_bytes(b.get(..4)?.try_into().ok()?);
     usize::try_from(n).ok()

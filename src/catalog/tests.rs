@@ -501,3 +501,43 @@ fn meta_values_compare_by_their_bytes_in_place() {
         assert!(b.meta_varies(), "{meta:?} vs {other:?}");
     }
 }
+
+/// Guards a row from a checksummed but damaged log record: a string that is not UTF-8 must not
+/// wait unsplit (the splitter could not take it, and the column would lose its place); it goes
+/// to the checked split like any row that breaks the pattern.
+#[test]
+fn a_damaged_string_is_split_like_any_other_break() {
+    let t = DateTime::from_millis(0);
+    let rows: Vec<Document> = (0..3)
+        .map(|i| doc! {"t": t, "m": "h", "s": format!("z{i}q"), "x": i})
+        .collect();
+    let (prepared, mut payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
+    let at = payload.windows(3).position(|w| w == b"z1q").unwrap();
+    payload[at] = 0xff;
+    let limits = FitLimits {
+        max_count: 1000,
+        max_size: 128_000,
+        min_count: 10,
+        large_max_size: 12 << 20,
+    };
+    let meta = Some(Bson::String("h".into()));
+    let new = || {
+        BucketBuilder::new(
+            ObjectId::from_bytes([1; 12]),
+            0,
+            meta.clone(),
+            "t",
+            Some("m"),
+        )
+    };
+    let (mut lazy, mut eager) = (new(), new().splitting_every_row());
+    for (i, p) in prepared.iter().enumerate() {
+        let raw = p.raw(&payload).unwrap();
+        assert_eq!(
+            lazy.try_push(raw, p, 1, i as u32, &limits),
+            eager.try_push(raw, p, 1, i as u32, &limits)
+        );
+    }
+    assert_eq!(lazy.snapshot(), eager.snapshot());
+    assert_eq!(lazy.finish(), eager.finish());
+}

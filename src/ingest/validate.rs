@@ -8,7 +8,7 @@
 //! anything else (another type, deeper nesting, or bytes it finds wrong) goes to the crate's
 //! checks unchanged, which also keeps their error messages.
 
-use crate::catalog::elements::Elements;
+use crate::catalog::elements::{string_value, Elements};
 
 /// Nesting beyond this is left to the checked path.
 const MAX_DEPTH: usize = 100;
@@ -45,22 +45,8 @@ fn value(kind: u8, v: &[u8], depth: usize) -> bool {
         // Fixed sizes: the walker framed exactly that many bytes.
         0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 => true,
         0x08 => matches!(v, [0] | [1]),
-        0x02 => string(v),
+        0x02 => string_value(v).is_some(),
         0x03 | 0x04 => document(v, depth + 1),
-        _ => false,
-    }
-}
-
-/// A length-prefixed string: length at least 1, counting the terminating NUL, UTF-8 before it.
-fn string(v: &[u8]) -> bool {
-    let Some((len, rest)) = v.split_at_checked(4) else {
-        return false;
-    };
-    let len = len.try_into().map(i32::from_le_bytes).unwrap_or(0);
-    match rest.split_last() {
-        Some((&0, body)) => {
-            len >= 1 && body.len() + 1 == len as usize && std::str::from_utf8(body).is_ok()
-        }
         _ => false,
     }
 }
