@@ -133,9 +133,7 @@ fn encode_one(
     let mut meta_at = None;
     for (k, v) in doc {
         if is_hidden(k) {
-            return Err(bad(format!(
-                "field name {k:?} starts with \\u0001, which is reserved for the engine"
-            )));
+            return Err(bad(reserved_name(k)));
         }
         if k == fields.time {
             match v {
@@ -276,13 +274,11 @@ fn scan_common(
             return None;
         }
         if names.contains(&e.name) {
-            return Some(Err(format!("field name {k:?} appears more than once")));
+            return Some(Err(repeated_name(k)));
         }
         names.push(e.name);
         if is_hidden(k) {
-            return Some(Err(format!(
-                "field name {k:?} starts with \\u0001, which is reserved for the engine"
-            )));
+            return Some(Err(reserved_name(k)));
         }
         if k == "_id" {
             id = Some(match <[u8; 12]>::try_from(e.value) {
@@ -319,12 +315,10 @@ fn scan_checked<'a>(
         let k = k.as_str();
         // Each top-level field becomes one column; BSON allows repeats, columns cannot.
         if !seen.insert(k) {
-            return Err(format!("field name {k:?} appears more than once"));
+            return Err(repeated_name(k));
         }
         if is_hidden(k) {
-            return Err(format!(
-                "field name {k:?} starts with \\u0001, which is reserved for the engine"
-            ));
+            return Err(reserved_name(k));
         }
         if k == "_id" {
             id = Some(to_bson(v));
@@ -381,6 +375,16 @@ pub fn prepare_raw(
         None => (SeriesKey::none(), 0),
     };
     finish(time_ms, key, start, len, index, fields)
+}
+
+/// The message for a top-level field name that the engine keeps for its own columns.
+fn reserved_name(k: &str) -> String {
+    format!("field name {k:?} starts with \\u0001, which is reserved for the engine")
+}
+
+/// The message for a top-level field name that appears twice (each becomes one column).
+fn repeated_name(k: &str) -> String {
+    format!("field name {k:?} appears more than once")
 }
 
 /// MongoDB's message for a time field that is missing or not a datetime.
