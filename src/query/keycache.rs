@@ -25,6 +25,33 @@ fn starts_key(starts: &[i64]) -> Option<Starts> {
     }
 }
 
+/// Slots (a power of two) of the direct-mapped cache in front of [`KeyCache`]'s table of
+/// groups.
+const RECENT_SLOTS: usize = 1 << 12;
+
+/// A slot of the direct-mapped cache: a group and its (part, bin starts); `part == u32::MAX`
+/// when empty.
+#[derive(Clone, Copy)]
+struct Recent {
+    part: u32,
+    group: u32,
+    starts: Starts,
+}
+
+const EMPTY: Recent = Recent {
+    part: u32::MAX,
+    group: 0,
+    starts: [0, 0],
+};
+
+/// The direct-mapped slot of (part, starts): a multiplicative hash, top bits.
+fn recent_slot(part: u32, s: &Starts) -> usize {
+    let h = (s[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (s[1] as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+        ^ u64::from(part).wrapping_mul(0x1656_67B1_9E37_79F9);
+    (h >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
+}
+
 /// What a part knows of its keys: the encoding with the times zeroed, where the times go, and
 /// the `_id` value of one of its keys (whose times are replaced for another).
 struct Template {
@@ -45,6 +72,10 @@ pub struct KeyCache {
     /// Groups by (part, bin starts) in one table: one map per part scattered small tables
     /// over the heap, and a probe was a cache miss more.
     bins: foldhash::HashMap<(u32, Starts), u32>,
+    /// A direct-mapped cache in front of `bins` (allocated on first use): a bucket's runs
+    /// look up one group per time bin, and the few bins a query touches at a time stay in
+    /// it, where a probe of `bins` was a branchy search of a table of every group.
+    recent: Vec<Recent>,
     /// Meta projections by source (see [`KeyCache::projected`]).
     projections: foldhash::HashMap<usize, Arc<MetaProjection>>,
     /// Parts handed out so far (part 0 is the key that does not read meta).
@@ -158,14 +189,40 @@ impl KeyCache {
     }
 
     /// The group remembered for `part` and bin starts `starts`.
-    pub fn get(&self, part: u32, starts: &[i64]) -> Option<u32> {
-        self.bins.get(&(part, starts_key(starts)?)).copied()
+    pub fn get(&mut self, part: u32, starts: &[i64]) -> Option<u32> {
+        let k = starts_key(starts)?;
+        let slot = recent_slot(part, &k);
+        if let Some(r) = self.recent.get(slot) {
+            if r.part == part && r.starts == k {
+                return Some(r.group);
+            }
+        }
+        let g = self.bins.get(&(part, k)).copied()?;
+        self.keep_recent(slot, part, k, g);
+        Some(g)
     }
 
     /// Remembers group `g` for `part` and `starts`.
     pub fn put(&mut self, part: u32, starts: &[i64], g: u32) {
         if let Some(k) = starts_key(starts) {
             self.bins.insert((part, k), g);
+            self.keep_recent(recent_slot(part, &k), part, k, g);
+        }
+    }
+
+    fn keep_recent(&mut self, slot: usize, part: u32, starts: Starts, group: u32) {
+        if part == u32::MAX {
+            return;
+        }
+        if self.recent.is_empty() {
+            self.recent = vec![EMPTY; RECENT_SLOTS];
+        }
+        if let Some(r) = self.recent.get_mut(slot) {
+            *r = Recent {
+                part,
+                group,
+                starts,
+            };
         }
     }
 }
@@ -282,6 +339,24 @@ mod tests {
         assert!(!c.key_bytes(0, &starts, &mut got));
         assert_eq!(c.id_value(p, &e, "t", &starts[..1]), None);
         assert_eq!(c.id_value(p, &e, "t", &[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn groups_survive_eviction_from_the_recent_slots() {
+        let mut c = KeyCache::default();
+        // More (part, bin) pairs than slots: every one is still found, most from `bins`.
+        let n = RECENT_SLOTS as i64 * 3;
+        for b in 0..n {
+            c.put((b % 5) as u32, &[b * 60_000], b as u32);
+        }
+        for b in (0..n).rev() {
+            assert_eq!(c.get((b % 5) as u32, &[b * 60_000]), Some(b as u32));
+            assert_eq!(c.get((b % 5 + 1) as u32, &[b * 60_000, 1]), None);
+        }
+        c.put(2, &[7, 8], 9);
+        assert_eq!(c.get(2, &[7, 8]), Some(9));
+        assert_eq!(c.get(2, &[8, 7]), None);
+        assert_eq!(c.get(2, &[7, 8, 9]), None, "three bins are never cached");
     }
 
     #[test]
