@@ -12,7 +12,7 @@ use crate::query::agg;
 use crate::query::cursor::FindSpec;
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
-use crate::query::read::{count, load, select, Cursor, Explain, Plan, Scan};
+use crate::query::read::{count, load, select, select_in, Cursor, Explain, Order, Plan, Scan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::raw::RawDocumentBuf;
@@ -291,7 +291,11 @@ impl Collection {
         let (plan, scans, ex) = self.with_state(|c| {
             let o = &c.entry.options;
             let plan = Plan::new(p.filter.clone(), o.get_time_field(), o.get_meta_field());
-            let (scans, ex) = select(c, &plan);
+            let order = match columnar && agg::order_free(&plan, &p.stages) {
+                true => Order::File,
+                false => Order::Id,
+            };
+            let (scans, ex) = select_in(c, &plan, order);
             (plan, scans, ex)
         })?;
         agg::execute(scans, ex, plan, &p.stages, columnar)

@@ -495,6 +495,66 @@ fn columnar_path_gives_the_document_paths_answers() {
     }
 }
 
+/// Enough buckets that the columnar group runs on several threads where the machine has
+/// several cores (from 1024 buckets per thread; most series here hold one or two rows, as
+/// seed 004's one-offs do): the parts' tables merge into the document path's answer, groups
+/// that several parts saw included, and the explain counters still add up.
+#[test]
+fn groups_over_many_buckets_merge_the_parts() {
+    let mut rng = Rng::new(11);
+    let mut docs = Vec::new();
+    for i in 0..4000i64 {
+        for r in 0..1 + rng.below(3) as i64 {
+            let t = BASE + (i % 240) * 15_000 + r * 61_000;
+            let x = match rng.below(3) {
+                0 => Bson::Int32(rng.below(100) as i32),
+                1 => Bson::Int64(rng.below(1000) as i64 - 500),
+                _ => Bson::Double(rng.f64() * 10.0),
+            };
+            docs.push(doc! {"t": date(t), "m": {"k": i, "g": i % 7}, "x": x, "y": rng.f64()});
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("t").meta_field("m"),
+        &docs,
+    );
+    let minute = doc! {"$dateTrunc": {"date": "$t", "unit": "minute"}};
+    let pipelines = [
+        vec![doc! {"$group": {"_id": minute.clone(), "n": {"$sum": 1}}}],
+        vec![doc! {"$group": {
+            "_id": {"p": {"$dateTrunc": {"date": "$t", "unit": "minute", "binSize": 5}}, "g": "$m.g"},
+            "s": {"$sum": "$x"}, "a": {"$avg": "$y"}, "min": {"$min": "$x"}, "max": {"$max": "$y"},
+        }}],
+        vec![
+            doc! {"$match": {"m.g": {"$ne": 3}, "x": {"$gte": 10}}},
+            doc! {"$group": {"_id": "$m.g", "n": {"$sum": 1}, "s": {"$sum": "$y"}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![doc! {"$group": {"_id": "$m.g", "f": {"$first": "$x"}, "l": {"$last": "$x"}}}],
+    ];
+    for p in &pipelines {
+        same_answers(&run(&c, p), &run_unpacked(&c, p), &format!("{p:?}"));
+        let ex = c.explain_aggregate(p.clone()).unwrap();
+        assert_eq!(
+            ex.buckets_examined + ex.buckets_pruned_by_stats + ex.buckets_pruned_by_id,
+            ex.buckets_total,
+            "{p:?}: {ex:?}"
+        );
+        assert_eq!(
+            ex.buckets_examined,
+            ex.buckets_taken_whole + ex.buckets_unpacked,
+            "{ex:?}"
+        );
+    }
+    let counted: i32 = run(&c, &pipelines[0])
+        .iter()
+        .map(|d| d.get_i32("n").unwrap())
+        .sum();
+    assert_eq!(counted as usize, docs.len());
+}
+
 /// Rows stamped in batches, several per timestamp (the seed-004 shape): flushed time columns
 /// are stored as runs of equal times, and a `$group` on time bins that counts, sums constants
 /// or reads the meta value is fed a run at a time. Bins cut runs, runs span bins, and periods

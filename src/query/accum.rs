@@ -116,6 +116,14 @@ impl DoubleDouble {
         }
     }
 
+    /// Adds both parts of `other`; the plain sums add up.
+    fn merge(&mut self, other: &DoubleDouble) {
+        let special = self.special + other.special;
+        self.add(other.sum);
+        self.add(other.addend);
+        self.special = special;
+    }
+
     fn get(&self) -> f64 {
         if self.sum.is_nan() {
             self.special
@@ -164,6 +172,16 @@ impl Sum {
             _ => return false,
         }
         true
+    }
+
+    /// Adds the total of `other`.
+    fn merge(&mut self, other: &Sum) {
+        self.ints += other.ints;
+        if other.dd != DoubleDouble::default() {
+            self.dd.merge(&other.dd);
+        }
+        self.widest = self.widest.max(other.widest);
+        self.decimal |= other.decimal;
     }
 
     fn total_f64(&self) -> f64 {
@@ -468,6 +486,41 @@ impl Acc {
         }
     }
 
+    /// Merges the state of the same accumulator over input that follows this state's:
+    /// `$first` keeps this state's value, `$last` takes `later`'s, picks keep the better row.
+    pub fn merge(&mut self, later: Acc) {
+        match (self, later) {
+            (Acc::Sum(s), Acc::Sum(o)) => s.merge(&o),
+            (Acc::Avg(s, c), Acc::Avg(o, oc)) => {
+                s.merge(&o);
+                *c += oc;
+            }
+            (Acc::Min(cur), Acc::Min(o)) => fold(cur, o.as_ref(), Ordering::Less),
+            (Acc::Max(cur), Acc::Max(o)) => fold(cur, o.as_ref(), Ordering::Greater),
+            (Acc::First(cur @ None), Acc::First(o)) => *cur = o,
+            (Acc::Last(cur), Acc::Last(o @ Some(_))) => *cur = o,
+            (
+                Acc::Pick {
+                    best,
+                    value,
+                    max_time,
+                    late,
+                },
+                Acc::Pick {
+                    best: Some(ob),
+                    value: ov,
+                    ..
+                },
+            ) if pick_beats(ob, *best, *max_time, *late) => {
+                *best = Some(ob);
+                *value = ov;
+            }
+            // The other pairs change nothing (different operators never meet: both states
+            // come from one group spec).
+            _ => {}
+        }
+    }
+
     /// Feeds a bucket's pre-computed sum of a field over its `count` numeric values.
     pub fn feed_sum_stat(&mut self, sum: &Bson, count: u64) {
         let (s, c) = match self {
@@ -703,5 +756,80 @@ mod tests {
             first.pick(t, p, || Some(Bson::Int32(v)));
         }
         assert_eq!(first.value().unwrap(), Bson::Int32(2));
+    }
+    fn value_strategy() -> impl proptest::strategy::Strategy<Value = Option<Bson>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(None),
+            Just(Some(Bson::Null)),
+            any::<i32>().prop_map(|x| Some(Bson::Int32(x))),
+            any::<i64>().prop_map(|x| Some(Bson::Int64(x))),
+            (-1e6f64..1e6).prop_map(|x| Some(Bson::Double(x))),
+            prop_oneof![Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(f64::NAN)]
+                .prop_map(|x| Some(Bson::Double(x))),
+            "[a-c]{0,2}".prop_map(|x| Some(Bson::String(x))),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Feeding a stream in two parts and merging the states gives what feeding it whole
+        /// gives (sums of doubles to rounding, as any change of summation order).
+        #[test]
+        fn merged_halves_equal_the_whole(
+            vals in proptest::collection::vec(value_strategy(), 0..40),
+            cut in 0usize..40,
+        ) {
+            let cut = cut.min(vals.len());
+            for op in [AccOp::Sum, AccOp::Avg, AccOp::Min, AccOp::Max, AccOp::First, AccOp::Last] {
+                let whole = run(op, &vals);
+                let mut a = Acc::new(op);
+                let mut b = Acc::new(op);
+                for v in &vals[..cut] {
+                    a.feed(v.as_ref());
+                }
+                for v in &vals[cut..] {
+                    b.feed(v.as_ref());
+                }
+                a.merge(b);
+                let merged = a.value().unwrap();
+                match (&whole, &merged) {
+                    (Bson::Double(x), Bson::Double(y)) => proptest::prop_assert!(
+                        x.to_bits() == y.to_bits()
+                            || (x.is_nan() && y.is_nan())
+                            || (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+                        "{op:?} {vals:?} cut {cut}: {x} vs {y}"
+                    ),
+                    _ => proptest::prop_assert_eq!(
+                        format!("{whole:?}"),
+                        format!("{merged:?}"),
+                        "{:?} {:?} cut {}", op, vals, cut
+                    ),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn merged_picks_keep_the_better_row() {
+        let mut a = Acc::new_pick(true, true);
+        a.pick(5, 1, || Some(Bson::Int32(1)));
+        let mut b = Acc::new_pick(true, true);
+        b.pick(5, 9, || Some(Bson::Int32(2)));
+        a.merge(b);
+        assert_eq!(
+            a.value().unwrap(),
+            Bson::Int32(2),
+            "a later row among equal times"
+        );
+        let mut c = Acc::new_pick(true, true);
+        c.pick(4, 20, || Some(Bson::Int32(3)));
+        a.merge(c);
+        assert_eq!(a.value().unwrap(), Bson::Int32(2), "an earlier time loses");
+        a.merge(Acc::new_pick(true, true));
+        assert_eq!(
+            a.value().unwrap(),
+            Bson::Int32(2),
+            "an empty pick changes nothing"
+        );
     }
 }

@@ -46,21 +46,39 @@ pub(crate) fn execute(
     Ok((run_stages(Box::new(cursor), stages)?, explain))
 }
 
-/// The output of a `$group` whose key is a constant and whose accumulators all sum constants
-/// (what `$count` becomes), from the number of matching measurements: the count path decodes
-/// only the columns the filter still has to test, where the group path would also decode the
-/// time column. `None` when the group has another shape.
-fn count_group(spec: &GroupSpec, scans: &[Scan], plan: &Plan) -> Result<Option<Vec<Document>>> {
+/// True when running `stages` (columnar) over `plan`'s buckets does not depend on the order in
+/// which they are listed: the count path and the columnar group path without `$first`/`$last`.
+pub(crate) fn order_free(plan: &Plan, stages: &[Stage]) -> bool {
+    match stages.first() {
+        Some(Stage::Group(spec)) if count_consts(spec).is_some() => true,
+        _ => FastGroup::analyse(plan, stages).is_some_and(|(f, _)| !f.arrival_order()),
+    }
+}
+
+/// The key and the summed constants of a `$group` whose key is a constant and whose
+/// accumulators all sum constants; `None` for any other group.
+fn count_consts(spec: &GroupSpec) -> Option<(&Bson, Vec<&Bson>)> {
     let Expr::Const(id) = &spec.id else {
-        return Ok(None);
+        return None;
     };
     let mut consts = Vec::with_capacity(spec.accs.len());
     for a in &spec.accs {
         match (&a.op, &a.arg) {
             (AccOp::Sum, Expr::Const(v)) => consts.push(v),
-            _ => return Ok(None),
+            _ => return None,
         }
     }
+    Some((id, consts))
+}
+
+/// The output of a `$group` whose key is a constant and whose accumulators all sum constants
+/// (what `$count` becomes), from the number of matching measurements: the count path decodes
+/// only the columns the filter still has to test, where the group path would also decode the
+/// time column. `None` when the group has another shape.
+fn count_group(spec: &GroupSpec, scans: &[Scan], plan: &Plan) -> Result<Option<Vec<Document>>> {
+    let Some((id, consts)) = count_consts(spec) else {
+        return Ok(None);
+    };
     let n = count(scans, plan)?;
     // A group that saw no input yields no document.
     if n == 0 {

@@ -185,14 +185,66 @@ fn key_ok(
     }
 }
 
-fn prune(ex: &mut Explain, whole: bool) {
-    ex.buckets_pruned_by_stats += 1;
-    if whole {
-        ex.buckets_taken_whole = ex.buckets_taken_whole.saturating_sub(1);
-    } else {
-        ex.buckets_unpacked = ex.buckets_unpacked.saturating_sub(1);
+/// What a part of a run learned beyond its groups: buckets that turned out to need nothing
+/// (counted as examined by the selection), and buckets answered from their statistics.
+#[derive(Default)]
+struct Tally {
+    pruned_whole: u64,
+    pruned_unpacked: u64,
+    from_stats: u64,
+}
+
+impl Tally {
+    fn prune(&mut self, whole: bool) {
+        match whole {
+            true => self.pruned_whole += 1,
+            false => self.pruned_unpacked += 1,
+        }
     }
-    ex.buckets_examined = ex.buckets_examined.saturating_sub(1);
+
+    fn apply(&self, ex: &mut Explain) {
+        let pruned = self.pruned_whole + self.pruned_unpacked;
+        ex.buckets_pruned_by_stats += pruned;
+        ex.buckets_taken_whole = ex.buckets_taken_whole.saturating_sub(self.pruned_whole);
+        ex.buckets_unpacked = ex.buckets_unpacked.saturating_sub(self.pruned_unpacked);
+        ex.buckets_examined = ex.buckets_examined.saturating_sub(pruned);
+        ex.buckets_from_stats += self.from_stats;
+    }
+}
+
+/// Fewest buckets per worker thread: below it, starting a thread costs more than it saves.
+const BUCKETS_PER_WORKER: usize = 1024;
+
+/// Worker threads for a group over `buckets` buckets: one per core, at most 4.
+fn workers(buckets: usize) -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cores.min(4).min(buckets / BUCKETS_PER_WORKER).max(1)
+}
+
+/// Cuts `order` into at most `n` stretches of similar length, each cut where the visit passes
+/// from one page of a segment to another (so that no page is decompressed by two threads).
+fn split_by_page<'a>(scans: &[Scan], order: &'a [usize], n: usize) -> Vec<&'a [usize]> {
+    let page_of = |k: usize| match order.get(k).and_then(|&i| scans.get(i)).map(|s| &s.src) {
+        Some(Source::Seg(seg, i)) => Some((Arc::as_ptr(seg) as usize, seg.page_of(*i as usize))),
+        _ => None,
+    };
+    // Buckets in memory share no page.
+    let same_page = |k: usize| page_of(k).is_some() && page_of(k) == page_of(k - 1);
+    let mut parts = Vec::with_capacity(n);
+    let mut from = 0;
+    for p in 1..n {
+        let mut cut = (order.len() * p / n).max(from);
+        while cut < order.len() && cut > 0 && same_page(cut) {
+            cut += 1;
+        }
+        if cut > from && cut < order.len() {
+            parts.extend(order.get(from..cut));
+            from = cut;
+        }
+    }
+    parts.extend(order.get(from..));
+    parts
 }
 
 /// The row among `rows` kept by a pick: (latest or earliest time, later or earlier row).
@@ -468,6 +520,17 @@ impl FastGroup {
         Ok(part)
     }
 
+    /// True when the answer depends on the order of the buckets (`$first`/`$last`, with or
+    /// without a time sort before the group).
+    pub(crate) fn arrival_order(&self) -> bool {
+        self.picks.is_some()
+            || self
+                .spec
+                .accs
+                .iter()
+                .any(|a| matches!(a.op, AccOp::First | AccOp::Last))
+    }
+
     /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
     /// decompresses each page once, where `_id` order would jump between pages; it is used
     /// unless an accumulator depends on arrival order (`$first`/`$last`). Picks visit the
@@ -493,12 +556,7 @@ impl FastGroup {
                 order.sort_unstable_by_key(|&i| keys.get(i).copied());
             }
             None => {
-                let ordered = self
-                    .spec
-                    .accs
-                    .iter()
-                    .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
-                if !ordered {
+                if !self.arrival_order() {
                     match file_order(scans) {
                         Some(o) => order = o,
                         None => order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i))),
@@ -515,24 +573,78 @@ impl FastGroup {
         scans: Vec<Scan>,
         mut ex: Explain,
     ) -> Result<(Vec<Document>, Explain)> {
+        let order = self.visit_order(&scans)?;
+        let parts = match self.arrival_order() {
+            true => vec![order.as_slice()],
+            false => split_by_page(&scans, &order, workers(scans.len())),
+        };
+        let mut done = match parts.as_slice() {
+            [only] => vec![self.visit(&scans, only)],
+            _ => std::thread::scope(|s| {
+                let rest: Vec<_> = parts
+                    .get(1..)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|part| s.spawn(|| self.visit(&scans, part)))
+                    .collect();
+                let mut done = vec![self.visit(&scans, parts.first().copied().unwrap_or_default())];
+                for h in rest {
+                    // A worker that panicked is a bug here: let the panic through.
+                    done.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+                }
+                done
+            }),
+        }
+        .into_iter();
+        let (mut table, tally) = done.next().unwrap_or_else(|| Ok(self.empty_part()))?;
+        tally.apply(&mut ex);
+        // Parts cover consecutive stretches of the visit order, so merging them in order keeps
+        // the groups in order of first appearance.
+        for part in done {
+            let (t, tally) = part?;
+            table.merge(t);
+            tally.apply(&mut ex);
+        }
+        Ok((table.into_docs()?, ex))
+    }
+
+    /// A fresh group table and an empty tally.
+    fn empty_part(&self) -> (GroupTable, Tally) {
         let names = self.spec.accs.iter().map(|a| a.name.clone()).collect();
         let fresh = match &self.picks {
             Some(p) => p.iter().map(|&(m, l)| Acc::new_pick(m, l)).collect(),
             None => self.spec.accs.iter().map(|a| Acc::new(a.op)).collect(),
         };
-        let mut table = GroupTable::new(names, fresh);
-        let order = self.visit_order(&scans)?;
+        (GroupTable::new(names, fresh), Tally::default())
+    }
+
+    /// Groups the buckets `scans[i]` for `i` in `order`, in that order, into a table of its
+    /// own.
+    fn visit(&self, scans: &[Scan], order: &[usize]) -> Result<(GroupTable, Tally)> {
+        let (mut table, mut tally) = self.empty_part();
+        self.visit_into(scans, order, &mut table, &mut tally)?;
+        Ok((table, tally))
+    }
+
+    fn visit_into(
+        &self,
+        scans: &[Scan],
+        order: &[usize],
+        table: &mut GroupTable,
+        tally: &mut Tally,
+    ) -> Result<()> {
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
         let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
         let mut feeds = Vec::new();
         let mut cache = KeyCache::default();
+        let cache = &mut cache;
         let mut bins = Vec::new();
-        for idx in order {
+        for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
             let st = columns::stats(&scan.src)?;
             let whole = scan.verdict == Verdict::All;
             if !whole && !self.row_filter.may_match(&st) {
-                prune(&mut ex, whole);
+                tally.prune(whole);
                 continue;
             }
             // Reading `control` is the cost of a bucket answered from it: look each entry up
@@ -543,12 +655,12 @@ impl FastGroup {
             // The key's bins when the key is constant over the bucket.
             let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
             let part = match key_const {
-                true => self.key_part(&mut cache, &scan.src, st.meta, hi)?,
+                true => self.key_part(cache, &scan.src, st.meta, hi)?,
                 false => None,
             };
             if let (Some(_), true) = (&self.picks, key_const) {
                 let lo = self.time_lo(&st);
-                let g = self.group_of(&mut table, &mut cache, part, &bins, st.meta, hi, false)?;
+                let g = self.group_of(table, cache, part, &bins, st.meta, hi, false)?;
                 let settled = g.is_some_and(|g| {
                     table.accs(g).iter().all(|a| match a {
                         Acc::Pick { max_time: true, .. } => {
@@ -559,13 +671,13 @@ impl FastGroup {
                     })
                 });
                 if settled {
-                    prune(&mut ex, whole);
+                    tally.prune(whole);
                     continue;
                 }
             }
             if whole && key_const && self.stat_feeds(&st, hi, scan, &mut feeds).is_some() {
                 let g = self
-                    .group_of(&mut table, &mut cache, part, &bins, st.meta, hi, true)?
+                    .group_of(table, cache, part, &bins, st.meta, hi, true)?
                     .unwrap_or(0);
                 let pos = (idx as u64) << 32;
                 for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
@@ -575,7 +687,7 @@ impl FastGroup {
                         Feed::Pick(t, v) => acc.pick(t, pos, || v),
                     }
                 }
-                ex.buckets_from_stats += 1;
+                tally.from_stats += 1;
                 continue;
             }
             let docs_needed = !meta_ok
@@ -583,16 +695,15 @@ impl FastGroup {
                     && (self.row_filter.needs_rows
                         || (self.row_filter.reads_meta() && meta_varies)));
             if docs_needed {
-                self.feed_docs(&mut table, scan, idx, whole, &doc_names)?;
+                self.feed_docs(table, scan, idx, whole, &doc_names)?;
             } else {
                 let key = key_const.then_some((hi, part, bins.as_slice()));
-                let mut sink = (&mut table, &mut cache);
+                let mut sink = (&mut *table, &mut *cache);
                 self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
             }
         }
-        Ok((table.into_docs()?, ex))
+        Ok(())
     }
-
     /// Feeds a bucket from its decoded columns.
     #[allow(clippy::too_many_arguments)]
     fn feed_columns(
@@ -886,8 +997,8 @@ impl FastGroup {
 }
 
 /// The indexes of `scans` with segment buckets in file order, segment by segment (segments in
-/// address order, as the sort in [`FastGroup::visit_order`] has them), then the others in
-/// arrival order: a counting sort, linear where a comparison sort of a whole collection's
+/// the order of their first bucket in `scans`, so that scans already in file order keep
+/// theirs), then the others in arrival order: a counting sort, linear where a comparison sort of a whole collection's
 /// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
 /// their segments for that to pay, or list a bucket twice.
 fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
@@ -916,7 +1027,6 @@ fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
         }
         *slot = u32::try_from(k).ok()?;
     }
-    segs.sort_unstable_by_key(|(key, _)| *key);
     let mut out = Vec::with_capacity(scans.len());
     for (_, v) in segs {
         out.extend(v.into_iter().filter(|&k| k != u32::MAX).map(|k| k as usize));

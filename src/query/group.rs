@@ -173,6 +173,25 @@ impl GroupTable {
         Ok(())
     }
 
+    /// Folds in the groups of `later`, a table of the same group over input that follows
+    /// this table's: a group both hold keeps this table's `_id` and place and merges the
+    /// states ([`Acc::merge`]); the others follow in `later`'s order.
+    pub fn merge(&mut self, later: GroupTable) {
+        let mut states = later.accs.into_iter();
+        for (&(a, b), id) in later.spans.iter().zip(later.ids) {
+            let key = later.keys.get(a..b).unwrap_or_default();
+            let g = match self.lookup(key) {
+                (_, Some(g)) => g,
+                (h, None) => self.insert(h, key, id),
+            };
+            for acc in self.accs(g) {
+                if let Some(st) = states.next() {
+                    acc.merge(st);
+                }
+            }
+        }
+    }
+
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
     pub fn into_docs(self) -> Result<Vec<Document>> {
         let w = self.fresh.len();
@@ -398,6 +417,43 @@ mod tests {
     use super::*;
     use crate::query::accum::AccOp;
     use bson::doc;
+
+    #[test]
+    fn merged_tables_keep_first_appearance_order_and_merge_states() {
+        let spec = GroupSpec {
+            id: Expr::Path("k".into()),
+            accs: vec![AccSpec {
+                name: "n".into(),
+                op: AccOp::Sum,
+                arg: Expr::Path("x".into()),
+            }],
+        };
+        let rows = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("d", 6)];
+        for cut in 0..=rows.len() {
+            let (mut first, mut later) = (GroupTable::for_spec(&spec), GroupTable::for_spec(&spec));
+            for (i, (k, x)) in rows.iter().enumerate() {
+                let t = if i < cut { &mut first } else { &mut later };
+                t.feed_doc(&spec, &doc! {"k": *k, "x": *x}).unwrap();
+            }
+            first.merge(later);
+            let mut want = GroupTable::for_spec(&spec);
+            for (k, x) in rows {
+                want.feed_doc(&spec, &doc! {"k": k, "x": x}).unwrap();
+            }
+            assert_eq!(
+                first.into_docs().unwrap(),
+                want.into_docs().unwrap(),
+                "cut {cut}"
+            );
+        }
+        // Numerically equal keys are one group; the `_id` first seen stays.
+        let mut a = GroupTable::for_spec(&spec);
+        a.feed_doc(&spec, &doc! {"k": 1, "x": 1}).unwrap();
+        let mut b = GroupTable::for_spec(&spec);
+        b.feed_doc(&spec, &doc! {"k": 1.0, "x": 2}).unwrap();
+        a.merge(b);
+        assert_eq!(a.into_docs().unwrap(), vec![doc! {"_id": 1, "n": 3}]);
+    }
 
     fn key(v: Bson) -> Vec<u8> {
         let mut out = Vec::new();

@@ -88,6 +88,49 @@ fn mem_dense(b: &BucketData, name: &str) -> bool {
 /// start against the time bounds widened by the span), then judged by its statistics. Open
 /// buckets are copied, so the result is a consistent snapshot that later writes do not change.
 pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
+    select_in(c, plan, Order::Id)
+}
+
+/// The order in which [`select_in`] returns flushed buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// `_id` order: bucket start, then `_id`.
+    Id,
+    /// File order, segment by segment, when neither a time bound nor a meta index narrows the
+    /// buckets (else `_id` order). For callers that do not depend on the order: summaries and
+    /// pages are then read front to back, where `_id` order jumps between segments and costs
+    /// a cache miss per bucket.
+    File,
+}
+
+/// The live buckets of every segment in file order, or `None` when their number disagrees
+/// with the `_id` index (which then decides what is live).
+fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
+    let live: usize = c
+        .segments
+        .iter()
+        .map(|(id, seg)| {
+            let gone = c.entry.expired.get(id).map_or(0, |s| s.len());
+            seg.buckets().len().saturating_sub(gone)
+        })
+        .sum();
+    if live != c.index.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(live);
+    for (&segment, seg) in &c.segments {
+        let n = u32::try_from(seg.buckets().len()).ok()?;
+        out.extend(
+            (0..n)
+                .filter(|&i| !c.entry.is_expired(segment, i))
+                .map(|index| BucketLoc { segment, index }),
+        );
+    }
+    (out.len() == live).then_some(out)
+}
+
+/// [`select`] returning flushed buckets in `order`.
+pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>, Explain) {
     let mut ex = Explain {
         time_bounds: (plan.time_lo != i64::MIN || plan.time_hi != i64::MAX)
             .then_some((plan.time_lo, plan.time_hi)),
@@ -125,7 +168,12 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
             (name, found)
         })
     });
+    let walked = match (order, &by_index, range) {
+        (Order::File, None, Some((i64::MIN, i64::MAX))) => file_walk(c),
+        _ => None,
+    };
     let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
+        _ if walked.is_some() => Box::new(walked.iter().flatten()),
         (Some((name, found)), _) => {
             ex.index_used = Some(name.clone());
             ex.buckets_from_index = found.len() as u64;
@@ -157,10 +205,19 @@ pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
         let stat_fields = plan.stat_fields();
         let everything = plan.takes_everything();
         let mut by_bounds: foldhash::HashMap<u64, Vec<Arc<FieldBounds>>> = Default::default();
+        // Consecutive buckets mostly share a segment: look it up once per run of them.
+        let mut last: Option<(u64, &Arc<Segment>)> = None;
         for loc in locs {
             seg_in_range += 1;
-            let Some(seg) = c.segments.get(&loc.segment) else {
-                continue;
+            let seg = match last {
+                Some((id, seg)) if id == loc.segment => seg,
+                _ => {
+                    let Some(seg) = c.segments.get(&loc.segment) else {
+                        continue;
+                    };
+                    last = Some((loc.segment, seg));
+                    seg
+                }
             };
             let Some(s) = seg.buckets().get(loc.index as usize) else {
                 continue;

@@ -28,7 +28,7 @@ use bson::oid::ObjectId;
 use bson::{Bson, Document};
 use parking_lot::Mutex;
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -154,13 +154,17 @@ pub struct Segment {
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
     buckets: Vec<BucketSummary>,
-    /// The last page read: a scan that reads buckets in order decompresses each page once.
-    last_page: Mutex<Option<(u32, PageData)>>,
+    /// The pages read last, latest first: a scan that reads buckets in order decompresses
+    /// each page once, and so do a few threads scanning different stretches of the file.
+    recent_pages: Mutex<VecDeque<(u32, PageData)>>,
     /// Meta projections built so far, latest last (see [`Segment::meta_projection`]).
     projections: Mutex<Vec<(MetaFields, Arc<MetaProjection>)>>,
     /// Field bounds gathered so far, latest last (see [`Segment::field_bounds`]).
     bounds: Mutex<Vec<(String, Arc<FieldBounds>)>>,
 }
+
+/// Decompressed pages a segment keeps (see [`Segment::cached_page`]).
+const CACHED_PAGES: usize = 4;
 
 /// Meta projections a segment keeps; the oldest is dropped beyond this.
 const KEPT_PROJECTIONS: usize = 8;
@@ -261,7 +265,7 @@ impl Segment {
             pages: dir.pages,
             shapes: dir.shapes,
             buckets: dir.buckets,
-            last_page: Mutex::new(None),
+            recent_pages: Mutex::new(VecDeque::with_capacity(CACHED_PAGES)),
             projections: Mutex::new(Vec::new()),
             bounds: Mutex::new(Vec::new()),
         })
@@ -478,16 +482,26 @@ impl Segment {
         self.decode(i, s, self.page_info(p)?, page, filter)
     }
 
-    /// Page `p` from the one-entry cache, or loaded (and checked) and put there.
+    /// Page `p` from the cache of recent pages, or loaded (and checked) and put there.
     fn cached_page(&self, p: usize) -> Result<PageData> {
-        if let Some((cp, data)) = &*self.last_page.lock() {
-            if *cp as usize == p {
-                return Ok(data.clone());
-            }
+        if let Some((_, data)) = self
+            .recent_pages
+            .lock()
+            .iter()
+            .find(|(cp, _)| *cp as usize == p)
+        {
+            return Ok(data.clone());
         }
         let data = self.load_page(p)?;
-        *self.last_page.lock() = Some((p as u32, data.clone()));
+        let mut recent = self.recent_pages.lock();
+        recent.truncate(CACHED_PAGES - 1);
+        recent.push_front((p as u32, data.clone()));
         Ok(data)
+    }
+
+    /// The page holding bucket `i`'s data.
+    pub fn page_of(&self, i: usize) -> Option<u32> {
+        self.buckets.get(i).map(|b| b.loc.page)
     }
 
     /// Checks page `p`'s crc and decompresses it if needed.
