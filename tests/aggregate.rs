@@ -553,6 +553,19 @@ fn groups_over_many_buckets_merge_the_parts() {
         .map(|d| d.get_i32("n").unwrap())
         .sum();
     assert_eq!(counted as usize, docs.len());
+    // Counting tests the rows of every bucket the statistics leave undecided, a stretch of
+    // buckets per thread.
+    let big = |d: &Document| match d.get("x") {
+        Some(Bson::Int32(x)) => *x >= 50,
+        Some(Bson::Int64(x)) => *x >= 50,
+        Some(Bson::Double(x)) => *x >= 50.0,
+        _ => false,
+    };
+    let want = docs.iter().filter(|d| big(d)).count();
+    let filter = doc! {"x": {"$gte": 50}};
+    assert_eq!(c.count_documents(filter.clone()).unwrap() as usize, want);
+    let p = vec![doc! {"$match": filter}, doc! {"$count": "n"}];
+    assert_eq!(run(&c, &p), vec![doc! {"n": want as i32}]);
 }
 
 /// Rows stamped in batches, several per timestamp (the seed-004 shape): flushed time columns

@@ -29,6 +29,7 @@ use super::filter::Filter;
 use super::fromstats::{Feed, StatArg, StatContext};
 use super::group::{GroupSpec, GroupTable};
 use super::keycache::KeyCache;
+use super::parallel;
 use super::pipeline::Stage;
 use super::plan::{BucketStats, Plan, Verdict};
 use super::read::{Explain, Scan, Source};
@@ -212,40 +213,9 @@ impl Tally {
     }
 }
 
-/// Fewest buckets per worker thread: below it, starting a thread costs more than it saves.
+/// Fewest buckets per thread of a columnar group: below it, starting a thread costs more than
+/// it saves (most buckets are answered from their statistics in well under a microsecond).
 const BUCKETS_PER_WORKER: usize = 1024;
-
-/// Worker threads for a group over `buckets` buckets: one per core, at most 4.
-fn workers(buckets: usize) -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    cores.min(4).min(buckets / BUCKETS_PER_WORKER).max(1)
-}
-
-/// Cuts `order` into at most `n` stretches of similar length, each cut where the visit passes
-/// from one page of a segment to another (so that no page is decompressed by two threads).
-fn split_by_page<'a>(scans: &[Scan], order: &'a [usize], n: usize) -> Vec<&'a [usize]> {
-    let page_of = |k: usize| match order.get(k).and_then(|&i| scans.get(i)).map(|s| &s.src) {
-        Some(Source::Seg(seg, i)) => Some((Arc::as_ptr(seg) as usize, seg.page_of(*i as usize))),
-        _ => None,
-    };
-    // Buckets in memory share no page.
-    let same_page = |k: usize| page_of(k).is_some() && page_of(k) == page_of(k - 1);
-    let mut parts = Vec::with_capacity(n);
-    let mut from = 0;
-    for p in 1..n {
-        let mut cut = (order.len() * p / n).max(from);
-        while cut < order.len() && cut > 0 && same_page(cut) {
-            cut += 1;
-        }
-        if cut > from && cut < order.len() {
-            parts.extend(order.get(from..cut));
-            from = cut;
-        }
-    }
-    parts.extend(order.get(from..));
-    parts
-}
 
 /// The row among `rows` kept by a pick: (latest or earliest time, later or earlier row).
 fn best_row(times: &[Option<i64>], rows: &[u32], max_time: bool, late: bool) -> u32 {
@@ -576,26 +546,13 @@ impl FastGroup {
         let order = self.visit_order(&scans)?;
         let parts = match self.arrival_order() {
             true => vec![order.as_slice()],
-            false => split_by_page(&scans, &order, workers(scans.len())),
+            false => parallel::split_by_page(
+                &scans,
+                &order,
+                parallel::workers(scans.len(), BUCKETS_PER_WORKER),
+            ),
         };
-        let mut done = match parts.as_slice() {
-            [only] => vec![self.visit(&scans, only)],
-            _ => std::thread::scope(|s| {
-                let rest: Vec<_> = parts
-                    .get(1..)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|part| s.spawn(|| self.visit(&scans, part)))
-                    .collect();
-                let mut done = vec![self.visit(&scans, parts.first().copied().unwrap_or_default())];
-                for h in rest {
-                    // A worker that panicked is a bug here: let the panic through.
-                    done.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-                }
-                done
-            }),
-        }
-        .into_iter();
+        let mut done = parallel::run_parts(&parts, |part| self.visit(&scans, part)).into_iter();
         let (mut table, tally) = done.next().unwrap_or_else(|| Ok(self.empty_part()))?;
         tally.apply(&mut ex);
         // Parts cover consecutive stretches of the visit order, so merging them in order keeps

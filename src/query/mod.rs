@@ -13,6 +13,7 @@ pub mod group;
 pub mod keycache;
 pub mod merge;
 pub mod options;
+pub(crate) mod parallel;
 pub mod pipeline;
 pub mod plan;
 pub mod project;

@@ -4,6 +4,7 @@
 use super::columns::{self, Col};
 pub use super::cursor::Cursor;
 use super::filter::Filter;
+use super::parallel;
 use super::plan::Gathered;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
@@ -364,19 +365,42 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
     // does; row documents only when some conjunct needs them.
     let rf = RowFilter::new(&plan.filter, plan.meta_field());
     let mut n = 0;
-    for s in scans {
-        if s.verdict == Verdict::All {
-            n += count_of(&s.src);
-            continue;
+    let mut tested = Vec::new();
+    for (i, s) in scans.iter().enumerate() {
+        match s.verdict {
+            Verdict::All => n += count_of(&s.src),
+            _ => tested.push(i),
         }
+    }
+    let workers = parallel::workers(tested.len(), TESTED_PER_WORKER);
+    let parts = parallel::split_by_page(scans, &tested, workers);
+    for part in parallel::run_parts(&parts, |part| count_tested(scans, part, plan, &rf, &need)) {
+        n += part?;
+    }
+    Ok(n)
+}
+
+/// Fewest buckets to test per thread when counting: each decodes at least one column.
+const TESTED_PER_WORKER: usize = 256;
+
+/// Matching rows of the buckets `scans[i]` for `i` in `which`.
+fn count_tested(
+    scans: &[Scan],
+    which: &[usize],
+    plan: &Plan,
+    rf: &RowFilter,
+    need: &Need,
+) -> Result<u64> {
+    let mut n = 0;
+    for s in which.iter().filter_map(|&i| scans.get(i)) {
         if !rf.needs_rows {
             let st = columns::stats(&s.src)?;
             if !(rf.reads_meta() && st.meta_varies()) {
-                n += count_columns(&rf, &s.src, &st, plan.time_field())?;
+                n += count_columns(rf, &s.src, &st, plan.time_field())?;
                 continue;
             }
         }
-        let rows = Rows::load(&s.src, &need, plan.time_field(), plan.meta_field())?;
+        let rows = Rows::load(&s.src, need, plan.time_field(), plan.meta_field())?;
         let bound = rows.bind(&plan.filter);
         n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
     }
