@@ -2,6 +2,9 @@
 //! scale 0.25 (`TSBUCKET_AGG_SCALE` to change), all flushed. The database is built in the
 //! given directory on first use and reused afterwards.
 //!
+//! `TSBUCKET_QUERY_THREADS` sets `DbOptions::query_threads` (default 0: one per core, at most
+//! 4); the CPU column counts the calling thread only.
+//!
 //! `cargo run --release --example aggregate_timing -- <dir> [runs] [query-name-filter]`
 
 use std::time::Instant;
@@ -56,6 +59,10 @@ fn main() -> tsbucket::Result<()> {
         dir,
         DbOptions {
             sync: SyncMode::Never,
+            query_threads: std::env::var("TSBUCKET_QUERY_THREADS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
             ..DbOptions::default()
         },
     )?;

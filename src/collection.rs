@@ -115,6 +115,11 @@ impl Collection {
         self.with_state(|c| c.entry.options.clone())
     }
 
+    /// The threads a read may use (see [`crate::DbOptions::query_threads`]).
+    fn query_threads(&self) -> usize {
+        crate::query::parallel::allowed(self.db.opts.query_threads)
+    }
+
     fn with_state<R>(&self, f: impl FnOnce(&crate::db::CollState) -> R) -> Result<R> {
         self.db.check_open()?;
         let st = self.db.state.read();
@@ -251,7 +256,7 @@ impl Collection {
             });
         }
         let (plan, sources, _) = self.plan(&filter)?;
-        count(&sources, &plan)
+        count(&sources, &plan, self.query_threads())
     }
 
     /// How a read with `filter` would be carried out.
@@ -298,7 +303,7 @@ impl Collection {
             let (scans, ex) = select_in(c, &plan, order);
             (plan, scans, ex)
         })?;
-        agg::execute(scans, ex, plan, &p.stages, columnar)
+        agg::execute(scans, ex, plan, &p.stages, columnar, self.query_threads())
     }
 
     /// Raw buckets in MongoDB's bucket-collection schema, filtered by `filter` applied to the

@@ -286,6 +286,10 @@ pub struct DbOptions {
     pub vfs: Arc<dyn Vfs>,
     /// Source of "now" for the TTL sweeper.
     pub clock: Arc<dyn Clock>,
+    /// Threads a read may use to scan buckets (counts, and columnar `$group`s without
+    /// `$first`/`$last`, over a thousand buckets or more): 0 for one per core, at most 4; 1
+    /// keeps every read on the calling thread. Default: 0.
+    pub query_threads: usize,
 }
 
 impl Default for DbOptions {
@@ -300,6 +304,7 @@ impl Default for DbOptions {
             ttl_interval: Some(Duration::from_secs(60)),
             vfs: Arc::new(RealFs),
             clock: Arc::new(SystemClock),
+            query_threads: 0,
         }
     }
 }
@@ -315,6 +320,7 @@ impl std::fmt::Debug for DbOptions {
             .field("max_batch_bytes", &self.max_batch_bytes)
             .field("ttl_interval", &self.ttl_interval)
             .field("vfs", &self.vfs)
+            .field("query_threads", &self.query_threads)
             .finish()
     }
 }

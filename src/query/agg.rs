@@ -25,10 +25,11 @@ pub(crate) fn execute(
     plan: Plan,
     stages: &[Stage],
     columnar: bool,
+    threads: usize,
 ) -> Result<(Vec<Document>, Explain)> {
     if columnar {
         if let Some(Stage::Group(spec)) = stages.first() {
-            if let Some(docs) = count_group(spec, &scans, &plan)? {
+            if let Some(docs) = count_group(spec, &scans, &plan, threads)? {
                 let mut ex = explain;
                 ex.buckets_from_stats =
                     scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
@@ -37,7 +38,7 @@ pub(crate) fn execute(
             }
         }
         if let Some((fast, used)) = FastGroup::analyse(&plan, stages) {
-            let (docs, ex) = fast.run(scans, explain)?;
+            let (docs, ex) = fast.run(scans, explain, threads)?;
             let rest = stages.get(used..).unwrap_or_default();
             return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
         }
@@ -75,11 +76,16 @@ fn count_consts(spec: &GroupSpec) -> Option<(&Bson, Vec<&Bson>)> {
 /// (what `$count` becomes), from the number of matching measurements: the count path decodes
 /// only the columns the filter still has to test, where the group path would also decode the
 /// time column. `None` when the group has another shape.
-fn count_group(spec: &GroupSpec, scans: &[Scan], plan: &Plan) -> Result<Option<Vec<Document>>> {
+fn count_group(
+    spec: &GroupSpec,
+    scans: &[Scan],
+    plan: &Plan,
+    threads: usize,
+) -> Result<Option<Vec<Document>>> {
     let Some((id, consts)) = count_consts(spec) else {
         return Ok(None);
     };
-    let n = count(scans, plan)?;
+    let n = count(scans, plan, threads)?;
     // A group that saw no input yields no document.
     if n == 0 {
         return Ok(Some(Vec::new()));

@@ -537,11 +537,13 @@ impl FastGroup {
         Ok(order)
     }
 
-    /// Runs the group over the selected buckets; returns its output documents.
+    /// Runs the group over the selected buckets on up to `threads` threads; returns its
+    /// output documents.
     pub(crate) fn run(
         &self,
         scans: Vec<Scan>,
         mut ex: Explain,
+        threads: usize,
     ) -> Result<(Vec<Document>, Explain)> {
         let order = self.visit_order(&scans)?;
         let parts = match self.arrival_order() {
@@ -549,7 +551,7 @@ impl FastGroup {
             false => parallel::split_by_page(
                 &scans,
                 &order,
-                parallel::workers(scans.len(), BUCKETS_PER_WORKER),
+                parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
             ),
         };
         let mut done = parallel::run_parts(&parts, |part| self.visit(&scans, part)).into_iter();

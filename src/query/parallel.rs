@@ -8,12 +8,24 @@
 use super::read::{Scan, Source};
 use std::sync::Arc;
 
-/// Worker threads for `buckets` buckets of which each thread should have at least
-/// `per_worker`: one per core, at most 4.
-pub(crate) fn workers(buckets: usize, per_worker: usize) -> usize {
+/// Most threads a read uses when [`crate::DbOptions::query_threads`] leaves it to the engine.
+const MAX_AUTO_THREADS: usize = 4;
+
+/// The threads a read may use under the `query_threads` option (0: one per core, at most
+/// [`MAX_AUTO_THREADS`]).
+pub(crate) fn allowed(query_threads: usize) -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    cores.min(4).min(buckets / per_worker.max(1)).max(1)
+    match query_threads {
+        0 => (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())))
+            .min(MAX_AUTO_THREADS),
+        n => n,
+    }
+}
+
+/// Worker threads for `buckets` buckets of which each thread should have at least
+/// `per_worker`, with at most `allowed` threads.
+pub(crate) fn workers(buckets: usize, per_worker: usize, allowed: usize) -> usize {
+    allowed.min(buckets / per_worker.max(1)).max(1)
 }
 
 /// Cuts `order` into at most `n` stretches of similar length, each cut where the visit passes
@@ -80,6 +92,11 @@ mod tests {
         }
         let sums = run_parts(&[&order[..3], &order[3..]], |p| p.iter().sum::<usize>());
         assert_eq!(sums, vec![3, 42]);
-        assert!(workers(10, 1024) == 1 && workers(0, 0) == 1);
+        assert_eq!(workers(10, 1024, 4), 1);
+        assert_eq!(workers(0, 0, 4), 1);
+        assert_eq!(workers(5000, 1024, 2), 2);
+        assert_eq!(workers(5000, 1024, 8), 4);
+        assert_eq!(allowed(3), 3);
+        assert!((1..=MAX_AUTO_THREADS).contains(&allowed(0)));
     }
 }

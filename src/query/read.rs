@@ -357,7 +357,7 @@ pub fn matching_rows(
 
 /// Counts the rows of `scans` that match `plan`: buckets taken whole count by their statistics
 /// without being read; the others decode only the columns the filter reads.
-pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
+pub(crate) fn count(scans: &[Scan], plan: &Plan, threads: usize) -> Result<u64> {
     let mut paths = Vec::new();
     plan.filter.paths(&mut paths);
     let need = Need::Only(heads(&paths));
@@ -372,7 +372,7 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan) -> Result<u64> {
             _ => tested.push(i),
         }
     }
-    let workers = parallel::workers(tested.len(), TESTED_PER_WORKER);
+    let workers = parallel::workers(tested.len(), TESTED_PER_WORKER, threads);
     let parts = parallel::split_by_page(scans, &tested, workers);
     for part in parallel::run_parts(&parts, |part| count_tested(scans, part, plan, &rf, &need)) {
         n += part?;
