@@ -225,6 +225,21 @@ impl DateTrunc {
 }
 
 impl DateTrunc {
+    /// The length of every bin in milliseconds when bins have one length (units up to the
+    /// week; months, quarters and years vary).
+    pub fn fixed_width(&self) -> Option<i64> {
+        let unit_ms = match self.unit {
+            Unit::Millisecond => 1,
+            Unit::Second => 1000,
+            Unit::Minute => 60_000,
+            Unit::Hour => 3_600_000,
+            Unit::Day => DAY_MS,
+            Unit::Week => 7 * DAY_MS,
+            Unit::Month | Unit::Quarter | Unit::Year => return None,
+        };
+        self.bin_size.checked_mul(unit_ms)
+    }
+
     /// The bin holding `ms` as `[start, end)`, so that callers can tell whether later times
     /// fall in the same bin without truncating each (the end saturates at the largest date).
     pub fn bin_range(&self, ms: i64) -> Result<(i64, i64)> {

@@ -63,6 +63,23 @@ impl Leaf {
             Leaf::Raw => Ok((t, t.saturating_add(1))),
         }
     }
+
+    /// The bin of time `t` when `prev` is the bin of an earlier time: the bin after `prev`
+    /// when bins have one length and `t` falls in it (times read in order mostly move to the
+    /// next bin, and this finds it without the division of [`Leaf::range`]).
+    fn range_after(&self, prev: (i64, i64), t: i64) -> Result<(i64, i64)> {
+        let width = match self {
+            Leaf::Trunc(d) => d.fixed_width(),
+            Leaf::Raw => Some(1),
+        };
+        match width {
+            Some(w) if t >= prev.1 => match prev.1.checked_add(w) {
+                Some(end) if t < end => Ok((prev.1, end)),
+                _ => self.range(t),
+            },
+            _ => self.range(t),
+        }
+    }
 }
 
 /// A row of a bucket as the key expression sees it: the bucket's meta value and a time.
@@ -751,12 +768,16 @@ impl FastGroup {
                     if same {
                         continue;
                     }
-                    bins.clear();
-                    starts.clear();
-                    if let Some(t) = t {
-                        self.bins_at(t, &mut bins, &mut starts)?;
-                        if part.is_none() {
-                            part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
+                    match t {
+                        Some(t) => {
+                            self.next_bins(t, &mut bins, &mut starts)?;
+                            if part.is_none() {
+                                part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
+                            }
+                        }
+                        None => {
+                            bins.clear();
+                            starts.clear();
                         }
                     }
                     let p = if t.is_some() { part.flatten() } else { None };
@@ -838,6 +859,21 @@ impl FastGroup {
         Ok(())
     }
 
+    /// Replaces `bins` (the bins of an earlier time of the bucket, or none) by the bins of
+    /// time `t`, and `starts` by their starts.
+    fn next_bins(&self, t: i64, bins: &mut Vec<(i64, i64)>, starts: &mut Vec<i64>) -> Result<()> {
+        starts.clear();
+        if bins.len() != self.leaves.len() || bins.is_empty() {
+            bins.clear();
+            return self.bins_at(t, bins, starts);
+        }
+        for (leaf, b) in self.leaves.iter().zip(bins.iter_mut()) {
+            *b = leaf.range_after(*b, t)?;
+            starts.push(b.0);
+        }
+        Ok(())
+    }
+
     /// Per accumulator, the meta value it reads in this bucket (`None` for the others).
     fn meta_args(&self, st: &BucketStats<'_>) -> Vec<Option<Bson>> {
         self.args
@@ -889,9 +925,7 @@ impl FastGroup {
         for &(t, len) in runs {
             let same = !bins.is_empty() && bins.iter().all(|&(lo, hi)| lo <= t && t < hi);
             if !same {
-                bins.clear();
-                starts.clear();
-                self.bins_at(t, &mut bins, &mut starts)?;
+                self.next_bins(t, &mut bins, &mut starts)?;
                 if part.is_none() {
                     part = Some(self.key_part(cache, &scan.src, st.meta, Some(t))?);
                 }
@@ -997,6 +1031,57 @@ fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::doc;
+    use proptest::prelude::*;
+
+    fn leaf(unit: &str, bin: i64, sow: &str) -> Leaf {
+        let arg =
+            Bson::Document(doc! {"date": "$t", "unit": unit, "binSize": bin, "startOfWeek": sow});
+        Leaf::Trunc(DateTrunc::parse(&arg).unwrap())
+    }
+
+    proptest! {
+        /// The bin found from the previous one is the bin computed afresh, in and out of
+        /// order, next to the bin before and far from it, at the ends of the date range.
+        #[test]
+        fn bins_after_a_bin_are_the_bins_of_the_time(
+            unit in prop::sample::select(vec![
+                "millisecond", "second", "minute", "hour", "day", "week", "month", "quarter", "year",
+            ]),
+            bin in 1i64..5,
+            sow in prop::sample::select(vec!["monday", "sunday", "wed"]),
+            start in prop_oneof![
+                -5_000_000_000_000i64..5_000_000_000_000,
+                Just(i64::MAX - 1000),
+                Just(i64::MIN + 1000),
+            ],
+            // (step, or with `true` the number of bin lengths past the end of the last bin,
+            // give or take the step's sign: bin boundaries are where mistakes hide)
+            steps in prop::collection::vec(
+                (prop_oneof![0i64..200_000, -100_000i64..100_000, 0i64..40_000_000_000, -1i64..=1], any::<bool>()),
+                1..30,
+            ),
+        ) {
+            for l in [leaf(unit, bin, sow), Leaf::Raw] {
+                let mut t = start;
+                let mut prev = l.range(t);
+                for &(s, snap) in &steps {
+                    t = match (snap, &prev) {
+                        (true, Ok((lo, hi))) => hi
+                            .saturating_add((s.rem_euclid(3)).saturating_mul(hi.saturating_sub(*lo)))
+                            .saturating_add(s.signum()),
+                        _ => t.saturating_add(s),
+                    };
+                    let fresh = l.range(t);
+                    if let Ok(p) = prev {
+                        let after = l.range_after(p, t);
+                        prop_assert_eq!(format!("{after:?}"), format!("{fresh:?}"), "{} at {}", unit, t);
+                    }
+                    prev = fresh;
+                }
+            }
+        }
+    }
 
     #[test]
     fn best_rows_follow_stable_sort_ties() {
