@@ -127,6 +127,10 @@ impl DoubleDouble {
     fn get(&self) -> f64 {
         if self.sum.is_nan() {
             self.special
+        } else if self.sum.is_infinite() {
+            // An infinity leaves NaN in the addend (inf - inf); the sum is the infinity, as
+            // MongoDB answers.
+            self.sum
         } else {
             // The value is the unevaluated sum of both parts: `sum` alone loses what cancelled.
             self.sum + self.addend
@@ -807,6 +811,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sums_of_infinities_are_infinite() {
+        let d = |xs: &[f64]| {
+            xs.iter()
+                .map(|&x| Some(Bson::Double(x)))
+                .collect::<Vec<_>>()
+        };
+        let inf = f64::INFINITY;
+        assert_eq!(run(AccOp::Sum, &d(&[inf])), Bson::Double(inf));
+        assert_eq!(run(AccOp::Sum, &d(&[1.5, inf, 2.0])), Bson::Double(inf));
+        assert_eq!(run(AccOp::Sum, &d(&[-inf, 3.0])), Bson::Double(-inf));
+        assert_eq!(run(AccOp::Avg, &d(&[inf, 1.0])), Bson::Double(inf));
+        let mixed = run(AccOp::Sum, &d(&[inf, -inf]));
+        assert!(matches!(mixed, Bson::Double(x) if x.is_nan()), "{mixed:?}");
+        let mut ints_then_inf = Acc::new(AccOp::Sum);
+        ints_then_inf.feed(Some(&Bson::Int64(5)));
+        ints_then_inf.feed(Some(&Bson::Double(inf)));
+        assert_eq!(ints_then_inf.value().unwrap(), Bson::Double(inf));
     }
 
     #[test]
