@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 mod layout;
@@ -157,6 +158,10 @@ pub struct Segment {
     /// The pages read last, latest first: a scan that reads buckets in order decompresses
     /// each page once, and so do a few threads scanning different stretches of the file.
     recent_pages: Mutex<VecDeque<(u32, PageData)>>,
+    /// Per page: its crc has matched since the file was opened. The file is immutable, so a
+    /// read checks each page once rather than on every visit ([`Segment::verify`] checks
+    /// every page again regardless).
+    checked: Vec<AtomicBool>,
     /// Meta projections built so far, latest last (see [`Segment::meta_projection`]).
     projections: Mutex<Vec<(MetaFields, Arc<MetaProjection>)>>,
     /// Field bounds gathered so far, latest last (see [`Segment::field_bounds`]).
@@ -254,6 +259,7 @@ impl Segment {
             )));
         }
         let dir = parse_directory(&raw, &footer, header_len as u64, &info).map_err(bad_dir)?;
+        let checked = dir.pages.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(Segment {
             path,
             bytes,
@@ -266,6 +272,7 @@ impl Segment {
             shapes: dir.shapes,
             buckets: dir.buckets,
             recent_pages: Mutex::new(VecDeque::with_capacity(CACHED_PAGES)),
+            checked,
             projections: Mutex::new(Vec::new()),
             bounds: Mutex::new(Vec::new()),
         })
@@ -445,7 +452,7 @@ impl Segment {
     /// `control.min/max` agree with the data (see `format-spec/segment.md`, "verify").
     pub fn verify(&self) -> Result<()> {
         for (p, pg) in self.pages.iter().enumerate() {
-            let data = self.load_page(p)?;
+            let data = self.load_page(p, true)?;
             let page = self.page_slice(p, &data)?;
             for i in pg.first_bucket..pg.end_bucket {
                 let i = i as usize;
@@ -492,7 +499,7 @@ impl Segment {
         {
             return Ok(data.clone());
         }
-        let data = self.load_page(p)?;
+        let data = self.load_page(p, false)?;
         let mut recent = self.recent_pages.lock();
         recent.truncate(CACHED_PAGES - 1);
         recent.push_front((p as u32, data.clone()));
@@ -504,13 +511,20 @@ impl Segment {
         self.buckets.get(i).map(|b| b.loc.page)
     }
 
-    /// Checks page `p`'s crc and decompresses it if needed.
-    fn load_page(&self, p: usize) -> Result<PageData> {
+    /// Checks page `p`'s crc (unless it matched before and `recheck` is false) and
+    /// decompresses it if needed.
+    fn load_page(&self, p: usize, recheck: bool) -> Result<PageData> {
         let pg = self.page_info(p)?;
         let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("page {p}: {d}"));
         let stored = self.stored(pg).ok_or_else(|| bad("out of bounds".into()))?;
-        if crc32fast::hash(stored) != pg.crc {
-            return Err(bad("checksum mismatch".into()));
+        let checked = self.checked.get(p);
+        if recheck || !checked.is_some_and(|c| c.load(AtomicOrdering::Acquire)) {
+            if crc32fast::hash(stored) != pg.crc {
+                return Err(bad("checksum mismatch".into()));
+            }
+            if let Some(c) = checked {
+                c.store(true, AtomicOrdering::Release);
+            }
         }
         match pg.compression {
             f::PAGE_RAW => Ok(PageData::Mapped),
