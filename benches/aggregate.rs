@@ -8,7 +8,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use tsbucket::workload::queries::{devops_queries, seed004_queries};
+use tsbucket::workload::queries::{devops_queries, devops_scan_query, seed004_queries};
 use tsbucket::workload::{load_or_create, Devops, Seed004};
 use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
 
@@ -58,6 +58,7 @@ fn queries(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(3));
     let all = devops_queries(&cfg)
         .into_iter()
+        .chain([devops_scan_query()])
         .map(|(n, p)| (&cpu, format!("devops/{n}"), p))
         .chain(
             seed004_queries()

@@ -11,7 +11,7 @@ use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::order::cmp_bson;
 use tsbucket::workload::devops::FIELDS;
 use tsbucket::workload::queries::{
-    devops_host, devops_hour_window, devops_queries, seed004_queries,
+    devops_host, devops_hour_window, devops_queries, devops_scan_query, seed004_queries,
 };
 use tsbucket::workload::rng::Rng;
 use tsbucket::workload::{Devops, Seed004};
@@ -221,7 +221,30 @@ fn devops_check(float: bool) {
         .collect();
     assert_eq!(run(&c, &queries["single-groupby-1-1-1"]), want);
 
-    for (name, p) in devops_queries(&cfg) {
+    // The scan query: usage_user summed per minute over every host.
+    let mut per_minute: BTreeMap<i64, f64> = BTreeMap::new();
+    for d in &docs {
+        *per_minute
+            .entry(t(d) - t(d).rem_euclid(60_000))
+            .or_default() += num(d, "usage_user");
+    }
+    let (scan_name, scan) = devops_scan_query();
+    let got = run(&c, &scan);
+    assert_eq!(got.len(), per_minute.len(), "{scan_name}");
+    for (g, (m, s)) in got.iter().zip(&per_minute) {
+        assert_eq!(ms(g.get("_id").unwrap()), *m, "{g}");
+        let v = match g.get("s").unwrap() {
+            Bson::Int64(x) => *x as f64,
+            Bson::Double(x) => *x,
+            other => panic!("{other}"),
+        };
+        assert!(close(v, *s), "{g}: want {s}");
+    }
+
+    for (name, p) in devops_queries(&cfg)
+        .into_iter()
+        .chain([devops_scan_query()])
+    {
         same_answers(&run(&c, &p), &run_unpacked(&c, &p), name);
     }
 }

@@ -32,6 +32,19 @@ pub fn devops_hour_window(cfg: &Devops) -> (i64, i64) {
     (lo, lo + HOUR_MS)
 }
 
+/// A devops query that statistics cannot answer, for the scan rate of decoded columns: the
+/// sum of `usage_user` per minute over every host. Buckets span an hour, so every bucket's
+/// time and `usage_user` columns are decoded and every row is summed into its minute.
+pub fn devops_scan_query() -> (&'static str, Vec<Document>) {
+    (
+        "scan-sum-per-minute",
+        vec![
+            doc! {"$group": {"_id": trunc("$time", "minute"), "s": {"$sum": "$usage_user"}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+    )
+}
+
 /// The devops queries: (name, pipeline).
 pub fn devops_queries(cfg: &Devops) -> Vec<(&'static str, Vec<Document>)> {
     let host = devops_host(cfg);
