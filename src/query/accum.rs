@@ -378,21 +378,33 @@ impl Acc {
             Acc::Pick { .. } => return,
             _ => {}
         }
+        // Rows in stream order that are as many as their span are consecutive (a bucket taken
+        // whole): read them as one slice rather than through their indexes.
+        let span = (last.wrapping_sub(first) as usize).wrapping_add(1) == rows.len();
+        let span = span.then_some(first as usize..last as usize + 1);
         match vals {
             Values::Missing => {}
             Values::Int32(v) | Values::Int64(v) => {
                 let wide = matches!(vals, Values::Int64(_));
-                let it = rows
-                    .iter()
-                    .filter_map(|&r| v.get(r as usize).copied().flatten());
-                self.feed_ints(it, wide);
+                match span.and_then(|s| v.get(s)) {
+                    Some(s) => self.feed_ints(s.iter().flatten().copied(), wide),
+                    None => {
+                        let it = rows
+                            .iter()
+                            .filter_map(|&r| v.get(r as usize).copied().flatten());
+                        self.feed_ints(it, wide);
+                    }
+                }
             }
-            Values::Double(v) => {
-                let it = rows
-                    .iter()
-                    .filter_map(|&r| v.get(r as usize).copied().flatten());
-                self.feed_doubles(it);
-            }
+            Values::Double(v) => match span.and_then(|s| v.get(s)) {
+                Some(s) => self.feed_doubles(s.iter().flatten().copied()),
+                None => {
+                    let it = rows
+                        .iter()
+                        .filter_map(|&r| v.get(r as usize).copied().flatten());
+                    self.feed_doubles(it);
+                }
+            },
             Values::Date(v) => {
                 let want = match self {
                     Acc::Min(_) => Ordering::Less,
@@ -717,6 +729,22 @@ mod tests {
         let ints = [Some(3), None, Some(-7), Some(9)];
         let doubles = [Some(0.1), Some(f64::NAN), None, Some(-2.5)];
         let rows = [0u32, 1, 2, 3];
+        // Consecutive rows are read as one slice, others one by one: both as the values say.
+        for op in [AccOp::Sum, AccOp::Min, AccOp::Max] {
+            for (picked, want) in [(&[1u32, 3][..], 9), (&[2, 3][..], 2), (&[0, 2, 3][..], 5)] {
+                let mut a = Acc::new(op);
+                a.feed_rows(&Values::Int64(&ints), picked);
+                let got = a.value().unwrap();
+                if op == AccOp::Sum {
+                    assert_eq!(got, Bson::Int64(want), "{picked:?}");
+                }
+                let mut one = Acc::new(op);
+                for &r in picked {
+                    one.feed(Values::Int64(&ints).get(r as usize).as_ref());
+                }
+                assert_eq!(got, one.value().unwrap(), "{op:?} {picked:?}");
+            }
+        }
         for op in [
             AccOp::Sum,
             AccOp::Avg,
