@@ -90,8 +90,8 @@ struct BucketLoc {
     offset: u32,
     /// Total length of its columns.
     len: u32,
-    /// (name index, encoded length) per column, in order.
-    columns: Vec<(u32, u32)>,
+    /// Its columns: `start..end` of the segment's column table.
+    columns: (u32, u32),
     /// Indexes into the segment's shape table.
     shapes: Vec<u32>,
     row_shapes: Vec<u32>,
@@ -155,6 +155,9 @@ pub struct Segment {
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
     buckets: Vec<BucketSummary>,
+    /// (name index, encoded length) of every bucket's columns, bucket after bucket: one
+    /// array, where a vector per bucket cost an allocation at open and a cache miss per read.
+    column_table: Vec<(u32, u32)>,
     /// The pages read last, latest first: a scan that reads buckets in order decompresses
     /// each page once, and so do a few threads scanning different stretches of the file.
     recent_pages: Mutex<VecDeque<(u32, PageData)>>,
@@ -271,6 +274,7 @@ impl Segment {
             pages: dir.pages,
             shapes: dir.shapes,
             buckets: dir.buckets,
+            column_table: dir.columns,
             recent_pages: Mutex::new(VecDeque::with_capacity(CACHED_PAGES)),
             checked,
             projections: Mutex::new(Vec::new()),
@@ -401,15 +405,22 @@ impl Segment {
         Ok(out)
     }
 
+    /// The (name index, encoded length) of each of a bucket's columns, in stored order.
+    fn columns_of(&self, s: &BucketSummary) -> &[(u32, u32)] {
+        let (a, b) = s.loc.columns;
+        self.column_table
+            .get(a as usize..b as usize)
+            .unwrap_or_default()
+    }
+
     /// True when every row of bucket `i` has field `name` (every field order the bucket uses
     /// lists it), read from the directory without decoding data.
     pub fn column_in_every_row(&self, i: usize, name: &str) -> bool {
         let Some(s) = self.buckets.get(i) else {
             return false;
         };
-        let Some(col) = s
-            .loc
-            .columns
+        let Some(col) = self
+            .columns_of(s)
             .iter()
             .position(|&(n, _)| self.names.get(n as usize).is_some_and(|x| x == name))
         else {
@@ -429,8 +440,7 @@ impl Segment {
     /// The names of bucket `i`'s columns in stored order (the positions shapes refer to).
     pub fn column_names(&self, i: usize) -> Result<Vec<&str>> {
         let s = self.summary(i)?;
-        s.loc
-            .columns
+        self.columns_of(s)
             .iter()
             .map(|&(n, _)| {
                 self.names
@@ -581,7 +591,7 @@ impl Segment {
             .get(start..start + s.loc.len as usize)
             .ok_or_else(|| bad("data range outside its page".into()))?;
         let mut off = 0usize;
-        for &(name_idx, len) in &s.loc.columns {
+        for &(name_idx, len) in self.columns_of(s) {
             let end = off + len as usize;
             let name = self
                 .names
@@ -616,7 +626,7 @@ impl Segment {
         filter: Option<&[&str]>,
     ) -> Result<BucketData> {
         let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
-        let mut columns = Vec::with_capacity(filter.map_or(s.loc.columns.len(), <[_]>::len));
+        let mut columns = Vec::with_capacity(filter.map_or(self.columns_of(s).len(), <[_]>::len));
         self.decode_columns(
             i,
             s,
@@ -850,6 +860,7 @@ struct Directory {
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
     buckets: Vec<BucketSummary>,
+    columns: Vec<(u32, u32)>,
 }
 
 /// Parses the decompressed directory and checks it against the footer and the file layout.
@@ -945,6 +956,7 @@ fn parse_directory(
         )));
     }
     let mut buckets = Vec::with_capacity(n);
+    let mut columns = Vec::new();
     let mut prev_id = [0u8; 12];
     let mut oid_ctx: HashMap<u32, [u8; 12]> = HashMap::new();
     // Placement cursor: buckets fill pages in order, each page exactly.
@@ -952,6 +964,7 @@ fn parse_directory(
     for i in 0..n {
         let (mut s, delta) = parse_entry(
             &mut c,
+            &mut columns,
             &names,
             &metas,
             shapes.len(),
@@ -1021,6 +1034,7 @@ fn parse_directory(
         pages,
         shapes,
         buckets,
+        columns,
     })
 }
 
@@ -1046,6 +1060,7 @@ type Entry = (BucketSummary, u64);
 #[allow(clippy::too_many_arguments)]
 fn parse_entry(
     c: &mut Cursor<'_>,
+    table: &mut Vec<(u32, u32)>,
     names: &[String],
     metas: &[Bson],
     shape_count: usize,
@@ -1130,14 +1145,18 @@ fn parse_entry(
     }
 
     let n = c.count()?;
-    let mut columns = Vec::with_capacity(n);
+    let start = table.len();
     let mut len: u64 = 0;
     for _ in 0..n {
         let (idx, _) = name(c)?;
         let l = c.varint_u32()?;
         len += u64::from(l);
-        columns.push((idx, l));
+        table.push((idx, l));
     }
+    let columns = match (u32::try_from(start), u32::try_from(table.len())) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => return Err(c.err("more than 2^32 columns in one segment")),
+    };
     let len = u32::try_from(len)
         .ok()
         .filter(|&l| l > 0 && l <= f::MAX_PAGE_RAW_LEN)

@@ -41,9 +41,8 @@ impl Segment {
     pub fn bucket_layout(&self, i: usize) -> Result<BucketLayout> {
         let s = self.summary(i)?;
         let pg = self.page_info(s.loc.page as usize)?;
-        let columns = s
-            .loc
-            .columns
+        let columns = self
+            .columns_of(s)
             .iter()
             .map(|&(n, len)| {
                 let name = self.names.get(n as usize).ok_or_else(|| {
