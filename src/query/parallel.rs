@@ -64,12 +64,22 @@ pub(crate) fn run_parts<'a, R: Send>(
         [only] => vec![f(only)],
         [first, rest @ ..] => std::thread::scope(|s| {
             let f = &f;
-            let handles: Vec<_> = rest.iter().map(|&part| s.spawn(move || f(part))).collect();
+            let handles: Vec<_> = rest
+                .iter()
+                .map(|&part| {
+                    let h = std::thread::Builder::new().spawn_scoped(s, move || f(part));
+                    (part, h)
+                })
+                .collect();
             let mut out = Vec::with_capacity(parts.len());
             out.push(f(first));
-            for h in handles {
-                // A worker that panicked is a bug here: let the panic through.
-                out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            for (part, h) in handles {
+                out.push(match h {
+                    // A worker that panicked is a bug here: let the panic through.
+                    Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                    // The system refused a thread: this thread does the part.
+                    Err(_) => f(part),
+                });
             }
             out
         }),
