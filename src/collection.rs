@@ -12,7 +12,7 @@ use crate::query::agg;
 use crate::query::cursor::FindSpec;
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
-use crate::query::read::{count, load, select, select_in, Cursor, Explain, Order, Plan, Scan};
+use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scan};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::raw::RawDocumentBuf;
@@ -293,17 +293,14 @@ impl Collection {
         columnar: bool,
     ) -> Result<(Vec<Document>, Explain)> {
         let p = Pipeline::parse(pipeline)?;
-        let (plan, scans, ex) = self.with_state(|c| {
+        let (plan, route, scans, ex) = self.with_state(|c| {
             let o = &c.entry.options;
             let plan = Plan::new(p.filter.clone(), o.get_time_field(), o.get_meta_field());
-            let order = match columnar && agg::order_free(&plan, &p.stages) {
-                true => Order::File,
-                false => Order::Id,
-            };
-            let (scans, ex) = select_in(c, &plan, order);
-            (plan, scans, ex)
+            let route = agg::Route::of(&plan, &p.stages, columnar);
+            let (scans, ex) = select_in(c, &plan, route.order());
+            (plan, route, scans, ex)
         })?;
-        agg::execute(scans, ex, plan, &p.stages, columnar, self.query_threads())
+        agg::execute(scans, ex, plan, &p.stages, route, self.query_threads())
     }
 
     /// Raw buckets in MongoDB's bucket-collection schema, filtered by `filter` applied to the

@@ -10,50 +10,82 @@ use super::fastgroup::FastGroup;
 use super::group::{GroupSpec, GroupTable};
 use super::options::sort_docs;
 use super::pipeline::Stage;
-use super::read::{count, Cursor, Explain, Plan, Scan, Verdict};
+use super::read::{count, Cursor, Explain, Order, Plan, Scan, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
 
 type Docs<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
-/// Runs `stages` over the buckets `scans` chosen by `plan` (whose filter is the pipeline's
-/// leading `$match`); `columnar: false` forces the document path. Returns the output documents
-/// and how the scan was carried out.
+/// How a pipeline runs, decided once, before its buckets are selected (the order they are
+/// selected in depends on it).
+pub(crate) enum Route {
+    /// `$count`, or a `$group` of one constant key summing constants: a count of the matching
+    /// measurements.
+    Count,
+    /// The columnar group path, over this many leading stages.
+    Fast(Box<FastGroup>, usize),
+    /// Measurements unpacked, every stage evaluated over documents.
+    Docs,
+}
+
+impl Route {
+    /// The route of `stages` after the pushed-down filter of `plan`; `columnar: false` forces
+    /// the document path.
+    pub(crate) fn of(plan: &Plan, stages: &[Stage], columnar: bool) -> Route {
+        if !columnar {
+            return Route::Docs;
+        }
+        match stages.first() {
+            Some(Stage::Group(spec)) if count_consts(spec).is_some() => Route::Count,
+            _ => match FastGroup::analyse(plan, stages) {
+                Some((fast, used)) => Route::Fast(Box::new(fast), used),
+                None => Route::Docs,
+            },
+        }
+    }
+
+    /// The order the route wants its buckets in: file order unless the answer depends on the
+    /// order of the buckets (the document path, `$first`/`$last`).
+    pub(crate) fn order(&self) -> Order {
+        match self {
+            Route::Count => Order::File,
+            Route::Fast(fast, _) if !fast.arrival_order() => Order::File,
+            _ => Order::Id,
+        }
+    }
+}
+
+/// Runs `stages` along `route` over the buckets `scans` chosen by `plan` (whose filter is the
+/// pipeline's leading `$match`). Returns the output documents and how the scan was carried out.
 pub(crate) fn execute(
     scans: Vec<Scan>,
     explain: Explain,
     plan: Plan,
     stages: &[Stage],
-    columnar: bool,
+    route: Route,
     threads: usize,
 ) -> Result<(Vec<Document>, Explain)> {
-    if columnar {
-        if let Some(Stage::Group(spec)) = stages.first() {
-            if let Some(docs) = count_group(spec, &scans, &plan, threads)? {
-                let mut ex = explain;
-                ex.buckets_from_stats =
-                    scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
-                let rest = stages.get(1..).unwrap_or_default();
-                return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
+    match route {
+        Route::Count => {
+            if let Some(Stage::Group(spec)) = stages.first() {
+                if let Some(docs) = count_group(spec, &scans, &plan, threads)? {
+                    let mut ex = explain;
+                    ex.buckets_from_stats =
+                        scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
+                    let rest = stages.get(1..).unwrap_or_default();
+                    return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
+                }
             }
         }
-        if let Some((fast, used)) = FastGroup::analyse(&plan, stages) {
+        Route::Fast(fast, used) => {
             let (docs, ex) = fast.run(scans, explain, threads)?;
             let rest = stages.get(used..).unwrap_or_default();
             return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
         }
+        Route::Docs => {}
     }
     let cursor = Cursor::new(scans, plan);
     Ok((run_stages(Box::new(cursor), stages)?, explain))
-}
-
-/// True when running `stages` (columnar) over `plan`'s buckets does not depend on the order in
-/// which they are listed: the count path and the columnar group path without `$first`/`$last`.
-pub(crate) fn order_free(plan: &Plan, stages: &[Stage]) -> bool {
-    match stages.first() {
-        Some(Stage::Group(spec)) if count_consts(spec).is_some() => true,
-        _ => FastGroup::analyse(plan, stages).is_some_and(|(f, _)| !f.arrival_order()),
-    }
 }
 
 /// The key and the summed constants of a `$group` whose key is a constant and whose
