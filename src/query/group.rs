@@ -418,16 +418,21 @@ mod tests {
     use crate::query::accum::AccOp;
     use bson::doc;
 
-    #[test]
-    fn merged_tables_keep_first_appearance_order_and_merge_states() {
-        let spec = GroupSpec {
+    /// `{$group: {_id: "$k", n: {$sum: arg}}}`
+    fn sum_by_k(arg: Expr) -> GroupSpec {
+        GroupSpec {
             id: Expr::Path("k".into()),
             accs: vec![AccSpec {
                 name: "n".into(),
                 op: AccOp::Sum,
-                arg: Expr::Path("x".into()),
+                arg,
             }],
-        };
+        }
+    }
+
+    #[test]
+    fn merged_tables_keep_first_appearance_order_and_merge_states() {
+        let spec = sum_by_k(Expr::Path("x".into()));
         let rows = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("d", 6)];
         for cut in 0..=rows.len() {
             let (mut first, mut later) = (GroupTable::for_spec(&spec), GroupTable::for_spec(&spec));
@@ -534,14 +539,7 @@ mod tests {
 
     #[test]
     fn groups_keep_the_first_id_and_order() {
-        let spec = GroupSpec {
-            id: Expr::Path("k".into()),
-            accs: vec![AccSpec {
-                name: "n".into(),
-                op: AccOp::Sum,
-                arg: Expr::Const(Bson::Int32(1)),
-            }],
-        };
+        let spec = sum_by_k(Expr::Const(Bson::Int32(1)));
         let mut t = GroupTable::for_spec(&spec);
         for d in [
             doc! {"k": 2},

@@ -36,7 +36,10 @@ pub(crate) fn split_by_page<'a>(scans: &[Scan], order: &'a [usize], n: usize) ->
         _ => None,
     };
     // Buckets in memory share no page.
-    let same_page = |k: usize| page_of(k).is_some() && page_of(k) == page_of(k - 1);
+    let same_page = |k: usize| {
+        let here = page_of(k);
+        here.is_some() && here == page_of(k - 1)
+    };
     let mut parts = Vec::with_capacity(n);
     let mut from = 0;
     for p in 1..n {
