@@ -72,14 +72,13 @@ impl CollState {
     }
 
     pub(crate) fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
-        let time = self.entry.options.get_time_field().to_string();
         for (i, b) in seg.buckets().iter().enumerate() {
             // Buckets the TTL sweeper deleted stay in the file but not in the index.
             if self.entry.is_expired(id, i as u32) {
                 continue;
             }
             self.index.insert(
-                id_key(&time, b),
+                id_key(b),
                 BucketLoc {
                     segment: id,
                     index: i as u32,
@@ -102,12 +101,9 @@ impl CollState {
 }
 
 /// The `_id` index key of a bucket in a segment.
-pub(crate) fn id_key(time_field: &str, b: &crate::segment::BucketSummary) -> IdKey {
-    let start = match b.min.get(time_field) {
-        Some(Bson::DateTime(t)) => t.timestamp_millis(),
-        _ => b.id.timestamp().timestamp_millis(),
-    };
-    (start, b.id.bytes())
+pub(crate) fn id_key(b: &crate::segment::BucketSummary) -> IdKey {
+    // The summary's start is control.min of the time field, else the _id's time prefix.
+    (b.time_range().0, b.id.bytes())
 }
 
 pub(crate) fn bucket_params(o: &TimeseriesOptions) -> BucketParams {
@@ -820,11 +816,7 @@ fn collect_logged_rows(
     out: &mut HashSet<(u64, u32)>,
 ) -> Result<()> {
     for (i, b) in seg.buckets().iter().enumerate() {
-        let max_seq = match b.max.get(SEQ_COLUMN) {
-            Some(Bson::Int64(s)) => *s as u64,
-            _ => 0,
-        };
-        if max_seq <= checkpoint {
+        if b.max_seq() <= checkpoint {
             continue;
         }
         let data = seg.read_bucket_columns(i, &[SEQ_COLUMN, IDX_COLUMN])?;

@@ -8,12 +8,11 @@
 //! a segment file goes once all its buckets are listed and the log can no longer replay any of
 //! its rows.
 
-use crate::catalog::SEQ_COLUMN;
 use crate::db::{id_key, Database, DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;
 use crate::segment::Segment;
-use bson::{Bson, DateTime};
+use bson::DateTime;
 use crossbeam_channel::Receiver;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -71,14 +70,7 @@ impl Database {
 }
 
 fn max_seq(seg: &Segment) -> u64 {
-    seg.buckets()
-        .iter()
-        .filter_map(|b| match b.max.get(SEQ_COLUMN) {
-            Some(Bson::Int64(s)) => Some(*s as u64),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
+    seg.buckets().iter().map(|b| b.max_seq()).max().unwrap_or(0)
 }
 
 pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
@@ -167,14 +159,13 @@ pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
             let Some(c) = st.colls.get_mut(&entry.id) else {
                 continue;
             };
-            let time = entry.options.get_time_field().to_string();
             let mut dead = Vec::new();
             for (&sid, idx) in &entry.expired {
                 if let Some(seg) = c.segments.get(&sid) {
                     for &i in idx {
                         if !c.entry.is_expired(sid, i) {
                             if let Some(b) = seg.buckets().get(i as usize) {
-                                dead.push(id_key(&time, b));
+                                dead.push(id_key(b));
                             }
                         }
                     }
@@ -187,7 +178,7 @@ pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
                 if let Some(seg) = c.segments.remove(&sid) {
                     for (i, b) in seg.buckets().iter().enumerate() {
                         if !c.entry.is_expired(sid, i as u32) {
-                            dead.push(id_key(&time, b));
+                            dead.push(id_key(b));
                         }
                     }
                 }

@@ -477,7 +477,8 @@ fn dump(
         } else {
             Vec::new()
         };
-        let sums = match s.max.get(SUM_KEY) {
+        let ctl = seg.decode_control(i, s).map_err(fail)?;
+        let sums = match ctl.max.get(SUM_KEY) {
             Some(sums @ Bson::Document(_)) => Some(ext(sums)),
             _ => None,
         };
@@ -489,14 +490,14 @@ fn dump(
             }
             b.insert("id".into(), json!(s.id.to_hex()));
             b.insert("id_time".into(), json!(id_time(s)));
-            if let Some(m) = &s.meta {
+            if let Some(m) = seg.meta_of(s) {
                 b.insert("meta".into(), ext(m));
             }
             b.insert("count".into(), json!(s.count));
             b.insert("bson_bytes".into(), json!(s.bson_bytes));
             let mut c = Map::new();
-            c.insert("min".into(), control(&s.min));
-            c.insert("max".into(), control(&s.max));
+            c.insert("min".into(), control(&ctl.min));
+            c.insert("max".into(), control(&ctl.max));
             if let Some(sums) = sums {
                 c.insert("sums".into(), sums);
             }
@@ -542,7 +543,7 @@ fn dump(
                 ""
             }
         ));
-        match &s.meta {
+        match seg.meta_of(s) {
             Some(m) => w.line(format_args!("  meta: {}", ext(m))),
             None => w.line(format_args!("  meta: (none)")),
         }
@@ -553,8 +554,8 @@ fn dump(
             )),
             None => w.line(format_args!("  count: {}", s.count)),
         }
-        w.line(format_args!("  control.min: {}", control(&s.min)));
-        w.line(format_args!("  control.max: {}", control(&s.max)));
+        w.line(format_args!("  control.min: {}", control(&ctl.min)));
+        w.line(format_args!("  control.max: {}", control(&ctl.max)));
         if let Some(sums) = sums {
             w.line(format_args!("  sums: {sums}"));
         }

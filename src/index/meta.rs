@@ -127,7 +127,7 @@ fn value_at<'a>(meta: Option<&'a Bson>, path: &str) -> At<'a> {
 fn build(seg: &Segment, path: &str) -> SegKeys {
     let mut k = SegKeys::default();
     for (i, b) in seg.buckets().iter().enumerate() {
-        match value_at(b.meta.as_ref(), path) {
+        match value_at(seg.meta_of(b), path) {
             At::Missing => {}
             At::Always => k.always.push(i as u32),
             At::Value(v) => k.by_key.entry(key_of(v)).or_default().push(i as u32),
@@ -181,7 +181,6 @@ pub(crate) fn candidates(
             .find_map(|c| wanted(c, meta_field, &path))?;
         Some((ix.name.clone(), path, keys))
     })?;
-    let time_field = opts.get_time_field();
     let mut out = Vec::new();
     let mut maps = cache.maps.lock();
     for (&sid, seg) in segments {
@@ -207,10 +206,7 @@ pub(crate) fn candidates(
             let Some(b) = seg.buckets().get(i as usize) else {
                 continue;
             };
-            let start = match b.min.get(time_field) {
-                Some(Bson::DateTime(t)) => t.timestamp_millis(),
-                _ => b.id.timestamp().timestamp_millis(),
-            };
+            let start = b.time_range().0;
             out.push((
                 (start, b.id.bytes()),
                 BucketLoc {

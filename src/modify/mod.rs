@@ -14,7 +14,6 @@ pub mod statement;
 pub mod update;
 
 use crate::catalog::meta::series_key;
-use crate::catalog::SEQ_COLUMN;
 use crate::db::{DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;
@@ -78,7 +77,7 @@ pub(crate) fn apply_to_buckets(
                     .iter()
                     .enumerate()
                     .filter(move |(i, _)| !entry.is_expired(sid, *i as u32))
-                    .map(|(_, b)| b.meta.as_ref())
+                    .map(|(_, b)| s.meta_of(b))
             })
             .chain(c.flushing.iter().map(|b| b.data().meta.as_ref()))
             .chain(c.catalog.closed().iter().map(|b| b.data().meta.as_ref()))
@@ -121,16 +120,13 @@ pub(crate) fn apply_to_buckets(
                 actions.push(BucketAction::Drop);
                 continue;
             }
-            let action = match decide(b.meta.as_ref())? {
+            let action = match decide(seg.meta_of(b))? {
                 None => BucketAction::Keep,
                 Some(a) => {
                     counts.matched += u64::from(b.count);
                     if a != BucketAction::Keep {
                         counts.changed += u64::from(b.count);
-                        let max_seq = match b.max.get(SEQ_COLUMN) {
-                            Some(Bson::Int64(s)) => *s as u64,
-                            _ => 0,
-                        };
+                        let max_seq = b.max_seq();
                         if max_seq > man.wal_checkpoint {
                             // Cannot happen after the flush above; refusing keeps the log from
                             // resurrecting rows should it ever.

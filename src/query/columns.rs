@@ -137,14 +137,7 @@ pub fn stats(src: &Source) -> Result<BucketStats<'_>> {
                 .buckets()
                 .get(*i as usize)
                 .ok_or_else(|| missing_bucket(*i))?;
-            let st = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
-                .with_meta_varies(s.meta_varies());
-            // The times read at open, unless `control` lacked a date (then the summary holds
-            // stand-ins that are not values).
-            match s.time_range() {
-                (_, i64::MAX) => st,
-                (lo, hi) => st.with_time(lo, hi),
-            }
+            BucketStats::of_segment(seg, *i as usize, s)
         }
     })
 }

@@ -352,25 +352,15 @@ impl FastGroup {
         }
     }
 
-    fn stat_time(&self, d: &Document) -> Option<i64> {
-        time_of(d, &self.time_field)
-    }
-
     /// `control.min` of the time field (the rounded bucket start), without a document lookup
     /// when the segment read it at open.
     fn time_lo(&self, st: &BucketStats<'_>) -> Option<i64> {
-        match st.time {
-            Some((lo, _)) => Some(lo),
-            None => self.stat_time(st.min),
-        }
+        st.time_range(&self.time_field).0
     }
 
     /// `control.max` of the time field (the latest time).
     fn time_hi(&self, st: &BucketStats<'_>) -> Option<i64> {
-        match st.time {
-            Some((_, hi)) => Some(hi),
-            None => self.stat_time(st.max),
-        }
+        st.time_range(&self.time_field).1
     }
 
     /// The bins of the key's time leaves when every row of the bucket shares them (judged from

@@ -71,7 +71,7 @@ impl StatContext<'_> {
         };
         let numeric_op = matches!(op, AccOp::Sum | AccOp::Avg);
         if n == 1 {
-            let v = st.max.get(f);
+            let v = st.max_of(f);
             // Sums ignore documents and arrays whatever they hold; other operators need them.
             if composite(v) && (!numeric_op || self.picks) {
                 return None;
@@ -86,21 +86,21 @@ impl StatContext<'_> {
             return None;
         }
         match op {
-            AccOp::Max if f == self.time_field => Some(Feed::N(st.max.get(f).cloned(), 1)),
+            AccOp::Max if f == self.time_field => Some(Feed::N(st.max_of(f).cloned(), 1)),
             AccOp::Min | AccOp::Max if f != self.time_field => {
                 let v = if op == AccOp::Min {
-                    st.min.get(f)
+                    st.min_of(f)
                 } else {
-                    st.max.get(f)
+                    st.max_of(f)
                 };
                 (!composite(v)).then(|| Feed::N(v.cloned(), 1))
             }
-            AccOp::Sum | AccOp::Avg => match st.max.get(f) {
+            AccOp::Sum | AccOp::Avg => match st.max_of(f) {
                 // No row has it, or its type class is not numbers: nothing to add.
                 None => Some(Feed::N(None, 0)),
                 Some(v) if type_rank(v) != 10 => Some(Feed::N(None, 0)),
                 Some(_) => {
-                    let s = sum_stat(st.max, f).filter(|s| type_rank(s) == 10)?;
+                    let s = sum_stat(st.control()?.1, f).filter(|s| type_rank(s) == 10)?;
                     // An average also needs the count of numbers: every row's, if all have it.
                     if op == AccOp::Avg && !in_every_row(self.src, f) {
                         return None;

@@ -9,7 +9,7 @@ use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
 use super::prune::{field_verdict, over_range};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::order::type_rank;
-use crate::segment::{BoundRef, FieldBounds, MetaFields};
+use crate::segment::{BoundRef, BucketSummary, FieldBounds, MetaFields, Segment};
 use bson::{Bson, Document};
 use std::sync::Arc;
 
@@ -47,11 +47,8 @@ impl Verdict {
 pub struct BucketStats<'a> {
     /// The bucket's meta value (`None` when its measurements had no meta field).
     pub meta: Option<&'a Bson>,
-    /// `control.min`; the time field holds the rounded bucket start, which may be earlier
-    /// than the earliest measurement.
-    pub min: &'a Document,
-    /// `control.max`.
-    pub max: &'a Document,
+    /// `control.min/max`, at hand or to be decoded from a segment when first needed.
+    control: ControlSource<'a>,
     /// Measurements in the bucket.
     pub count: u32,
     /// Whether every row has a given top-level field. Without it only the time field is known
@@ -65,6 +62,15 @@ pub struct BucketStats<'a> {
     /// The bounds of a top-level field when the caller has them gathered (else, or on `None`,
     /// they are read from `min` and `max`); see [`crate::segment::FieldBounds`].
     pub bounds: Option<Gathered<'a>>,
+}
+
+/// Where a bucket's `control.min/max` come from.
+#[derive(Clone, Copy)]
+enum ControlSource<'a> {
+    /// At hand (an open bucket, or a test).
+    Docs(&'a Document, &'a Document),
+    /// Bucket `i` of a segment, which decodes them on first use.
+    Segment(&'a Segment, usize),
 }
 
 /// Field bounds a caller gathered for one bucket: `bounds[i]` holds those of `fields[i]`.
@@ -89,8 +95,7 @@ impl std::fmt::Debug for BucketStats<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BucketStats")
             .field("meta", &self.meta)
-            .field("min", &self.min)
-            .field("max", &self.max)
+            .field("control", &self.control())
             .field("count", &self.count)
             .field("dense", &self.dense.is_some())
             .field("time", &self.time)
@@ -101,6 +106,9 @@ impl std::fmt::Debug for BucketStats<'_> {
 
 impl<'a> BucketStats<'a> {
     /// Statistics without knowledge of which fields every row has.
+    ///
+    /// `min` is `control.min`, whose time field holds the rounded bucket start (which may be
+    /// earlier than the earliest measurement), and `max` is `control.max`.
     pub fn new(
         meta: Option<&'a Bson>,
         min: &'a Document,
@@ -109,13 +117,63 @@ impl<'a> BucketStats<'a> {
     ) -> BucketStats<'a> {
         BucketStats {
             meta,
-            min,
-            max,
+            control: ControlSource::Docs(min, max),
             count,
             dense: None,
             time: None,
             varies: None,
             bounds: None,
+        }
+    }
+
+    /// Statistics of bucket `i` of `seg` (summary `s`), with its time range and whether its
+    /// rows carry their own meta values; `control.min/max` are decoded only if asked for.
+    pub fn of_segment(seg: &'a Segment, i: usize, s: &'a BucketSummary) -> BucketStats<'a> {
+        BucketStats {
+            meta: seg.meta_of(s),
+            control: ControlSource::Segment(seg, i),
+            count: s.count,
+            dense: None,
+            // The times read at open, unless `control` lacked a date (then the summary holds
+            // stand-ins that are not values).
+            time: match s.time_range() {
+                (_, i64::MAX) => None,
+                t => Some(t),
+            },
+            varies: Some(s.meta_varies()),
+            bounds: None,
+        }
+    }
+
+    /// `control.min` and `control.max`; `None` when a segment's directory fails to decode
+    /// them (it decoded them at open, so only a fault in memory could cause it), and then
+    /// every judgement from statistics must be "cannot tell".
+    pub fn control(&self) -> Option<(&'a Document, &'a Document)> {
+        match self.control {
+            ControlSource::Docs(min, max) => Some((min, max)),
+            ControlSource::Segment(seg, i) => seg.control(i).ok().map(|c| (&c.min, &c.max)),
+        }
+    }
+
+    /// `control.min` of top-level field `field`.
+    pub fn min_of(&self, field: &str) -> Option<&'a Bson> {
+        self.control()?.0.get(field)
+    }
+
+    /// `control.max` of top-level field `field`.
+    pub fn max_of(&self, field: &str) -> Option<&'a Bson> {
+        self.control()?.1.get(field)
+    }
+
+    /// The bucket's start (`control.min` of the time field, the rounded start) and latest
+    /// time in milliseconds, when known.
+    pub fn time_range(&self, time_field: &str) -> (Option<i64>, Option<i64>) {
+        match self.time {
+            Some((lo, hi)) => (Some(lo), Some(hi)),
+            None => match self.control() {
+                Some((min, max)) => (time_ms(min, time_field), time_ms(max, time_field)),
+                None => (None, None),
+            },
         }
     }
 
@@ -128,10 +186,14 @@ impl<'a> BucketStats<'a> {
     }
 
     /// The bounds of top-level field `field`.
-    fn bound(&self, field: &str) -> BoundRef<'a> {
-        self.bounds
-            .and_then(|g| g.get(field))
-            .unwrap_or_else(|| BoundRef::of(self.min, self.max, field))
+    pub fn bound(&self, field: &str) -> BoundRef<'a> {
+        if let Some(b) = self.bounds.and_then(|g| g.get(field)) {
+            return b;
+        }
+        match self.control() {
+            Some((min, max)) => BoundRef::of(min, max, field),
+            None => BoundRef::Partial,
+        }
     }
 
     /// Adds whether some rows carry their own meta value (see [`BucketStats::meta_varies`]).
@@ -161,8 +223,10 @@ impl<'a> BucketStats<'a> {
     /// True when rows carry meta values that differ from the bucket's (field order only), so
     /// meta conjuncts must be tested per row.
     pub fn meta_varies(&self) -> bool {
-        self.varies
-            .unwrap_or_else(|| self.max.contains_key(META_COLUMN))
+        self.varies.unwrap_or_else(|| {
+            self.control()
+                .is_none_or(|(_, max)| max.contains_key(META_COLUMN))
+        })
     }
 
     fn is_dense(&self, field: &str) -> bool {
@@ -487,12 +551,8 @@ impl Plan {
         }
         let mut out = Verdict::All;
         if self.time_lo != i64::MIN || self.time_hi != i64::MAX {
-            let (start, end) = b.time.unwrap_or_else(|| {
-                (
-                    time_ms(b.min, &self.time_field).unwrap_or(i64::MIN),
-                    time_ms(b.max, &self.time_field).unwrap_or(i64::MAX),
-                )
-            });
+            let (start, end) = b.time_range(&self.time_field);
+            let (start, end) = (start.unwrap_or(i64::MIN), end.unwrap_or(i64::MAX));
             if end < self.time_lo || start > self.time_hi {
                 return Verdict::None;
             }

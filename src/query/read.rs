@@ -242,7 +242,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
                 bounds: gathered,
                 index: loc.index as usize,
             };
-            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
+            let stats = BucketStats::of_segment(seg, loc.index as usize, s)
                 .with_time(s.time_range().0, s.time_range().1)
                 .with_meta_varies(s.meta_varies())
                 .with_dense(&dense)

@@ -9,6 +9,7 @@ use super::columns::Col;
 use super::filter::{Filter, Pred};
 use super::plan::BucketStats;
 use crate::order::{cmp_bson, cmp_int_double, type_rank};
+use crate::segment::BoundRef;
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 
@@ -83,10 +84,13 @@ impl RowFilter {
     /// conjunct (the field is absent from every row, or its range misses the operand).
     pub fn may_match(&self, st: &BucketStats<'_>) -> bool {
         self.conjuncts.iter().all(|c| match c {
-            Conj::Column { col, pred } => self
-                .columns
-                .get(*col)
-                .is_none_or(|f| range_may_match(pred, st.min.get(f), st.max.get(f))),
+            Conj::Column { col, pred } => {
+                self.columns.get(*col).is_none_or(|f| match st.bound(f) {
+                    BoundRef::Range(lo, hi) => range_may_match(pred, Some(lo), Some(hi)),
+                    BoundRef::Absent => range_may_match(pred, None, None),
+                    BoundRef::Partial => true,
+                })
+            }
             Conj::Meta(_) => true,
         })
     }
@@ -101,7 +105,7 @@ impl RowFilter {
                 continue;
             };
             if self.columns.get(*col).is_some_and(|f| f == time_field)
-                && range_holds(pred, st.min.get(time_field), st.max.get(time_field))
+                && range_holds(pred, st.min_of(time_field), st.max_of(time_field))
             {
                 bits |= 1 << i;
             }

@@ -103,11 +103,7 @@ impl Rows {
                 let i = *i as usize;
                 let all = seg.column_names(i)?;
                 let pick: Vec<&str> = all.iter().copied().filter(|n| wanted(n)).collect();
-                let data = if pick.len() == all.len() {
-                    seg.read_bucket(i)?
-                } else {
-                    seg.read_bucket_columns(i, &pick)?
-                };
+                let data = seg.read_bucket_columns(i, &pick)?;
                 (Arc::new(data), all.iter().map(|n| n.to_string()).collect())
             }
         };

@@ -215,9 +215,9 @@ proptest! {
                 prop_assert_eq!(on_disk(x), mem(x), "dense {}", x);
             }
             let ms = |d: &Document| d.get_datetime("t").unwrap().timestamp_millis();
-            prop_assert_eq!(s.time_range(), (ms(&s.min), ms(&s.max)));
-            let stats = BucketStats::new(s.meta.as_ref(), &s.min, &s.max, s.count)
-                .with_time(s.time_range().0, s.time_range().1);
+            let ctl = seg.control(i).unwrap();
+            prop_assert_eq!(s.time_range(), (ms(&ctl.min), ms(&ctl.max)));
+            let stats = BucketStats::of_segment(&seg, i, s);
             check(plan.verdict(&stats.with_dense(&on_disk)), n, docs.len(), &what)?;
             let rows = Rows::load(&Source::Seg(seg.clone(), i as u32), &need, "t", Some("m")).unwrap();
             let bound = rows.bind(&filter);

@@ -7,7 +7,7 @@
 //! query that unpacks a quarter of the buckets. A segment is immutable, so the bounds of a
 //! field are gathered once, into one array, and kept with the open segment.
 
-use super::BucketSummary;
+use super::Segment;
 use bson::{Bson, Document};
 
 /// What a bucket's `control` documents say about one top-level field.
@@ -48,14 +48,21 @@ pub struct FieldBounds {
 }
 
 impl FieldBounds {
-    /// Gathers the bounds of `field` from every bucket.
-    pub(crate) fn build(buckets: &[BucketSummary], field: &str) -> FieldBounds {
-        let by_bucket = buckets
+    /// Gathers the bounds of `field` from every bucket of `seg`. Each bucket's `control` is
+    /// decoded for it and dropped, not kept: a segment holds them encoded.
+    pub(crate) fn build(seg: &Segment, field: &str) -> FieldBounds {
+        let by_bucket = seg
+            .buckets()
             .iter()
-            .map(|b| match BoundRef::of(&b.min, &b.max, field) {
-                BoundRef::Absent => Bound::Absent,
-                BoundRef::Range(lo, hi) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
-                BoundRef::Partial => Bound::Partial,
+            .enumerate()
+            .map(|(i, b)| match seg.decode_control(i, b) {
+                // Cannot happen (open decoded it); a bound that is not known concludes nothing.
+                Err(_) => Bound::Partial,
+                Ok(c) => match BoundRef::of(&c.min, &c.max, field) {
+                    BoundRef::Absent => Bound::Absent,
+                    BoundRef::Range(lo, hi) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
+                    BoundRef::Partial => Bound::Partial,
+                },
             })
             .collect();
         FieldBounds { by_bucket }

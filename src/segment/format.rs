@@ -277,6 +277,11 @@ impl<'a> Cursor<'a> {
         Cursor { buf, pos: 0 }
     }
 
+    /// Starts reading at byte `pos` of `buf`.
+    pub fn at(buf: &'a [u8], pos: usize) -> Cursor<'a> {
+        Cursor { buf, pos }
+    }
+
     /// Current position.
     pub fn pos(&self) -> usize {
         self.pos

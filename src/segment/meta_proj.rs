@@ -49,8 +49,13 @@ pub struct MetaProjection {
 }
 
 impl MetaProjection {
-    /// Numbers the meta references of `buckets` by their values in `fields`.
-    pub(crate) fn build(buckets: &[BucketSummary], fields: &MetaFields) -> MetaProjection {
+    /// Numbers the meta references of `buckets` by their values in `fields`; reference `k > 0`
+    /// is `metas[k - 1]`.
+    pub(crate) fn build(
+        buckets: &[BucketSummary],
+        metas: &[Bson],
+        fields: &MetaFields,
+    ) -> MetaProjection {
         let mut ids: Vec<u32> = Vec::new();
         let mut seen: foldhash::HashMap<Vec<u8>, u32> = Default::default();
         let mut distinct = 0u32;
@@ -64,7 +69,8 @@ impl MetaProjection {
                 ids.resize(r + 1, u32::MAX);
             }
             key.clear();
-            let id = if encode(b.meta.as_ref(), fields, &mut key) {
+            let meta = r.checked_sub(1).and_then(|k| metas.get(k));
+            let id = if encode(meta, fields, &mut key) {
                 *seen.entry(key.clone()).or_insert_with(|| {
                     distinct += 1;
                     distinct - 1

@@ -57,7 +57,7 @@ mod tests;
 
 pub use bounds::{BoundRef, FieldBounds};
 pub use meta_proj::{MetaFields, MetaProjection};
-pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
+pub use reader::{BucketLayout, BucketSummary, Control, Segment, SegmentStats};
 pub use writer::write_segment;
 
 /// Collection-level facts stored in every segment's header.

@@ -31,24 +31,23 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 mod layout;
 pub use layout::BucketLayout;
 
-/// What the directory says about one bucket, decoded at open.
-#[derive(Debug, Clone, PartialEq)]
+/// What the directory says about one bucket: the facts every read needs, decoded at open.
+///
+/// Its meta value stays in the segment's table of meta values ([`Segment::meta`]) and its
+/// `control.min/max` stay encoded in the directory until asked for ([`Segment::control`]):
+/// decoded into documents for every bucket at open, they were most of the time to open a
+/// database of many small buckets and most of its memory.
+#[derive(Debug)]
 pub struct BucketSummary {
     /// Bucket `_id` (its 4-byte time prefix is the bucket start).
     pub id: ObjectId,
-    /// The bucket's meta value; `None` when its measurements had no meta field.
-    pub meta: Option<Bson>,
     /// Number of measurements.
     pub count: u32,
-    /// `control.min`.
-    pub min: Document,
-    /// `control.max`.
-    pub max: Document,
     /// BSON size in bytes of the bucket's measurements as inserted (see
     /// [`BucketData::bson_bytes`]); `None` in files written before directory version 3.
     pub bson_bytes: Option<u64>,
@@ -59,6 +58,24 @@ pub struct BucketSummary {
     meta_ref: u32,
     /// Some rows carry their own meta value (`control.max` lists the meta column).
     meta_varies: bool,
+    /// `control.max` of the hidden log sequence column (0 when absent).
+    max_seq: u64,
+    /// Where `control.min/max` are encoded: `start..end` of the directory and the ObjectId
+    /// references they are decoded against (`start..end` of the segment's reference table).
+    control_at: (u32, u32),
+    oid_refs: (u32, u32),
+    /// `control.min/max`, once decoded for a statistics read ([`Segment::control`]).
+    control: OnceLock<Box<Control>>,
+}
+
+/// A bucket's `control.min` and `control.max` (with its sums under
+/// [`crate::sums::SUM_KEY`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control {
+    /// `control.min`.
+    pub min: Document,
+    /// `control.max`.
+    pub max: Document,
 }
 
 impl BucketSummary {
@@ -75,15 +92,21 @@ impl BucketSummary {
         self.meta_ref
     }
 
-    /// True when some rows carry their own meta value (differing from [`BucketSummary::meta`]
+    /// True when some rows carry their own meta value (differing from [`Segment::meta`]
     /// in the order of embedded fields), read once at open.
     pub fn meta_varies(&self) -> bool {
         self.meta_varies
     }
+
+    /// The largest log sequence among its rows (`control.max` of the hidden sequence
+    /// column), 0 when it has none.
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq
+    }
 }
 
 /// Where a bucket's data lives and how it is cut into columns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct BucketLoc {
     page: u32,
     /// Offset of the bucket's first column within the decompressed page.
@@ -92,9 +115,11 @@ struct BucketLoc {
     len: u32,
     /// Its columns: `start..end` of the segment's column table.
     columns: (u32, u32),
-    /// Indexes into the segment's shape table.
-    shapes: Vec<u32>,
-    row_shapes: Vec<u32>,
+    /// Its shapes: `start..end` of the segment's table of bucket shapes, whose entries index
+    /// the shape table.
+    shapes: (u32, u32),
+    /// Its row shapes: `start..end` of the segment's row shape table.
+    row_shapes: (u32, u32),
     /// Bit `c` set when column `c` (below 64) has a value in every row: every shape lists it.
     dense: u64,
 }
@@ -155,9 +180,13 @@ pub struct Segment {
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
     buckets: Vec<BucketSummary>,
-    /// (name index, encoded length) of every bucket's columns, bucket after bucket: one
-    /// array, where a vector per bucket cost an allocation at open and a cache miss per read.
-    column_table: Vec<(u32, u32)>,
+    /// The directory's table of meta values; a bucket's `meta_ref` `k > 0` is entry `k - 1`.
+    metas: Vec<Bson>,
+    /// Tables the buckets' summaries point into, bucket after bucket: one array each, where
+    /// a vector per bucket cost an allocation at open and a cache miss per read.
+    tables: Tables,
+    /// The decompressed directory, where `control.min/max` are decoded from on demand.
+    dir: Vec<u8>,
     /// The pages read last, latest first: a scan that reads buckets in order decompresses
     /// each page once, and so do a few threads scanning different stretches of the file.
     recent_pages: Mutex<VecDeque<(u32, PageData)>>,
@@ -262,6 +291,9 @@ impl Segment {
             )));
         }
         let dir = parse_directory(&raw, &footer, header_len as u64, &info).map_err(bad_dir)?;
+        let mut raw = raw;
+        // What stays of it is read only to decode buckets' control.min/max.
+        raw.shrink_to_fit();
         let checked = dir.pages.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(Segment {
             path,
@@ -274,7 +306,9 @@ impl Segment {
             pages: dir.pages,
             shapes: dir.shapes,
             buckets: dir.buckets,
-            column_table: dir.columns,
+            metas: dir.metas,
+            tables: dir.tables,
+            dir: raw,
             recent_pages: Mutex::new(VecDeque::with_capacity(CACHED_PAGES)),
             checked,
             projections: Mutex::new(Vec::new()),
@@ -328,6 +362,65 @@ impl Segment {
         &self.buckets
     }
 
+    /// The meta value of bucket `i`; `None` when its measurements had no meta field (or past
+    /// the last bucket).
+    pub fn meta(&self, i: usize) -> Option<&Bson> {
+        self.meta_of(self.buckets.get(i)?)
+    }
+
+    /// The meta value of a bucket of this segment.
+    pub fn meta_of(&self, s: &BucketSummary) -> Option<&Bson> {
+        match s.meta_ref {
+            0 => None,
+            k => self.metas.get(k as usize - 1),
+        }
+    }
+
+    /// The segment's distinct meta values; a bucket's [`BucketSummary::meta_ref`] `k > 0`
+    /// names entry `k - 1`.
+    pub fn metas(&self) -> &[Bson] {
+        &self.metas
+    }
+
+    /// Bucket `i`'s `control.min/max`, decoded on first use and kept while the segment is
+    /// open: for reads that take buckets whole from their statistics. A read that needs them
+    /// once should use [`Segment::decode_control`], which keeps nothing.
+    pub fn control(&self, i: usize) -> Result<&Control> {
+        let s = self.summary(i)?;
+        if let Some(c) = s.control.get() {
+            return Ok(c);
+        }
+        let c = Box::new(self.decode_control(i, s)?);
+        Ok(s.control.get_or_init(|| c))
+    }
+
+    /// Decodes the `control.min/max` of bucket `i` (summary `s`) from the directory.
+    pub fn decode_control(&self, i: usize, s: &BucketSummary) -> Result<Control> {
+        let (start, end) = s.control_at;
+        let mut c = Cursor::at(&self.dir, start as usize);
+        let base = id_base_millis(&s.id.bytes());
+        let oids = slice_of(&self.tables.oid_refs, s.oid_refs);
+        read_control(
+            &mut c,
+            &self.names,
+            s.count,
+            &self.info.time_field,
+            base,
+            &mut OidRefs::Kept(oids),
+        )
+        .and_then(|ctl| match c.pos() == end as usize {
+            true => Ok(ctl),
+            false => Err(c.err("control.min/max end elsewhere than at open")),
+        })
+        .map_err(|d| {
+            Error::corruption(
+                &self.path,
+                self.dir_offset,
+                format!("directory: bucket {i}: {d}"),
+            )
+        })
+    }
+
     /// The numbering of this segment's meta references by their values in `fields`, built
     /// on first use and kept.
     pub fn meta_projection(&self, fields: &MetaFields) -> Arc<MetaProjection> {
@@ -335,7 +428,7 @@ impl Segment {
         if let Some((_, p)) = kept.iter().find(|(f, _)| f == fields) {
             return p.clone();
         }
-        let p = Arc::new(MetaProjection::build(&self.buckets, fields));
+        let p = Arc::new(MetaProjection::build(&self.buckets, &self.metas, fields));
         if kept.len() >= KEPT_PROJECTIONS {
             kept.remove(0);
         }
@@ -349,7 +442,7 @@ impl Segment {
         if let Some((_, b)) = kept.iter().find(|(f, _)| f == field) {
             return b.clone();
         }
-        let b = Arc::new(FieldBounds::build(&self.buckets, field));
+        let b = Arc::new(FieldBounds::build(self, field));
         if kept.len() >= KEPT_BOUNDS {
             kept.remove(0);
         }
@@ -365,6 +458,8 @@ impl Segment {
     /// Decodes only the named columns of bucket `i` (others are left out of `columns`; names
     /// that the bucket lacks are ignored). Shapes and row shapes are always returned; their
     /// column indexes refer to the bucket's full column list, not to the returned subset.
+    /// `min` and `max` are left empty: they are statistics, not data, and decoding them for
+    /// every bucket a query reads cost more than some reads; [`Segment::control`] has them.
     pub fn read_bucket_columns(&self, i: usize, names: &[&str]) -> Result<BucketData> {
         self.read(i, Some(names))
     }
@@ -407,10 +502,7 @@ impl Segment {
 
     /// The (name index, encoded length) of each of a bucket's columns, in stored order.
     fn columns_of(&self, s: &BucketSummary) -> &[(u32, u32)] {
-        let (a, b) = s.loc.columns;
-        self.column_table
-            .get(a as usize..b as usize)
-            .unwrap_or_default()
+        slice_of(&self.tables.columns, s.loc.columns)
     }
 
     /// True when every row of bucket `i` has field `name` (every field order the bucket uses
@@ -429,8 +521,9 @@ impl Segment {
         if col < 64 {
             return s.loc.dense & (1 << col) != 0;
         }
-        !s.loc.shapes.is_empty()
-            && s.loc.shapes.iter().all(|&sh| {
+        let shapes = slice_of(&self.tables.shapes, s.loc.shapes);
+        !shapes.is_empty()
+            && shapes.iter().all(|&sh| {
                 self.shapes
                     .get(sh as usize)
                     .is_some_and(|shape| shape.contains(&(col as u32)))
@@ -649,23 +742,31 @@ impl Segment {
                 Ok(())
             },
         )?;
-        let mut shapes = Vec::with_capacity(s.loc.shapes.len());
-        for &sh in &s.loc.shapes {
+        let bucket_shapes = slice_of(&self.tables.shapes, s.loc.shapes);
+        let mut shapes = Vec::with_capacity(bucket_shapes.len());
+        for &sh in bucket_shapes {
             let shape = self
                 .shapes
                 .get(sh as usize)
                 .ok_or_else(|| bad(format!("shape index {sh} out of range")))?;
             shapes.push(shape.clone());
         }
+        let Control { min, max } = match filter {
+            None => self.decode_control(i, s)?,
+            Some(_) => Control {
+                min: Document::new(),
+                max: Document::new(),
+            },
+        };
         Ok(BucketData {
             id: s.id,
-            meta: s.meta.clone(),
+            meta: self.meta_of(s).cloned(),
             count: s.count,
-            min: s.min.clone(),
-            max: s.max.clone(),
+            min,
+            max,
             columns,
             shapes,
-            row_shapes: s.loc.row_shapes.clone(),
+            row_shapes: slice_of(&self.tables.row_shapes, s.loc.row_shapes).to_vec(),
             bson_bytes: s.bson_bytes,
         })
     }
@@ -859,8 +960,35 @@ struct Directory {
     names: Vec<String>,
     pages: Vec<PageInfo>,
     shapes: Vec<Vec<u32>>,
+    metas: Vec<Bson>,
     buckets: Vec<BucketSummary>,
+    tables: Tables,
+}
+
+/// Per-bucket lists of a segment, each bucket's a `start..end` range.
+#[derive(Debug, Default)]
+struct Tables {
+    /// (name index, encoded length) of every bucket's columns.
     columns: Vec<(u32, u32)>,
+    /// Every bucket's shapes (indexes into the shape table).
+    shapes: Vec<u32>,
+    /// Every bucket's row shapes.
+    row_shapes: Vec<u32>,
+    /// (name index, reference) of the ObjectIds in every bucket's `control.min`: each is
+    /// stored as a delta against the last one of its field in an earlier bucket.
+    oid_refs: Vec<(u32, [u8; 12])>,
+}
+
+/// The range `start..end` of a table that grew from `start` to `end` entries.
+fn span(start: usize, end: usize) -> std::result::Result<(u32, u32), String> {
+    match (u32::try_from(start), u32::try_from(end)) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        _ => Err("more than 2^32 table entries in one segment".into()),
+    }
+}
+
+fn slice_of<T>(table: &[T], (a, b): (u32, u32)) -> &[T] {
+    table.get(a as usize..b as usize).unwrap_or_default()
 }
 
 /// Parses the decompressed directory and checks it against the footer and the file layout.
@@ -956,34 +1084,25 @@ fn parse_directory(
         )));
     }
     let mut buckets = Vec::with_capacity(n);
-    let mut columns = Vec::new();
+    let mut tables = Tables::default();
     let mut prev_id = [0u8; 12];
-    let mut oid_ctx: HashMap<u32, [u8; 12]> = HashMap::new();
+    let mut last_oids: HashMap<u32, [u8; 12]> = HashMap::new();
     // Placement cursor: buckets fill pages in order, each page exactly.
     let (mut page, mut page_off) = (0usize, 0u64);
     for i in 0..n {
         let (mut s, delta) = parse_entry(
             &mut c,
-            &mut columns,
+            &mut tables,
             &names,
-            &metas,
+            metas.len(),
             shapes.len(),
             &prev_id,
-            &mut oid_ctx,
+            &mut last_oids,
             &info.time_field,
             v,
         )
         .map_err(|e| format!("bucket {i}: {e}"))?;
-        s.loc.dense = dense_mask(&s.loc.shapes, &shapes);
-        let ms = |d: &Document| match d.get(&info.time_field) {
-            Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
-            _ => None,
-        };
-        s.meta_varies = s.max.contains_key(crate::catalog::META_COLUMN);
-        s.time_range = (
-            ms(&s.min).unwrap_or_else(|| s.id.timestamp().timestamp_millis()),
-            ms(&s.max).unwrap_or(i64::MAX),
-        );
+        s.loc.dense = dense_mask(slice_of(&tables.shapes, s.loc.shapes), &shapes);
         match delta {
             0 => {}
             1 => {
@@ -1033,8 +1152,9 @@ fn parse_directory(
         names,
         pages,
         shapes,
+        metas,
         buckets,
-        columns,
+        tables,
     })
 }
 
@@ -1056,36 +1176,52 @@ fn dense_mask(bucket_shapes: &[u32], shapes: &[Vec<u32>]) -> u64 {
 /// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
 type Entry = (BucketSummary, u64);
 
-/// Parses one bucket entry (see the writer's `encode_entry`) of a directory of `version`.
-#[allow(clippy::too_many_arguments)]
-fn parse_entry(
-    c: &mut Cursor<'_>,
-    table: &mut Vec<(u32, u32)>,
-    names: &[String],
-    metas: &[Bson],
-    shape_count: usize,
-    prev_id: &[u8; 12],
-    oid_ctx: &mut HashMap<u32, [u8; 12]>,
-    time_field: &str,
-    version: u8,
-) -> std::result::Result<Entry, String> {
-    let id = f::get_oid_delta(c, prev_id)?;
-    let meta_ref = c.varint()?;
-    let meta = match meta_ref {
-        0 => None,
-        k => Some(
-            metas
-                .get(k as usize - 1)
-                .cloned()
-                .ok_or_else(|| c.err(format!("meta reference {k} out of range")))?,
-        ),
-    };
-    let count = c.varint_u32()?;
-    if count == 0 || count > f::MAX_BUCKET_ROWS {
-        return Err(c.err(format!("bad row count {count}")));
+/// What decoding a bucket's `control.min` needs besides its bytes: the reference each
+/// ObjectId is stored against (the last one of its field in an earlier bucket).
+enum OidRefs<'a> {
+    /// At open, walking the buckets in order: the last ObjectId per field so far, and the
+    /// table where each bucket's references are kept for decoding it again later.
+    Walk {
+        last: &'a mut HashMap<u32, [u8; 12]>,
+        kept: &'a mut Vec<(u32, [u8; 12])>,
+    },
+    /// Decoding one bucket again: the references kept for it at open.
+    Kept(&'a [(u32, [u8; 12])]),
+}
+
+impl OidRefs<'_> {
+    fn reference(&mut self, name: u32) -> [u8; 12] {
+        match self {
+            OidRefs::Walk { last, kept } => {
+                let r = last.get(&name).copied().unwrap_or_default();
+                kept.push((name, r));
+                r
+            }
+            OidRefs::Kept(k) => k
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or([0; 12], |(_, r)| *r),
+        }
     }
-    let page_delta = c.varint()?;
-    let base = id_base_millis(&id);
+
+    fn decoded(&mut self, name: u32, oid: [u8; 12]) {
+        if let OidRefs::Walk { last, .. } = self {
+            last.insert(name, oid);
+        }
+    }
+}
+
+/// Decodes a bucket's `control.min` and `control.max` (see the writer's `encode_entry`),
+/// with its sums under [`SUM_KEY`] of `max`, for a bucket of `count` rows whose `_id` time is
+/// `base` milliseconds.
+fn read_control(
+    c: &mut Cursor<'_>,
+    names: &[String],
+    count: u32,
+    time_field: &str,
+    base: i64,
+    oids: &mut OidRefs<'_>,
+) -> std::result::Result<Control, String> {
     let name = |c: &mut Cursor<'_>| -> std::result::Result<(u32, String), String> {
         let n = c.varint_u32()?;
         let s = names
@@ -1097,13 +1233,14 @@ fn parse_entry(
     let mut min = Document::new();
     for _ in 0..c.count()? {
         let (n, k) = name(c)?;
-        let refs = ValueRefs {
-            oid: oid_ctx.get(&n).copied().unwrap_or_default(),
-            millis: base,
+        let tag = c.u8()?;
+        let oid = match tag == bson::spec::ElementType::ObjectId as u8 {
+            true => oids.reference(n),
+            false => [0; 12],
         };
-        let v = f::get_value(c, &refs)?;
+        let v = f::get_value_with_tag(c, tag, &ValueRefs { oid, millis: base })?;
         if let Bson::ObjectId(o) = &v {
-            oid_ctx.insert(n, o.bytes());
+            oids.decoded(n, o.bytes());
         }
         if min.insert(k, v).is_some() {
             return Err(c.err("duplicate control.min field"));
@@ -1143,41 +1280,106 @@ fn parse_entry(
     if !sums.is_empty() {
         max.insert(SUM_KEY, sums);
     }
+    Ok(Control { min, max })
+}
+
+/// Parses one bucket entry (see the writer's `encode_entry`) of a directory of `version`.
+/// Its `control.min/max` are decoded once, to check them and to read what the summary keeps,
+/// and then dropped.
+#[allow(clippy::too_many_arguments)]
+fn parse_entry(
+    c: &mut Cursor<'_>,
+    tables: &mut Tables,
+    names: &[String],
+    meta_count: usize,
+    shape_count: usize,
+    prev_id: &[u8; 12],
+    last_oids: &mut HashMap<u32, [u8; 12]>,
+    time_field: &str,
+    version: u8,
+) -> std::result::Result<Entry, String> {
+    let id = f::get_oid_delta(c, prev_id)?;
+    let meta_ref = c.varint()?;
+    if meta_ref > meta_count as u64 {
+        return Err(c.err(format!("meta reference {meta_ref} out of range")));
+    }
+    let count = c.varint_u32()?;
+    if count == 0 || count > f::MAX_BUCKET_ROWS {
+        return Err(c.err(format!("bad row count {count}")));
+    }
+    let page_delta = c.varint()?;
+    let base = id_base_millis(&id);
+    let name = |c: &mut Cursor<'_>| -> std::result::Result<u32, String> {
+        let n = c.varint_u32()?;
+        match names.get(n as usize) {
+            Some(_) => Ok(n),
+            None => Err(c.err(format!("name index {n} out of range"))),
+        }
+    };
+
+    let control_start = c.pos();
+    let oid_start = tables.oid_refs.len();
+    let control = read_control(
+        c,
+        names,
+        count,
+        time_field,
+        base,
+        &mut OidRefs::Walk {
+            last: last_oids,
+            kept: &mut tables.oid_refs,
+        },
+    )?;
+    let control_at = span(control_start, c.pos())?;
+    let oid_refs = span(oid_start, tables.oid_refs.len())?;
+    let ms = |d: &Document| match d.get(time_field) {
+        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+        _ => None,
+    };
+    let time_range = (
+        ms(&control.min).unwrap_or_else(|| ObjectId::from_bytes(id).timestamp().timestamp_millis()),
+        ms(&control.max).unwrap_or(i64::MAX),
+    );
+    let meta_varies = control.max.contains_key(crate::catalog::META_COLUMN);
+    let max_seq = match control.max.get(crate::catalog::SEQ_COLUMN) {
+        Some(Bson::Int64(s)) => *s as u64,
+        _ => 0,
+    };
+    drop(control);
 
     let n = c.count()?;
-    let start = table.len();
+    let start = tables.columns.len();
     let mut len: u64 = 0;
     for _ in 0..n {
-        let (idx, _) = name(c)?;
+        let idx = name(c)?;
         let l = c.varint_u32()?;
         len += u64::from(l);
-        table.push((idx, l));
+        tables.columns.push((idx, l));
     }
-    let columns = match (u32::try_from(start), u32::try_from(table.len())) {
-        (Ok(a), Ok(b)) => (a, b),
-        _ => return Err(c.err("more than 2^32 columns in one segment")),
-    };
+    let columns = span(start, tables.columns.len()).map_err(|e| c.err(e))?;
     let len = u32::try_from(len)
         .ok()
         .filter(|&l| l > 0 && l <= f::MAX_PAGE_RAW_LEN)
         .ok_or_else(|| c.err(format!("bad bucket data length {len}")))?;
     let n = c.count()?;
-    let mut shapes = Vec::with_capacity(n);
+    let start = tables.shapes.len();
     for _ in 0..n {
         let s = c.varint_u32()?;
         if s as usize >= shape_count {
             return Err(c.err(format!("shape index {s} out of range")));
         }
-        shapes.push(s);
+        tables.shapes.push(s);
     }
+    let shapes = span(start, tables.shapes.len()).map_err(|e| c.err(e))?;
     let n = c.count()?;
     if n != 0 && n != count as usize {
         return Err(c.err(format!("{n} row shapes for {count} rows")));
     }
-    let mut row_shapes = Vec::with_capacity(n);
+    let start = tables.row_shapes.len();
     for _ in 0..n {
-        row_shapes.push(c.varint_u32()?);
+        tables.row_shapes.push(c.varint_u32()?);
     }
+    let row_shapes = span(start, tables.row_shapes.len()).map_err(|e| c.err(e))?;
     // 0: unknown (a bucket rewritten from an older file); anything else must be possible.
     let bson_bytes = match version {
         ..=2 => None,
@@ -1204,15 +1406,16 @@ fn parse_entry(
     Ok((
         BucketSummary {
             id: ObjectId::from_bytes(id),
-            meta,
             count,
-            min,
-            max,
             bson_bytes,
             loc,
-            time_range: (i64::MIN, i64::MAX),
+            time_range,
             meta_ref: u32::try_from(meta_ref).unwrap_or(u32::MAX),
-            meta_varies: false,
+            meta_varies,
+            max_seq,
+            control_at,
+            oid_refs,
+            control: OnceLock::new(),
         },
         page_delta,
     ))

@@ -300,8 +300,13 @@ fn round_trip_many_buckets_across_pages() {
     assert_eq!(seg.buckets().len(), buckets.len());
     for (i, b) in buckets.iter().enumerate() {
         let s = &seg.buckets()[i];
-        assert_eq!((s.id, &s.meta, s.count), (b.id, &b.meta, b.count));
-        assert_eq!((&s.min, &s.max), (&b.min, &b.max));
+        assert_eq!(
+            (s.id, seg.meta(i), s.count),
+            (b.id, b.meta.as_ref(), b.count)
+        );
+        let ctl = seg.control(i).unwrap();
+        assert_eq!((&ctl.min, &ctl.max), (&b.min, &b.max));
+        assert_eq!(seg.decode_control(i, s).unwrap(), *ctl);
         assert_eq!(&seg.read_bucket(i).unwrap(), b, "bucket {i}");
     }
     seg.verify().unwrap();
@@ -390,7 +395,7 @@ fn meta_absent_and_meta_null_stay_distinct() {
     ];
     write_to(&path, &buckets, WriteOptions::default());
     let seg = Segment::open(&RealFs, &path).unwrap();
-    let metas: Vec<_> = seg.buckets().iter().map(|b| b.meta.clone()).collect();
+    let metas: Vec<_> = (0..3).map(|i| seg.meta(i).cloned()).collect();
     assert_eq!(metas, vec![None, Some(Bson::Null), None]);
     assert_eq!(read_all(&path).unwrap(), buckets);
 }
@@ -442,9 +447,11 @@ fn read_bucket_columns_returns_only_the_named_columns() {
             .collect();
         assert_eq!(part.columns, want);
         assert_eq!(
-            (&part.shapes, &part.row_shapes, part.count, &part.min),
-            (&b.shapes, &b.row_shapes, b.count, &b.min)
+            (&part.shapes, &part.row_shapes, part.count, &part.meta),
+            (&b.shapes, &b.row_shapes, b.count, &b.meta)
         );
+        // Statistics are not data: a column read leaves them to `Segment::control`.
+        assert!(part.min.is_empty() && part.max.is_empty());
         assert!(seg.read_bucket_columns(i, &[]).unwrap().columns.is_empty());
     }
 }
@@ -583,7 +590,7 @@ fn sums_round_trip_and_one_row_buckets_get_theirs_back() {
     write_to(&path, &buckets, WriteOptions::default());
     let seg = Segment::open(&RealFs, &path).unwrap();
     for (i, b) in buckets.iter().enumerate() {
-        assert_eq!(&seg.buckets()[i].max, &b.max, "bucket {i}");
+        assert_eq!(&seg.control(i).unwrap().max, &b.max, "bucket {i}");
         assert_eq!(&seg.read_bucket(i).unwrap(), b, "bucket {i}");
     }
     seg.verify().unwrap();
@@ -1512,10 +1519,12 @@ fn field_bounds_are_the_control_bounds_of_every_bucket() {
     let buckets = sample_buckets(300, 7);
     write_to(&path, &buckets, WriteOptions::default());
     let seg = Segment::open(&RealFs, &path).unwrap();
-    let mut fields: Vec<String> = seg
-        .buckets()
+    let controls: Vec<_> = (0..seg.buckets().len())
+        .map(|i| seg.control(i).unwrap())
+        .collect();
+    let mut fields: Vec<String> = controls
         .iter()
-        .flat_map(|b| b.min.keys().chain(b.max.keys()).cloned())
+        .flat_map(|c| c.min.keys().chain(c.max.keys()).cloned())
         .collect();
     fields.sort();
     fields.dedup();
@@ -1523,10 +1532,10 @@ fn field_bounds_are_the_control_bounds_of_every_bucket() {
     assert!(fields.len() > 3, "{fields:?}");
     for f in &fields {
         let gathered = seg.field_bounds(f);
-        for (i, b) in seg.buckets().iter().enumerate() {
+        for (i, c) in controls.iter().enumerate() {
             assert_eq!(
                 gathered.get(i),
-                Some(BoundRef::of(&b.min, &b.max, f)),
+                Some(BoundRef::of(&c.min, &c.max, f)),
                 "{f} {i}"
             );
         }
