@@ -232,11 +232,21 @@ impl Database {
         };
         // (seq, position in batch) of logged rows that are already in segments.
         let mut in_segments: HashSet<(u64, u32)> = HashSet::new();
+        let listed: Vec<PathBuf> = manifest
+            .collections
+            .iter()
+            .flat_map(|e| e.segments.iter().map(|&sid| segment_path(&path, sid)))
+            .collect();
+        let threads = crate::query::parallel::allowed(opts.query_threads);
+        let mut opened = open_segments(vfs.as_ref(), &listed, threads).into_iter();
         for entry in &manifest.collections {
             let mut cs = CollState::new(entry.clone(), limits);
             for &sid in &entry.segments {
                 let sp = segment_path(&path, sid);
-                let seg = Segment::open(vfs.as_ref(), &sp).map_err(|e| match e {
+                let opened = opened
+                    .next()
+                    .unwrap_or_else(|| Segment::open(vfs.as_ref(), &sp));
+                let seg = opened.map_err(|e| match e {
                     // The OS error names no file; the manifest says what was lost.
                     Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
                         Error::corruption(
@@ -809,6 +819,28 @@ fn remove_leftovers(vfs: &dyn Vfs, path: &Path, man: &Manifest) -> Result<()> {
     Ok(())
 }
 
+/// Opens the segment files at `paths` on up to `threads` threads (most of opening a database
+/// of many buckets is decoding their directories); the results are in the order of `paths`.
+fn open_segments(vfs: &dyn Vfs, paths: &[PathBuf], threads: usize) -> Vec<Result<Segment>> {
+    let n = threads.clamp(1, paths.len().max(1));
+    // Thread `k` takes files k, k + n, ...: files differ in size, and neighbours most.
+    let mine: Vec<Vec<usize>> = (0..n)
+        .map(|k| (k..paths.len()).step_by(n).collect())
+        .collect();
+    let parts: Vec<&[usize]> = mine.iter().map(Vec::as_slice).collect();
+    let mut done: Vec<(usize, Result<Segment>)> =
+        crate::query::parallel::run_parts(&parts, |part| {
+            part.iter()
+                .filter_map(|&i| Some((i, Segment::open(vfs, paths.get(i)?))))
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Adds the (seq, position) of rows logged after `checkpoint` that this segment already holds.
 fn collect_logged_rows(
     seg: &Segment,
@@ -976,4 +1008,59 @@ fn spawn_flusher(
 /// Counters of a collection's catalog (a copy).
 pub(crate) fn catalog_stats(st: &Shared, id: u32) -> Option<CatalogStats> {
     st.colls.get(&id).map(|c| c.catalog.stats().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a panic is a test failure")]
+    use super::*;
+    use crate::bucket::Column;
+    use crate::vfs::RealFs;
+    use bson::{oid::ObjectId, DateTime};
+
+    /// Segments opened on several threads come back in the order asked, errors in place.
+    #[test]
+    fn segments_open_in_the_order_listed_whatever_the_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for k in 0..7u32 {
+            let path = dir.path().join(format!("{k}.seg"));
+            paths.push(path.clone());
+            if k == 4 {
+                continue; // listed but missing
+            }
+            let t = Bson::DateTime(DateTime::from_millis(1_700_000_000_000));
+            let b = BucketData {
+                id: ObjectId::new(),
+                meta: None,
+                count: 1,
+                min: bson::doc! {"t": t.clone()},
+                max: bson::doc! {"t": t.clone()},
+                columns: vec![Column {
+                    name: "t".into(),
+                    values: vec![Some(t)],
+                }],
+                shapes: vec![vec![0]],
+                row_shapes: vec![],
+                bson_bytes: None,
+            };
+            let info = SegmentHeaderInfo {
+                collection_id: k,
+                time_field: "t".into(),
+            };
+            write_segment(&RealFs, &path, &info, &[&b]).unwrap();
+        }
+        for threads in 1..=4 {
+            let got = open_segments(&RealFs, &paths, threads);
+            assert_eq!(got.len(), paths.len());
+            for (k, r) in got.iter().enumerate() {
+                match r {
+                    Ok(seg) => assert_eq!(seg.info().collection_id, k as u32),
+                    Err(e) => assert!(k == 4, "{k}: {e}"),
+                }
+            }
+            assert!(got.get(4).is_some_and(Result::is_err));
+        }
+        assert!(open_segments(&RealFs, &[], 3).is_empty());
+    }
 }
