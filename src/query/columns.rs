@@ -13,10 +13,6 @@ use crate::codec::{
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
 
-/// Where statistics put a bucket's per-field sums: a document under this key of
-/// `control.max`, field -> number, without the fields whose sum is unknown.
-pub const SUM_KEY: &str = "\u{1}sum";
-
 /// One column of a bucket, decoded for aggregation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Col {
@@ -152,14 +148,6 @@ pub fn in_every_row(src: &Source, name: &str) -> bool {
             };
             !b.shapes.is_empty() && b.shapes.iter().all(|s| s.contains(&(col as u32)))
         }
-    }
-}
-
-/// The bucket's pre-computed sum of `field`, if its statistics carry one.
-pub fn sum_stat<'a>(max: &'a Document, field: &str) -> Option<&'a Bson> {
-    match max.get(SUM_KEY) {
-        Some(Bson::Document(d)) => d.get(field),
-        _ => None,
     }
 }
 

@@ -8,11 +8,12 @@
 //! bucket's statistics carry them.
 
 use super::accum::AccOp;
-use super::columns::{in_every_row, sum_stat};
+use super::columns::in_every_row;
 use super::expr::path_in_value;
 use super::plan::BucketStats;
 use super::read::Source;
 use crate::order::type_rank;
+use crate::segment::BoundRef;
 use bson::Bson;
 
 /// An accumulator's argument as statistics can see it.
@@ -70,8 +71,14 @@ impl StatContext<'_> {
             StatArg::Column(f) => *f,
         };
         let numeric_op = matches!(op, AccOp::Sum | AccOp::Avg);
+        // control.min and control.max of the field; unknown bounds tell nothing.
+        let (lo, hi) = match st.bound(f) {
+            BoundRef::Range(lo, hi) => (Some(lo), Some(hi)),
+            BoundRef::Absent => (None, None),
+            BoundRef::Partial => return None,
+        };
         if n == 1 {
-            let v = st.max_of(f);
+            let v = hi;
             // Sums ignore documents and arrays whatever they hold; other operators need them.
             if composite(v) && (!numeric_op || self.picks) {
                 return None;
@@ -86,26 +93,22 @@ impl StatContext<'_> {
             return None;
         }
         match op {
-            AccOp::Max if f == self.time_field => Some(Feed::N(st.max_of(f).cloned(), 1)),
+            AccOp::Max if f == self.time_field => Some(Feed::N(hi.cloned(), 1)),
             AccOp::Min | AccOp::Max if f != self.time_field => {
-                let v = if op == AccOp::Min {
-                    st.min_of(f)
-                } else {
-                    st.max_of(f)
-                };
+                let v = if op == AccOp::Min { lo } else { hi };
                 (!composite(v)).then(|| Feed::N(v.cloned(), 1))
             }
-            AccOp::Sum | AccOp::Avg => match st.max_of(f) {
+            AccOp::Sum | AccOp::Avg => match hi {
                 // No row has it, or its type class is not numbers: nothing to add.
                 None => Some(Feed::N(None, 0)),
                 Some(v) if type_rank(v) != 10 => Some(Feed::N(None, 0)),
                 Some(_) => {
-                    let s = sum_stat(st.control()?.1, f).filter(|s| type_rank(s) == 10)?;
+                    let s = st.sum_of(f).filter(|s| type_rank(s) == 10)?;
                     // An average also needs the count of numbers: every row's, if all have it.
                     if op == AccOp::Avg && !in_every_row(self.src, f) {
                         return None;
                     }
-                    Some(Feed::Sum(s.clone(), n))
+                    Some(Feed::Sum(s, n))
                 }
             },
             _ => None,

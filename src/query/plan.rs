@@ -86,8 +86,12 @@ pub struct Gathered<'a> {
 
 impl<'a> Gathered<'a> {
     fn get(&self, field: &str) -> Option<BoundRef<'a>> {
+        self.of(field)?.get(self.index)
+    }
+
+    fn of(&self, field: &str) -> Option<&'a FieldBounds> {
         let at = self.fields.iter().position(|f| f == field)?;
-        self.bounds.get(at)?.get(self.index)
+        self.bounds.get(at).map(|b| &**b)
     }
 }
 
@@ -153,6 +157,17 @@ impl<'a> BucketStats<'a> {
             ControlSource::Docs(min, max) => Some((min, max)),
             ControlSource::Segment(seg, i) => seg.control(i).ok().map(|c| (&c.min, &c.max)),
         }
+    }
+
+    /// The sum of top-level field `field` over the bucket's rows from its statistics (see
+    /// [`crate::sums`]); `None` when they hold none.
+    pub fn sum_of(&self, field: &str) -> Option<Bson> {
+        if let Some(b) = self.bounds.and_then(|g| g.of(field).map(|b| (b, g.index))) {
+            if b.0.get(b.1).is_some() {
+                return b.0.sum(b.1);
+            }
+        }
+        crate::sums::bucket_sum(self.control()?.1, field).cloned()
     }
 
     /// `control.min` of top-level field `field`.

@@ -233,9 +233,10 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
             let gathered: &[Arc<FieldBounds>] = if stat_fields.is_empty() {
                 &[]
             } else {
-                by_bounds
-                    .entry(loc.segment)
-                    .or_insert_with(|| stat_fields.iter().map(|f| seg.field_bounds(f)).collect())
+                by_bounds.entry(loc.segment).or_insert_with(|| {
+                    let refs: Vec<&str> = stat_fields.iter().map(String::as_str).collect();
+                    seg.fields_bounds(&refs)
+                })
             };
             let bounds = Gathered {
                 fields: &stat_fields,

@@ -100,13 +100,26 @@ impl RowFilter {
     /// range (`control.min` is a lower bound).
     pub fn settled(&self, st: &BucketStats<'_>, time_field: &str) -> u64 {
         let mut bits = 0u64;
+        let mut range: Option<(Option<Bson>, Option<Bson>)> = None;
         for (i, c) in self.conjuncts.iter().enumerate().take(64) {
             let Conj::Column { col, pred } = c else {
                 continue;
             };
-            if self.columns.get(*col).is_some_and(|f| f == time_field)
-                && range_holds(pred, st.min_of(time_field), st.max_of(time_field))
-            {
+            if self.columns.get(*col).is_none_or(|f| f != time_field) {
+                continue;
+            }
+            // The time range the summary read at open, else from `control`.
+            let (lo, hi) = range.get_or_insert_with(|| match st.time_range(time_field) {
+                (Some(lo), Some(hi)) => (
+                    Some(Bson::DateTime(bson::DateTime::from_millis(lo))),
+                    Some(Bson::DateTime(bson::DateTime::from_millis(hi))),
+                ),
+                _ => (
+                    st.min_of(time_field).cloned(),
+                    st.max_of(time_field).cloned(),
+                ),
+            });
+            if range_holds(pred, lo.as_ref(), hi.as_ref()) {
                 bits |= 1 << i;
             }
         }

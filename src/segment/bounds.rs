@@ -8,6 +8,7 @@
 //! field are gathered once, into one array, and kept with the open segment.
 
 use super::Segment;
+use crate::sums::bucket_sum;
 use bson::{Bson, Document};
 
 /// What a bucket's `control` documents say about one top-level field.
@@ -41,31 +42,63 @@ enum Bound {
     Partial,
 }
 
-/// The bounds of one field for every bucket of a segment, by bucket index.
-#[derive(Debug)]
+/// The sum of a field over a bucket's rows, as stored in its statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sum {
+    None,
+    Int32(i32),
+    Int64(i64),
+    Double(f64),
+}
+
+/// The bounds and sums of one field for every bucket of a segment, by bucket index.
+#[derive(Debug, Default)]
 pub struct FieldBounds {
     by_bucket: Vec<Bound>,
+    sums: Vec<Sum>,
 }
 
 impl FieldBounds {
-    /// Gathers the bounds of `field` from every bucket of `seg`. Each bucket's `control` is
-    /// decoded for it and dropped, not kept: a segment holds them encoded.
-    pub(crate) fn build(seg: &Segment, field: &str) -> FieldBounds {
-        let by_bucket = seg
-            .buckets()
+    /// Gathers the bounds and sums of each of `fields` from every bucket of `seg`, decoding
+    /// each bucket's `control` once for all of them and dropping it: a segment holds them
+    /// encoded.
+    pub(crate) fn build(seg: &Segment, fields: &[&str]) -> Vec<FieldBounds> {
+        if fields.is_empty() {
+            return Vec::new();
+        }
+        let n = seg.buckets().len();
+        let mut out: Vec<FieldBounds> = fields
             .iter()
-            .enumerate()
-            .map(|(i, b)| match seg.decode_control(i, b) {
-                // Cannot happen (open decoded it); a bound that is not known concludes nothing.
-                Err(_) => Bound::Partial,
-                Ok(c) => match BoundRef::of(&c.min, &c.max, field) {
-                    BoundRef::Absent => Bound::Absent,
-                    BoundRef::Range(lo, hi) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
-                    BoundRef::Partial => Bound::Partial,
-                },
+            .map(|_| FieldBounds {
+                by_bucket: Vec::with_capacity(n),
+                sums: Vec::with_capacity(n),
             })
             .collect();
-        FieldBounds { by_bucket }
+        for (i, b) in seg.buckets().iter().enumerate() {
+            // An error cannot happen (open decoded it); a bound that is not known concludes
+            // nothing.
+            let control = seg.decode_control(i, b).ok();
+            for (field, fb) in fields.iter().zip(out.iter_mut()) {
+                let Some(c) = &control else {
+                    fb.by_bucket.push(Bound::Partial);
+                    fb.sums.push(Sum::None);
+                    continue;
+                };
+                fb.by_bucket
+                    .push(match BoundRef::of(&c.min, &c.max, field) {
+                        BoundRef::Absent => Bound::Absent,
+                        BoundRef::Range(lo, hi) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
+                        BoundRef::Partial => Bound::Partial,
+                    });
+                fb.sums.push(match bucket_sum(&c.max, field) {
+                    Some(Bson::Int32(x)) => Sum::Int32(*x),
+                    Some(Bson::Int64(x)) => Sum::Int64(*x),
+                    Some(Bson::Double(x)) => Sum::Double(*x),
+                    _ => Sum::None,
+                });
+            }
+        }
+        out
     }
 
     /// The bounds for bucket `i`; `None` past the last bucket.
@@ -75,5 +108,16 @@ impl FieldBounds {
             Bound::Range(r) => BoundRef::Range(&r.0, &r.1),
             Bound::Partial => BoundRef::Partial,
         })
+    }
+
+    /// The sum of the field over bucket `i`'s rows from its statistics (see
+    /// [`crate::sums`]); `None` when they hold none, or past the last bucket.
+    pub fn sum(&self, i: usize) -> Option<Bson> {
+        match self.sums.get(i)? {
+            Sum::None => None,
+            Sum::Int32(x) => Some(Bson::Int32(*x)),
+            Sum::Int64(x) => Some(Bson::Int64(*x)),
+            Sum::Double(x) => Some(Bson::Double(*x)),
+        }
     }
 }

@@ -436,18 +436,39 @@ impl Segment {
         p
     }
 
-    /// The bounds of top-level field `field` in every bucket, gathered on first use and kept.
+    /// The bounds and sums of top-level field `field` in every bucket, gathered on first use
+    /// and kept.
     pub fn field_bounds(&self, field: &str) -> Arc<FieldBounds> {
+        self.fields_bounds(&[field]).pop().unwrap_or_default()
+    }
+
+    /// [`Segment::field_bounds`] of each of `fields`, in order; those not kept yet are gathered
+    /// together, in one pass over the buckets.
+    pub fn fields_bounds(&self, fields: &[&str]) -> Vec<Arc<FieldBounds>> {
         let mut kept = self.bounds.lock();
-        if let Some((_, b)) = kept.iter().find(|(f, _)| f == field) {
-            return b.clone();
+        let mut out: Vec<Option<Arc<FieldBounds>>> = fields
+            .iter()
+            .map(|f| kept.iter().find(|(k, _)| k == f).map(|(_, b)| b.clone()))
+            .collect();
+        let mut missing: Vec<&str> = fields
+            .iter()
+            .zip(&out)
+            .filter(|(_, b)| b.is_none())
+            .map(|(f, _)| *f)
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        for (f, b) in missing.iter().zip(FieldBounds::build(self, &missing)) {
+            let b = Arc::new(b);
+            for (slot, _) in out.iter_mut().zip(fields).filter(|(_, g)| *g == f) {
+                *slot = Some(b.clone());
+            }
+            if kept.len() >= KEPT_BOUNDS {
+                kept.remove(0);
+            }
+            kept.push((f.to_string(), b));
         }
-        let b = Arc::new(FieldBounds::build(self, field));
-        if kept.len() >= KEPT_BOUNDS {
-            kept.remove(0);
-        }
-        kept.push((field.to_string(), b.clone()));
-        b
+        out.into_iter().map(Option::unwrap_or_default).collect()
     }
 
     /// Decodes bucket `i` fully, after checking its page's checksum.

@@ -1538,8 +1538,26 @@ fn field_bounds_are_the_control_bounds_of_every_bucket() {
                 Some(BoundRef::of(&c.min, &c.max, f)),
                 "{f} {i}"
             );
+            let sum = crate::sums::bucket_sum(&c.max, f).cloned();
+            assert_eq!(gathered.sum(i), sum, "{f} {i}");
         }
         assert_eq!(gathered.get(seg.buckets().len()), None);
         assert!(std::sync::Arc::ptr_eq(&gathered, &seg.field_bounds(f)));
     }
+    assert!(
+        controls
+            .iter()
+            .any(|c| c.max.contains_key(crate::sums::SUM_KEY)),
+        "the sample has sums"
+    );
+    // Several at once: kept ones are shared, new ones gathered in one pass, in the order asked
+    // (a name asked twice gets the same bounds twice).
+    let asked = ["v", "new_a", "v", "new_b"];
+    let got = seg.fields_bounds(&asked);
+    assert_eq!(got.len(), asked.len());
+    assert!(std::sync::Arc::ptr_eq(&got[0], &seg.field_bounds("v")));
+    assert!(std::sync::Arc::ptr_eq(&got[0], &got[2]));
+    assert!(std::sync::Arc::ptr_eq(&got[1], &seg.field_bounds("new_a")));
+    assert!(std::sync::Arc::ptr_eq(&got[3], &seg.field_bounds("new_b")));
+    assert!(seg.fields_bounds(&[]).is_empty());
 }
