@@ -31,14 +31,13 @@ use super::group::{GroupSpec, GroupTable};
 use super::keycache::KeyCache;
 use super::parallel;
 use super::pipeline::Stage;
-use super::plan::{BucketStats, Gathered, Plan, Verdict};
+use super::plan::{BucketStats, Plan, SegmentBounds, Verdict};
 use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
 use crate::catalog::is_hidden;
 use crate::error::Result;
-use crate::segment::{FieldBounds, MetaFields};
+use crate::segment::MetaFields;
 use bson::{Bson, DateTime, Document};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where an accumulator's argument comes from.
@@ -608,30 +607,25 @@ impl FastGroup {
         let mut bins = Vec::new();
         // The fields whose statistics a bucket may be judged or answered from, and their
         // bounds and sums per segment, gathered in one pass over each segment's directory.
-        let stat_fields: Vec<String> = self
-            .args
-            .iter()
-            .filter_map(|a| match a {
-                Arg::Column(c) => Some(*c),
-                _ => None,
-            })
-            .chain(self.filter_cols.iter().copied())
-            .filter_map(|c| self.columns.get(c).cloned())
-            .collect();
-        let stat_refs: Vec<&str> = stat_fields.iter().map(String::as_str).collect();
-        let mut gathered: HashMap<usize, Vec<Arc<FieldBounds>>> = HashMap::new();
+        let mut bounds = SegmentBounds::new(
+            self.args
+                .iter()
+                .filter_map(|a| match a {
+                    Arg::Column(c) => Some(*c),
+                    _ => None,
+                })
+                .chain(self.filter_cols.iter().copied())
+                .filter_map(|c| self.columns.get(c).cloned())
+                .collect(),
+        );
         for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
             let mut st = columns::stats(&scan.src)?;
-            if let (Source::Seg(seg, i), false) = (&scan.src, stat_fields.is_empty()) {
-                let bounds = gathered
-                    .entry(Arc::as_ptr(seg) as usize)
-                    .or_insert_with(|| seg.fields_bounds(&stat_refs));
-                st = st.with_bounds(Gathered {
-                    fields: &stat_fields,
-                    bounds,
-                    index: *i as usize,
-                });
+            if let Some(g) = match &scan.src {
+                Source::Seg(seg, i) => bounds.of(seg, *i as usize),
+                Source::Mem(_) => None,
+            } {
+                st = st.with_bounds(g);
             }
             let whole = scan.verdict == Verdict::All;
             if !whole && !self.row_filter.may_match(&st) {

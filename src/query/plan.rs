@@ -89,9 +89,54 @@ impl<'a> Gathered<'a> {
         self.of(field)?.get(self.index)
     }
 
+    /// The bucket's sum of `field`: `None` when the field was not gathered, `Some(None)` when
+    /// the statistics hold no sum.
+    fn sum(&self, field: &str) -> Option<Option<Bson>> {
+        let b = self.of(field)?;
+        b.get(self.index)?;
+        Some(b.sum(self.index))
+    }
+
     fn of(&self, field: &str) -> Option<&'a FieldBounds> {
         let at = self.fields.iter().position(|f| f == field)?;
         self.bounds.get(at).map(|b| &**b)
+    }
+}
+
+/// The bounds of a fixed list of top-level fields, gathered once per segment a read visits
+/// (see [`Segment::fields_bounds`]), for [`BucketStats::with_bounds`].
+pub(crate) struct SegmentBounds {
+    fields: Vec<String>,
+    by_segment: foldhash::HashMap<usize, Vec<Arc<FieldBounds>>>,
+}
+
+impl SegmentBounds {
+    /// Bounds of `fields` (none gathered when the list is empty).
+    pub(crate) fn new(fields: Vec<String>) -> SegmentBounds {
+        SegmentBounds {
+            fields,
+            by_segment: Default::default(),
+        }
+    }
+
+    /// The gathered bounds of bucket `index` of `seg`; `None` when there are no fields.
+    pub(crate) fn of(&mut self, seg: &Arc<Segment>, index: usize) -> Option<Gathered<'_>> {
+        if self.fields.is_empty() {
+            return None;
+        }
+        let fields = &self.fields;
+        let bounds = self
+            .by_segment
+            .entry(Arc::as_ptr(seg) as usize)
+            .or_insert_with(|| {
+                let refs: Vec<&str> = fields.iter().map(String::as_str).collect();
+                seg.fields_bounds(&refs)
+            });
+        Some(Gathered {
+            fields,
+            bounds,
+            index,
+        })
     }
 }
 
@@ -162,12 +207,10 @@ impl<'a> BucketStats<'a> {
     /// The sum of top-level field `field` over the bucket's rows from its statistics (see
     /// [`crate::sums`]); `None` when they hold none.
     pub fn sum_of(&self, field: &str) -> Option<Bson> {
-        if let Some(b) = self.bounds.and_then(|g| g.of(field).map(|b| (b, g.index))) {
-            if b.0.get(b.1).is_some() {
-                return b.0.sum(b.1);
-            }
+        match self.bounds.and_then(|g| g.sum(field)) {
+            Some(sum) => sum,
+            None => crate::sums::bucket_sum(self.control()?.1, field).cloned(),
         }
-        crate::sums::bucket_sum(self.control()?.1, field).cloned()
     }
 
     /// `control.min` of top-level field `field`.

@@ -5,7 +5,7 @@ use super::columns::{self, Col};
 pub use super::cursor::Cursor;
 use super::filter::Filter;
 use super::parallel;
-use super::plan::Gathered;
+use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
 use super::rows::{heads, Need, Rows};
@@ -13,7 +13,7 @@ use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::db::{BucketLoc, CollState};
 use crate::error::{Error, Result};
-use crate::segment::{FieldBounds, MetaProjection, Segment};
+use crate::segment::{MetaProjection, Segment};
 use bson::{Bson, Document};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -203,9 +203,8 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
         let meta_fields = plan.meta_fields();
         // The bounds of the fields the other conjuncts read, gathered per segment (see
         // `FieldBounds`): in the same order as `stat_fields`.
-        let stat_fields = plan.stat_fields();
+        let mut bounds = SegmentBounds::new(plan.stat_fields());
         let everything = plan.takes_everything();
-        let mut by_bounds: foldhash::HashMap<u64, Vec<Arc<FieldBounds>>> = Default::default();
         // Consecutive buckets mostly share a segment: look it up once per run of them.
         let mut last: Option<(u64, &Arc<Segment>)> = None;
         for loc in locs {
@@ -230,24 +229,12 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
                 continue;
             }
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
-            let gathered: &[Arc<FieldBounds>] = if stat_fields.is_empty() {
-                &[]
-            } else {
-                by_bounds.entry(loc.segment).or_insert_with(|| {
-                    let refs: Vec<&str> = stat_fields.iter().map(String::as_str).collect();
-                    seg.fields_bounds(&refs)
-                })
-            };
-            let bounds = Gathered {
-                fields: &stat_fields,
-                bounds: gathered,
-                index: loc.index as usize,
-            };
-            let stats = BucketStats::of_segment(seg, loc.index as usize, s)
+            let mut stats = BucketStats::of_segment(seg, loc.index as usize, s)
                 .with_time(s.time_range().0, s.time_range().1)
-                .with_meta_varies(s.meta_varies())
-                .with_dense(&dense)
-                .with_bounds(bounds);
+                .with_dense(&dense);
+            if let Some(g) = bounds.of(seg, loc.index as usize) {
+                stats = stats.with_bounds(g);
+            }
             let verdict = plan.verdict_with_meta(&stats, || {
                 let (proj, seen) = by_meta
                     .entry(loc.segment)
