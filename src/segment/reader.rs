@@ -206,7 +206,8 @@ const CACHED_PAGES: usize = 4;
 /// Meta projections a segment keeps; the oldest is dropped beyond this.
 const KEPT_PROJECTIONS: usize = 8;
 
-/// Fields whose bounds a segment keeps; the oldest is dropped beyond this.
+/// Fields whose bounds a segment keeps; beyond this the oldest a read does not use is
+/// dropped (a read of more fields keeps them all).
 const KEPT_BOUNDS: usize = 8;
 
 impl std::fmt::Debug for Segment {
@@ -463,8 +464,12 @@ impl Segment {
             for (slot, _) in out.iter_mut().zip(fields).filter(|(_, g)| *g == f) {
                 *slot = Some(b.clone());
             }
+            // Evict the oldest field this call did not ask for: evicting one it asked for
+            // would make a read of more than KEPT_BOUNDS fields gather again every time.
             if kept.len() >= KEPT_BOUNDS {
-                kept.remove(0);
+                if let Some(old) = kept.iter().position(|(k, _)| !fields.contains(&k.as_str())) {
+                    kept.remove(old);
+                }
             }
             kept.push((f.to_string(), b));
         }
