@@ -7,8 +7,8 @@
 //! query that unpacks a quarter of the buckets. A segment is immutable, so the bounds of a
 //! field are gathered once, into one array, and kept with the open segment.
 
+use super::control::{find, ControlEntries, Keep};
 use super::Segment;
-use crate::sums::bucket_sum;
 use bson::{Bson, Document};
 
 /// What a bucket's `control` documents say about one top-level field.
@@ -60,13 +60,15 @@ pub struct FieldBounds {
 
 impl FieldBounds {
     /// Gathers the bounds and sums of each of `fields` from every bucket of `seg`, decoding
-    /// each bucket's `control` once for all of them and dropping it: a segment holds them
-    /// encoded.
+    /// only those fields of each bucket's `control` (and the numbers its sums are stored
+    /// against): a segment holds them encoded.
     pub(crate) fn build(seg: &Segment, fields: &[&str]) -> Vec<FieldBounds> {
         if fields.is_empty() {
             return Vec::new();
         }
         let n = seg.buckets().len();
+        let idx: Vec<Option<u32>> = fields.iter().map(|f| seg.name_index(f)).collect();
+        let wanted: Vec<u32> = idx.iter().flatten().copied().collect();
         let mut out: Vec<FieldBounds> = fields
             .iter()
             .map(|_| FieldBounds {
@@ -74,28 +76,22 @@ impl FieldBounds {
                 sums: Vec::with_capacity(n),
             })
             .collect();
-        for (i, b) in seg.buckets().iter().enumerate() {
-            // An error cannot happen (open decoded it); a bound that is not known concludes
-            // nothing.
-            let control = seg.decode_control(i, b).ok();
-            for (field, fb) in fields.iter().zip(out.iter_mut()) {
-                let Some(c) = &control else {
-                    fb.by_bucket.push(Bound::Partial);
-                    fb.sums.push(Sum::None);
-                    continue;
+        let mut e = ControlEntries::default();
+        for b in seg.buckets() {
+            // An error cannot happen (open checked every entry); a bound that is not known
+            // concludes nothing.
+            let ok = seg
+                .read_control_entries(b, &mut e, Keep::Only(&wanted))
+                .is_ok();
+            for (k, fb) in idx.iter().zip(out.iter_mut()) {
+                let (bound, sum) = match (ok, k) {
+                    (false, _) => (Bound::Partial, Sum::None),
+                    // No bucket of the segment has the field.
+                    (true, None) => (Bound::Absent, Sum::None),
+                    (true, Some(k)) => (bound_of(&e, *k), sum_of(&e, *k)),
                 };
-                fb.by_bucket
-                    .push(match BoundRef::of(&c.min, &c.max, field) {
-                        BoundRef::Absent => Bound::Absent,
-                        BoundRef::Range(lo, hi) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
-                        BoundRef::Partial => Bound::Partial,
-                    });
-                fb.sums.push(match bucket_sum(&c.max, field) {
-                    Some(Bson::Int32(x)) => Sum::Int32(*x),
-                    Some(Bson::Int64(x)) => Sum::Int64(*x),
-                    Some(Bson::Double(x)) => Sum::Double(*x),
-                    _ => Sum::None,
-                });
+                fb.by_bucket.push(bound);
+                fb.sums.push(sum);
             }
         }
         out
@@ -119,5 +115,22 @@ impl FieldBounds {
             Sum::Int64(x) => Some(Bson::Int64(*x)),
             Sum::Double(x) => Some(Bson::Double(*x)),
         }
+    }
+}
+
+fn bound_of(e: &ControlEntries, k: u32) -> Bound {
+    match (find(&e.min, k), find(&e.max, k)) {
+        (Some(Some(lo)), Some(Some(hi))) => Bound::Range(Box::new((lo.clone(), hi.clone()))),
+        (None, None) => Bound::Absent,
+        _ => Bound::Partial,
+    }
+}
+
+fn sum_of(e: &ControlEntries, k: u32) -> Sum {
+    match e.sums.iter().find(|(n, _)| *n == k).map(|(_, v)| v) {
+        Some(Bson::Int32(x)) => Sum::Int32(*x),
+        Some(Bson::Int64(x)) => Sum::Int64(*x),
+        Some(Bson::Double(x)) => Sum::Double(*x),
+        _ => Sum::None,
     }
 }

@@ -557,6 +557,21 @@ pub fn get_value_with_tag(c: &mut Cursor<'_>, tag: u8, refs: &ValueRefs) -> Resu
     })
 }
 
+/// Passes over a value whose tag has been read, with the same checks as
+/// [`get_value_with_tag`] but without building it: strings, the values a control decode most
+/// often does not need, are checked for UTF-8 in place instead of copied.
+pub fn skip_value_with_tag(c: &mut Cursor<'_>, tag: u8, refs: &ValueRefs) -> Result<(), String> {
+    if tag == bson::spec::ElementType::String as u8 {
+        let n = c.count()?;
+        let s = c.bytes(n)?;
+        return match std::str::from_utf8(s) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(c.err("string is not valid UTF-8")),
+        };
+    }
+    get_value_with_tag(c, tag, refs).map(drop)
+}
+
 /// Reads one value (tag + payload).
 pub fn get_value(c: &mut Cursor<'_>, refs: &ValueRefs) -> Result<Bson, String> {
     let tag = c.u8()?;
@@ -671,5 +686,56 @@ mod tests {
         let mut c = Cursor::new(&out);
         assert_eq!(get_oid_delta(&mut c, &a).unwrap(), b);
         assert_eq!(get_oid_delta(&mut c, &[0xff; 12]).unwrap(), [0; 12]);
+    }
+
+    /// Skipping a value consumes exactly the bytes reading it does and fails where reading
+    /// fails: open validates with the one, later reads decode with the other.
+    #[test]
+    fn skip_agrees_with_get_on_good_and_bad_values() {
+        let refs = ValueRefs {
+            oid: ObjectId::new().bytes(),
+            millis: 1_700_000_000_000,
+        };
+        let values = [
+            Bson::Double(1.5),
+            Bson::String("h\u{e9}llo".into()),
+            Bson::Document(bson::doc! {"a": 1}),
+            Bson::ObjectId(ObjectId::new()),
+            Bson::Boolean(true),
+            Bson::DateTime(DateTime::from_millis(1_700_000_000_007)),
+            Bson::Null,
+            Bson::Int32(-7),
+            Bson::Int64(1 << 40),
+            Bson::Timestamp(Timestamp {
+                time: 3,
+                increment: 4,
+            }),
+            Bson::Decimal128(Decimal128::from_bytes([7; 16])),
+            Bson::Array(vec![Bson::Int32(1)]),
+            Bson::MaxKey,
+        ];
+        for v in &values {
+            let mut enc = Vec::new();
+            put_value(&mut enc, v, &refs).unwrap();
+            // Every prefix, the whole value, and corruptions of each byte.
+            let mut cases: Vec<Vec<u8>> = (0..=enc.len()).map(|n| enc[..n].to_vec()).collect();
+            for i in 0..enc.len() {
+                for x in [0x01u8, 0x80, 0xff] {
+                    let mut b = enc.clone();
+                    b[i] ^= x;
+                    cases.push(b);
+                }
+            }
+            for b in cases {
+                let (mut g, mut s) = (Cursor::new(&b), Cursor::new(&b));
+                let got = get_value(&mut g, &refs);
+                let tag = s.u8();
+                let skipped = tag.and_then(|t| skip_value_with_tag(&mut s, t, &refs));
+                assert_eq!(got.is_ok(), skipped.is_ok(), "{v:?} as {b:?}");
+                if got.is_ok() {
+                    assert_eq!(g.pos(), s.pos(), "{v:?} as {b:?}");
+                }
+            }
+        }
     }
 }

@@ -45,6 +45,7 @@
 //! ```
 
 mod bounds;
+mod control;
 pub mod format;
 mod meta_proj;
 mod order;

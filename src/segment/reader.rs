@@ -13,16 +13,16 @@
 )]
 
 use super::bounds::FieldBounds;
+use super::control::{find, ControlEntries, Keep, OidRefs};
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::meta_proj::{MetaFields, MetaProjection};
 use super::order::{compare_bson, is_composite};
-use super::sum_entry::{get_sums, TAG_SUMS};
-use super::writer::{id_base_millis, max_refs};
+use super::writer::id_base_millis;
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, Column, META_SLOT};
 use crate::codec::{decode_column, CodecError};
 use crate::error::{Error, Result};
-use crate::sums::{check_sums, one_row_sums, SUM_KEY};
+use crate::sums::{check_sums, SUM_KEY};
 use crate::vfs::{FileBytes, Vfs};
 use bson::oid::ObjectId;
 use bson::{Bson, Document};
@@ -377,6 +377,11 @@ impl Segment {
         }
     }
 
+    /// The index of field `name` in the segment's table of names, if any bucket has it.
+    pub(crate) fn name_index(&self, name: &str) -> Option<u32> {
+        self.names.iter().position(|n| n == name).map(|i| i as u32)
+    }
+
     /// The segment's distinct meta values; a bucket's [`BucketSummary::meta_ref`] `k > 0`
     /// names entry `k - 1`.
     pub fn metas(&self) -> &[Bson] {
@@ -397,29 +402,43 @@ impl Segment {
 
     /// Decodes the `control.min/max` of bucket `i` (summary `s`) from the directory.
     pub fn decode_control(&self, i: usize, s: &BucketSummary) -> Result<Control> {
+        let mut e = ControlEntries::default();
+        self.read_control_entries(s, &mut e, Keep::All)
+            .map(|()| e.to_control(&self.names))
+            .map_err(|d| {
+                Error::corruption(
+                    &self.path,
+                    self.dir_offset,
+                    format!("directory: bucket {i}: {d}"),
+                )
+            })
+    }
+
+    /// Decodes the `control.min/max` of the bucket of summary `s` into `e`, building the
+    /// values `keep` asks for.
+    pub(crate) fn read_control_entries(
+        &self,
+        s: &BucketSummary,
+        e: &mut ControlEntries,
+        keep: Keep<'_>,
+    ) -> std::result::Result<(), String> {
         let (start, end) = s.control_at;
         let mut c = Cursor::at(&self.dir, start as usize);
         let base = id_base_millis(&s.id.bytes());
         let oids = slice_of(&self.tables.oid_refs, s.oid_refs);
-        read_control(
+        e.read(
             &mut c,
             &self.names,
             s.count,
             &self.info.time_field,
             base,
             &mut OidRefs::Kept(oids),
-        )
-        .and_then(|ctl| match c.pos() == end as usize {
-            true => Ok(ctl),
+            keep,
+        )?;
+        match c.pos() == end as usize {
+            true => Ok(()),
             false => Err(c.err("control.min/max end elsewhere than at open")),
-        })
-        .map_err(|d| {
-            Error::corruption(
-                &self.path,
-                self.dir_offset,
-                format!("directory: bucket {i}: {d}"),
-            )
-        })
+        }
     }
 
     /// The numbering of this segment's meta references by their values in `fields`, built
@@ -1112,7 +1131,11 @@ fn parse_directory(
     let mut buckets = Vec::with_capacity(n);
     let mut tables = Tables::default();
     let mut prev_id = [0u8; 12];
-    let mut last_oids: HashMap<u32, [u8; 12]> = HashMap::new();
+    let mut walk = ControlWalk {
+        last_oids: HashMap::new(),
+        entries: ControlEntries::default(),
+        known: KnownNames::of(&names, &info.time_field),
+    };
     // Placement cursor: buckets fill pages in order, each page exactly.
     let (mut page, mut page_off) = (0usize, 0u64);
     for i in 0..n {
@@ -1123,7 +1146,7 @@ fn parse_directory(
             metas.len(),
             shapes.len(),
             &prev_id,
-            &mut last_oids,
+            &mut walk,
             &info.time_field,
             v,
         )
@@ -1202,116 +1225,34 @@ fn dense_mask(bucket_shapes: &[u32], shapes: &[Vec<u32>]) -> u64 {
 /// A bucket summary (its `loc.page` and `loc.offset` not yet placed) and its page delta.
 type Entry = (BucketSummary, u64);
 
-/// What decoding a bucket's `control.min` needs besides its bytes: the reference each
-/// ObjectId is stored against (the last one of its field in an earlier bucket).
-enum OidRefs<'a> {
-    /// At open, walking the buckets in order: the last ObjectId per field so far, and the
-    /// table where each bucket's references are kept for decoding it again later.
-    Walk {
-        last: &'a mut HashMap<u32, [u8; 12]>,
-        kept: &'a mut Vec<(u32, [u8; 12])>,
-    },
-    /// Decoding one bucket again: the references kept for it at open.
-    Kept(&'a [(u32, [u8; 12])]),
+/// Name indexes of the fields open reads from `control.min/max`.
+struct KnownNames {
+    time: Option<u32>,
+    seq: Option<u32>,
+    meta: Option<u32>,
 }
 
-impl OidRefs<'_> {
-    fn reference(&mut self, name: u32) -> [u8; 12] {
-        match self {
-            OidRefs::Walk { last, kept } => {
-                let r = last.get(&name).copied().unwrap_or_default();
-                kept.push((name, r));
-                r
-            }
-            OidRefs::Kept(k) => k
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or([0; 12], |(_, r)| *r),
-        }
-    }
-
-    fn decoded(&mut self, name: u32, oid: [u8; 12]) {
-        if let OidRefs::Walk { last, .. } = self {
-            last.insert(name, oid);
+impl KnownNames {
+    fn of(names: &[String], time_field: &str) -> KnownNames {
+        let idx = |f: &str| names.iter().position(|n| n == f).map(|i| i as u32);
+        KnownNames {
+            time: idx(time_field),
+            seq: idx(crate::catalog::SEQ_COLUMN),
+            meta: idx(crate::catalog::META_COLUMN),
         }
     }
 }
 
-/// Decodes a bucket's `control.min` and `control.max` (see the writer's `encode_entry`),
-/// with its sums under [`SUM_KEY`] of `max`, for a bucket of `count` rows whose `_id` time is
-/// `base` milliseconds.
-fn read_control(
-    c: &mut Cursor<'_>,
-    names: &[String],
-    count: u32,
-    time_field: &str,
-    base: i64,
-    oids: &mut OidRefs<'_>,
-) -> std::result::Result<Control, String> {
-    let name = |c: &mut Cursor<'_>| -> std::result::Result<(u32, String), String> {
-        let n = c.varint_u32()?;
-        let s = names
-            .get(n as usize)
-            .ok_or_else(|| c.err(format!("name index {n} out of range")))?;
-        Ok((n, s.clone()))
-    };
-
-    let mut min = Document::new();
-    for _ in 0..c.count()? {
-        let (n, k) = name(c)?;
-        let tag = c.u8()?;
-        let oid = match tag == bson::spec::ElementType::ObjectId as u8 {
-            true => oids.reference(n),
-            false => [0; 12],
-        };
-        let v = f::get_value_with_tag(c, tag, &ValueRefs { oid, millis: base })?;
-        if let Bson::ObjectId(o) = &v {
-            oids.decoded(n, o.bytes());
-        }
-        if min.insert(k, v).is_some() {
-            return Err(c.err("duplicate control.min field"));
-        }
-    }
-    let mut max = Document::new();
-    let mut sums = Document::new();
-    let n = c.count()?;
-    for i in 0..n {
-        let (_, k) = name(c)?;
-        let tag = c.u8()?;
-        if (k == SUM_KEY) != (tag == TAG_SUMS) {
-            return Err(c.err(format!("value tag {tag:#04x} under control.max.{k:?}")));
-        }
-        if tag == TAG_SUMS {
-            // Its layout depends on the entries before it, so nothing may follow it.
-            if i + 1 != n {
-                return Err(c.err("the sums entry is not the last of control.max"));
-            }
-            sums = get_sums(c, &min, &max, count, time_field)?;
-            continue;
-        }
-        let v = if tag == f::TAG_SAME_AS_MIN {
-            min.get(&k)
-                .cloned()
-                .ok_or_else(|| c.err("control.max refers to a missing control.min"))?
-        } else {
-            f::get_value_with_tag(c, tag, &max_refs(min.get(&k), base))?
-        };
-        if max.insert(k, v).is_some() {
-            return Err(c.err("duplicate control.max field"));
-        }
-    }
-    if count == 1 && sums.is_empty() {
-        sums = one_row_sums(&max, time_field);
-    }
-    if !sums.is_empty() {
-        max.insert(SUM_KEY, sums);
-    }
-    Ok(Control { min, max })
+/// State of the walk over a directory's entries at open.
+struct ControlWalk {
+    /// The last ObjectId of each field so far (see [`OidRefs`]).
+    last_oids: HashMap<u32, [u8; 12]>,
+    entries: ControlEntries,
+    known: KnownNames,
 }
 
 /// Parses one bucket entry (see the writer's `encode_entry`) of a directory of `version`.
-/// Its `control.min/max` are decoded once, to check them and to read what the summary keeps,
-/// and then dropped.
+/// Its `control.min/max` are checked in full, and what the summary keeps of them is read.
 #[allow(clippy::too_many_arguments)]
 fn parse_entry(
     c: &mut Cursor<'_>,
@@ -1320,7 +1261,7 @@ fn parse_entry(
     meta_count: usize,
     shape_count: usize,
     prev_id: &[u8; 12],
-    last_oids: &mut HashMap<u32, [u8; 12]>,
+    walk: &mut ControlWalk,
     time_field: &str,
     version: u8,
 ) -> std::result::Result<Entry, String> {
@@ -1345,33 +1286,38 @@ fn parse_entry(
 
     let control_start = c.pos();
     let oid_start = tables.oid_refs.len();
-    let control = read_control(
+    let k = &walk.known;
+    let wanted: Vec<u32> = [k.time, k.seq].into_iter().flatten().collect();
+    let e = &mut walk.entries;
+    e.read(
         c,
         names,
         count,
         time_field,
         base,
         &mut OidRefs::Walk {
-            last: last_oids,
+            last: &mut walk.last_oids,
             kept: &mut tables.oid_refs,
         },
+        Keep::Only(&wanted),
     )?;
     let control_at = span(control_start, c.pos())?;
     let oid_refs = span(oid_start, tables.oid_refs.len())?;
-    let ms = |d: &Document| match d.get(time_field) {
+    let value = |entries, name: Option<u32>| name.and_then(|n| find(entries, n)).flatten();
+    let ms = |v: Option<&Bson>| match v {
         Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
         _ => None,
     };
     let time_range = (
-        ms(&control.min).unwrap_or_else(|| ObjectId::from_bytes(id).timestamp().timestamp_millis()),
-        ms(&control.max).unwrap_or(i64::MAX),
+        ms(value(&e.min, k.time))
+            .unwrap_or_else(|| ObjectId::from_bytes(id).timestamp().timestamp_millis()),
+        ms(value(&e.max, k.time)).unwrap_or(i64::MAX),
     );
-    let meta_varies = control.max.contains_key(crate::catalog::META_COLUMN);
-    let max_seq = match control.max.get(crate::catalog::SEQ_COLUMN) {
+    let meta_varies = k.meta.is_some_and(|m| find(&e.max, m).is_some());
+    let max_seq = match value(&e.max, k.seq) {
         Some(Bson::Int64(s)) => *s as u64,
         _ => 0,
     };
-    drop(control);
 
     let n = c.count()?;
     let start = tables.columns.len();

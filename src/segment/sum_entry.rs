@@ -39,27 +39,47 @@ const KIND_INT32: u8 = 1;
 const KIND_INT64: u8 = 2;
 const KIND_DOUBLE: u8 = 3;
 
-/// Fields of `max` that may have a sum, in order.
-fn candidates<'a>(max: &'a Document, time_field: &'a str) -> impl Iterator<Item = &'a str> {
-    max.iter()
-        .filter(move |(k, v)| {
-            k.as_str() != time_field
-                && !k.starts_with(BOOKKEEPING_PREFIX)
-                && matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
-        })
-        .map(|(k, _)| k.as_str())
+/// A field that may have a sum: one stored before the sums entry in `control.max` that is
+/// neither the time field nor hidden and holds an Int32, Int64 or Double there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidate<'a> {
+    pub name: &'a str,
+    /// Its `control.min`, if any.
+    pub min: Option<&'a Bson>,
+    /// Its `control.max`.
+    pub max: &'a Bson,
 }
 
-/// The value an integer sum of `field` is stored against: `count * mid(min, max)`, wrapping.
-fn int_base(min: &Document, max: &Document, field: &str, count: u32) -> Result<i64, String> {
+/// True when a `control.max` entry `name: v` is a [`Candidate`].
+pub(crate) fn is_candidate(name: &str, v: &Bson, time_field: &str) -> bool {
+    name != time_field
+        && !name.starts_with(BOOKKEEPING_PREFIX)
+        && matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
+}
+
+/// The candidates of documents `min` and `max`, in order.
+fn candidates<'a>(min: &'a Document, max: &'a Document, time_field: &str) -> Vec<Candidate<'a>> {
+    max.iter()
+        .filter(|(k, v)| is_candidate(k, v, time_field))
+        .map(|(k, v)| Candidate {
+            name: k,
+            min: min.get(k),
+            max: v,
+        })
+        .collect()
+}
+
+/// The value an integer sum of `c` is stored against: `count * mid(min, max)`, wrapping.
+fn int_base(c: &Candidate<'_>, count: u32) -> Result<i64, String> {
     let int = |v: Option<&Bson>| match v {
         Some(Bson::Int32(x)) => Some(i64::from(*x)),
         Some(Bson::Int64(x)) => Some(*x),
         _ => None,
     };
-    let (Some(lo), Some(hi)) = (int(min.get(field)), int(max.get(field))) else {
+    let (Some(lo), Some(hi)) = (int(c.min), int(Some(c.max))) else {
         return Err(format!(
-            "integer sum of {field:?}, whose control.min/max are not both integers"
+            "integer sum of {:?}, whose control.min/max are not both integers",
+            c.name
         ));
     };
     // The floored midpoint of two i64 always fits an i64.
@@ -77,17 +97,18 @@ fn pow10(e: u32) -> f64 {
 }
 
 /// `(min + max) / 2` of a field as doubles: the centre a Double sum is predicted from.
-fn float_mid(min: &Document, max: &Document, field: &str) -> Result<f64, String> {
+fn float_mid(c: &Candidate<'_>) -> Result<f64, String> {
     let num = |v: Option<&Bson>| match v {
         Some(Bson::Int32(x)) => Some(f64::from(*x)),
         Some(Bson::Int64(x)) => Some(*x as f64),
         Some(Bson::Double(x)) => Some(*x),
         _ => None,
     };
-    match (num(min.get(field)), num(max.get(field))) {
+    match (num(c.min), num(Some(c.max))) {
         (Some(lo), Some(hi)) => Ok(lo / 2.0 + hi / 2.0),
         _ => Err(format!(
-            "sum of {field:?}, whose control.min/max are not both numbers"
+            "sum of {:?}, whose control.min/max are not both numbers",
+            c.name
         )),
     }
 }
@@ -169,8 +190,11 @@ pub(crate) fn put_sums(
     count: u32,
     time_field: &str,
 ) -> Result<(), String> {
-    let cands: Vec<&str> = candidates(max, time_field).collect();
-    if let Some(k) = sums.keys().find(|k| !cands.contains(&k.as_str())) {
+    let cands = candidates(min, max, time_field);
+    if let Some(k) = sums
+        .keys()
+        .find(|k| !cands.iter().any(|c| c.name == k.as_str()))
+    {
         return Err(format!(
             "sum of {k:?}, which has no numeric control.max (or is the time field or hidden)"
         ));
@@ -178,23 +202,21 @@ pub(crate) fn put_sums(
     let mut kinds = vec![0u8; (2 * cands.len()).div_ceil(8)];
     let mut vals = Vec::with_capacity(3 * sums.len());
     for (i, k) in cands.iter().enumerate() {
-        let kind = match sums.get(*k) {
+        let kind = match sums.get(k.name) {
             None => KIND_NONE,
             Some(Bson::Int32(s)) => {
-                let base = int_base(min, max, k, count)?;
-                put_svarint(&mut vals, i64::from(*s).wrapping_sub(base));
+                put_svarint(&mut vals, i64::from(*s).wrapping_sub(int_base(k, count)?));
                 KIND_INT32
             }
             Some(Bson::Int64(s)) => {
-                let base = int_base(min, max, k, count)?;
-                put_svarint(&mut vals, s.wrapping_sub(base));
+                put_svarint(&mut vals, s.wrapping_sub(int_base(k, count)?));
                 KIND_INT64
             }
             Some(Bson::Double(d)) => {
-                put_double(&mut vals, *d, float_mid(min, max, k)?, count);
+                put_double(&mut vals, *d, float_mid(k)?, count);
                 KIND_DOUBLE
             }
-            Some(v) => return Err(format!("sum of {k:?} is not a number: {v}")),
+            Some(v) => return Err(format!("sum of {:?} is not a number: {v}", k.name)),
         };
         if let Some(b) = kinds.get_mut(i / 4) {
             *b |= kind << (2 * (i % 4));
@@ -206,28 +228,30 @@ pub(crate) fn put_sums(
     Ok(())
 }
 
-/// Reads the sums entry's value (its tag already read) for a bucket whose `control.min` and
-/// the `control.max` entries before this one are `min` and `max`.
-pub(crate) fn get_sums(
+/// Reads the sums entry's value (its tag already read) for a bucket of `count` rows whose
+/// `n` candidate fields are `cand(0..n)`: the sum of each candidate that has one, by its
+/// index.
+pub(crate) fn get_sums_of<'a>(
     c: &mut Cursor<'_>,
-    min: &Document,
-    max: &Document,
+    n: usize,
+    cand: impl Fn(usize) -> Option<Candidate<'a>>,
     count: u32,
-    time_field: &str,
-) -> Result<Document, String> {
-    let cands: Vec<&str> = candidates(max, time_field).collect();
-    let kinds = c.bytes((2 * cands.len()).div_ceil(8))?;
-    let pad = (2 * cands.len()) % 8;
+    out: &mut Vec<(usize, Bson)>,
+) -> Result<(), String> {
+    let kinds = c.bytes((2 * n).div_ceil(8))?;
+    let pad = (2 * n) % 8;
     if pad != 0 && kinds.last().is_some_and(|b| b >> pad != 0) {
         return Err(c.err("sums: padding bits are not zero"));
     }
-    let mut sums = Document::new();
-    for (i, k) in cands.iter().enumerate() {
+    for i in 0..n {
         let kind = kinds.get(i / 4).map_or(0, |b| (b >> (2 * (i % 4))) & 3);
+        if kind == KIND_NONE {
+            continue;
+        }
+        let k = &cand(i).ok_or_else(|| c.err(format!("sums: no candidate {i}")))?;
         let v = match kind {
-            KIND_NONE => continue,
             KIND_INT32 | KIND_INT64 => {
-                let base = int_base(min, max, k, count).map_err(|e| c.err(e))?;
+                let base = int_base(k, count).map_err(|e| c.err(e))?;
                 let s = base.wrapping_add(c.svarint()?);
                 if kind == KIND_INT64 {
                     Bson::Int64(s)
@@ -236,13 +260,32 @@ pub(crate) fn get_sums(
                 }
             }
             _ => {
-                let mid = float_mid(min, max, k).map_err(|e| c.err(e))?;
+                let mid = float_mid(k).map_err(|e| c.err(e))?;
                 Bson::Double(get_double(c, mid, count)?)
             }
         };
-        sums.insert(*k, v);
+        out.push((i, v));
     }
-    Ok(sums)
+    Ok(())
+}
+
+/// [`get_sums_of`] for a `control.min` and the `control.max` entries before the sums entry,
+/// as documents.
+#[cfg(test)]
+fn get_sums(
+    c: &mut Cursor<'_>,
+    min: &Document,
+    max: &Document,
+    count: u32,
+    time_field: &str,
+) -> Result<Document, String> {
+    let cands = candidates(min, max, time_field);
+    let mut sums = Vec::new();
+    get_sums_of(c, cands.len(), |i| cands.get(i).copied(), count, &mut sums)?;
+    Ok(sums
+        .into_iter()
+        .filter_map(|(i, v)| Some((cands.get(i)?.name.to_string(), v)))
+        .collect())
 }
 
 #[cfg(test)]

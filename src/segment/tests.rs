@@ -1528,6 +1528,8 @@ fn field_bounds_are_the_control_bounds_of_every_bucket() {
         .collect();
     fields.sort();
     fields.dedup();
+    // The sums entry of control.max is not a field.
+    fields.retain(|f| f != crate::sums::SUM_KEY);
     fields.push("nowhere".into());
     assert!(fields.len() > 3, "{fields:?}");
     for f in &fields {
