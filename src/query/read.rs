@@ -409,5 +409,5 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
         }
     }
     let refs: Vec<&Col> = cols.iter().collect();
-    Ok(rf.select(st.meta, &refs, st.count as usize, settled).len() as u64)
+    Ok(rf.count(st.meta, &refs, st.count as usize, settled) as u64)
 }

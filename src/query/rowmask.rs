@@ -134,6 +134,31 @@ impl RowFilter {
         })
     }
 
+    /// How many rows [`RowFilter::select`] would return. When all that is left to test is one
+    /// comparison of integers or dates, they are counted in one pass over the column instead
+    /// of being listed and then filtered.
+    pub fn count(&self, meta: Option<&Bson>, cols: &[&Col], rows: usize, settled: u64) -> usize {
+        let mut left = self
+            .conjuncts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i >= 64 || settled & (1 << i) == 0);
+        if let (Some((_, Conj::Column { col, pred })), None) = (left.next(), left.next()) {
+            let col = cols.get(*col).copied().unwrap_or(&Col::Missing);
+            let ne = matches!(pred, Pred::Ne(_));
+            let exact = match (col, simple(pred).map(|s| s.1)) {
+                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int32(x))) => Some((v, i64::from(*x))),
+                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int64(x))) => Some((v, *x)),
+                (Col::Date(v), Some(Bson::DateTime(x))) => Some((v, x.timestamp_millis())),
+                _ => None,
+            };
+            if let Some(n) = exact.and_then(|(v, x)| count_ordered(v, rows, x, pred, ne)) {
+                return n;
+            }
+        }
+        self.select(meta, cols, rows, settled).len()
+    }
+
     /// The rows (in order) of a bucket of `rows` rows that match, from its meta value and the
     /// decoded `cols` (aligned with [`RowFilter::columns`]); conjuncts in `settled` are known
     /// to hold and not tested.
@@ -170,6 +195,26 @@ impl RowFilter {
         }
         sel
     }
+}
+
+/// The rows of `v` (a bucket of `rows` rows) whose value compares with `x` as `pred` asks,
+/// a missing value counting when `ne`; `None` when `pred` is not a comparison.
+fn count_ordered(v: &[Option<i64>], rows: usize, x: i64, pred: &Pred, ne: bool) -> Option<usize> {
+    fn count(v: &[Option<i64>], rows: usize, ne: bool, f: impl Fn(i64) -> bool) -> usize {
+        let v = v.get(..rows).unwrap_or(v);
+        let hits = v.iter().filter(|a| a.map_or(ne, &f)).count();
+        // Rows past the column's end have no value.
+        hits + if ne { rows - v.len() } else { 0 }
+    }
+    Some(match pred {
+        Pred::Eq(_) => count(v, rows, ne, |a| a == x),
+        Pred::Ne(_) => count(v, rows, ne, |a| a != x),
+        Pred::Gt(_) => count(v, rows, ne, |a| a > x),
+        Pred::Gte(_) => count(v, rows, ne, |a| a >= x),
+        Pred::Lt(_) => count(v, rows, ne, |a| a < x),
+        Pred::Lte(_) => count(v, rows, ne, |a| a <= x),
+        _ => return None,
+    })
 }
 
 /// A comparison operator and operand that plain number or date comparisons can test.
@@ -392,17 +437,22 @@ mod tests {
             Bson::String("x".into()),
         ];
         for col in &cols {
-            let docs = docs_for(col, 5, "f");
+            // 7 rows: the last two are past the column's end, and have no value.
+            let docs = docs_for(col, 7, "f");
             for x in &operands {
                 for op in ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"] {
                     let f = Filter::parse(&doc! {"f": {op: x.clone()}}).unwrap();
                     let rf = RowFilter::new(&f, Some("m"));
                     assert!(!rf.needs_rows);
-                    let got = rf.select(None, &[col], 5, 0);
-                    let want: Vec<u32> = (0..5u32)
-                        .filter(|&r| f.matches(&docs[r as usize]))
-                        .collect();
-                    assert_eq!(got, want, "{col:?} {op} {x}");
+                    for rows in [5, 7] {
+                        let got = rf.select(None, &[col], rows, 0);
+                        let want: Vec<u32> = (0..rows as u32)
+                            .filter(|&r| f.matches(&docs[r as usize]))
+                            .collect();
+                        assert_eq!(got, want, "{col:?} {op} {x} {rows}");
+                        let n = rf.count(None, &[col], rows, 0);
+                        assert_eq!(n, want.len(), "count {col:?} {op} {x} {rows}");
+                    }
                 }
             }
         }
@@ -420,6 +470,14 @@ mod tests {
         let b = Bson::Document(doc! {"h": "b"});
         assert_eq!(rf.select(Some(&a), &col, 2, 0), vec![1]);
         assert!(rf.select(Some(&b), &col, 2, 0).is_empty());
+        // Two conjuncts left: counted from the listed rows; the meta one settled: in one pass.
+        assert_eq!(rf.count(Some(&b), &col, 2, 0), 0);
+        let meta_bit = rf
+            .conjuncts
+            .iter()
+            .position(|c| matches!(c, Conj::Meta(_)))
+            .unwrap();
+        assert_eq!(rf.count(Some(&b), &col, 2, 1 << meta_bit), 1);
         let f = Filter::parse(&doc! {"$or": [{"f": 1}, {"g": 2}]}).unwrap();
         assert!(RowFilter::new(&f, Some("m")).needs_rows);
     }
