@@ -10,6 +10,7 @@
 //! - `$first`/`$last` take the value of the first/last document (missing becomes null).
 
 use super::expr::Expr;
+use super::slots::SlotsRef;
 use crate::error::{Error, Result};
 use crate::order::cmp_bson;
 use bson::{Bson, DateTime};
@@ -49,13 +50,13 @@ pub enum Values<'a> {
     /// The bucket has no such field.
     Missing,
     /// Int32 values (widened).
-    Int32(&'a [Option<i64>]),
+    Int32(SlotsRef<'a, i64>),
     /// Int64 values.
-    Int64(&'a [Option<i64>]),
+    Int64(SlotsRef<'a, i64>),
     /// Double values.
-    Double(&'a [Option<f64>]),
+    Double(SlotsRef<'a, f64>),
     /// Dates as epoch milliseconds.
-    Date(&'a [Option<i64>]),
+    Date(SlotsRef<'a, i64>),
     /// Anything else.
     Bson(&'a [Option<Bson>]),
 }
@@ -65,14 +66,10 @@ impl Values<'_> {
     pub fn get(&self, r: usize) -> Option<Bson> {
         match self {
             Values::Missing => None,
-            Values::Int32(v) => v.get(r).copied().flatten().map(|x| Bson::Int32(x as i32)),
-            Values::Int64(v) => v.get(r).copied().flatten().map(Bson::Int64),
-            Values::Double(v) => v.get(r).copied().flatten().map(Bson::Double),
-            Values::Date(v) => v
-                .get(r)
-                .copied()
-                .flatten()
-                .map(|x| Bson::DateTime(DateTime::from_millis(x))),
+            Values::Int32(v) => v.get(r).map(|x| Bson::Int32(x as i32)),
+            Values::Int64(v) => v.get(r).map(Bson::Int64),
+            Values::Double(v) => v.get(r).map(Bson::Double),
+            Values::Date(v) => v.get(r).map(|x| Bson::DateTime(DateTime::from_millis(x))),
             Values::Bson(v) => v.get(r).cloned().flatten(),
         }
     }
@@ -386,24 +383,16 @@ impl Acc {
             Values::Missing => {}
             Values::Int32(v) | Values::Int64(v) => {
                 let wide = matches!(vals, Values::Int64(_));
-                match span.and_then(|s| v.get(s)) {
-                    Some(s) => self.feed_ints(s.iter().flatten().copied(), wide),
-                    None => {
-                        let it = rows
-                            .iter()
-                            .filter_map(|&r| v.get(r as usize).copied().flatten());
-                        self.feed_ints(it, wide);
-                    }
+                match span.and_then(|s| v.slice(s)) {
+                    Some(SlotsRef::Dense(s)) => self.feed_ints(s.iter().copied(), wide),
+                    Some(SlotsRef::Rows(s)) => self.feed_ints(s.iter().flatten().copied(), wide),
+                    None => self.feed_ints(rows.iter().filter_map(|&r| v.get(r as usize)), wide),
                 }
             }
-            Values::Double(v) => match span.and_then(|s| v.get(s)) {
-                Some(s) => self.feed_doubles(s.iter().flatten().copied()),
-                None => {
-                    let it = rows
-                        .iter()
-                        .filter_map(|&r| v.get(r as usize).copied().flatten());
-                    self.feed_doubles(it);
-                }
+            Values::Double(v) => match span.and_then(|s| v.slice(s)) {
+                Some(SlotsRef::Dense(s)) => self.feed_doubles(s.iter().copied()),
+                Some(SlotsRef::Rows(s)) => self.feed_doubles(s.iter().flatten().copied()),
+                None => self.feed_doubles(rows.iter().filter_map(|&r| v.get(r as usize))),
             },
             Values::Date(v) => {
                 let want = match self {
@@ -412,9 +401,7 @@ impl Acc {
                     // Dates are not numbers: sums ignore them.
                     _ => return,
                 };
-                let it = rows
-                    .iter()
-                    .filter_map(|&r| v.get(r as usize).copied().flatten());
+                let it = rows.iter().filter_map(|&r| v.get(r as usize));
                 let ext = if want == Ordering::Less {
                     it.min()
                 } else {
@@ -733,14 +720,18 @@ mod tests {
         for op in [AccOp::Sum, AccOp::Min, AccOp::Max] {
             for (picked, want) in [(&[1u32, 3][..], 9), (&[2, 3][..], 2), (&[0, 2, 3][..], 5)] {
                 let mut a = Acc::new(op);
-                a.feed_rows(&Values::Int64(&ints), picked);
+                a.feed_rows(&Values::Int64(SlotsRef::Rows(&ints)), picked);
                 let got = a.value().unwrap();
                 if op == AccOp::Sum {
                     assert_eq!(got, Bson::Int64(want), "{picked:?}");
                 }
                 let mut one = Acc::new(op);
                 for &r in picked {
-                    one.feed(Values::Int64(&ints).get(r as usize).as_ref());
+                    one.feed(
+                        Values::Int64(SlotsRef::Rows(&ints))
+                            .get(r as usize)
+                            .as_ref(),
+                    );
                 }
                 assert_eq!(got, one.value().unwrap(), "{op:?} {picked:?}");
             }
@@ -753,11 +744,17 @@ mod tests {
             AccOp::First,
             AccOp::Last,
         ] {
+            let dense_ints = [3i64, 0, -7, 9];
+            let dense_doubles = [0.1, f64::NAN, 0.0, -2.5];
             for vals in [
-                Values::Int32(&ints),
-                Values::Int64(&ints),
-                Values::Double(&doubles),
-                Values::Date(&ints),
+                Values::Int32(SlotsRef::Rows(&ints)),
+                Values::Int64(SlotsRef::Rows(&ints)),
+                Values::Double(SlotsRef::Rows(&doubles)),
+                Values::Date(SlotsRef::Rows(&ints)),
+                Values::Int32(SlotsRef::Dense(&dense_ints)),
+                Values::Int64(SlotsRef::Dense(&dense_ints)),
+                Values::Double(SlotsRef::Dense(&dense_doubles)),
+                Values::Date(SlotsRef::Dense(&dense_ints)),
             ] {
                 let mut typed = Acc::new(op);
                 typed.feed_rows(&vals, &rows[..2]);

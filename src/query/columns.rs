@@ -5,10 +5,12 @@
 use super::accum::Values;
 use super::plan::BucketStats;
 use super::read::Source;
+use super::slots::Slots;
 use crate::bucket::BucketData;
 use crate::catalog::META_COLUMN;
 use crate::codec::{
-    column_codec, decode_column, decode_date_runs, decode_f64, decode_i64, ids, CodecError,
+    column_codec, decode_column, decode_date_runs, decode_f64_dense, decode_i64_dense, ids,
+    CodecError, Dense,
 };
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
@@ -19,13 +21,13 @@ pub enum Col {
     /// The bucket has no such field.
     Missing,
     /// Int32 values (widened).
-    Int32(Vec<Option<i64>>),
+    Int32(Slots<i64>),
     /// Int64 values.
-    Int64(Vec<Option<i64>>),
+    Int64(Slots<i64>),
     /// Doubles.
-    Double(Vec<Option<f64>>),
+    Double(Slots<f64>),
     /// Dates, epoch milliseconds.
-    Date(Vec<Option<i64>>),
+    Date(Slots<i64>),
     /// Anything else (mixed types, strings, documents, ...).
     Bson(Vec<Option<Bson>>),
 }
@@ -35,10 +37,10 @@ impl Col {
     pub fn values(&self) -> Values<'_> {
         match self {
             Col::Missing => Values::Missing,
-            Col::Int32(v) => Values::Int32(v),
-            Col::Int64(v) => Values::Int64(v),
-            Col::Double(v) => Values::Double(v),
-            Col::Date(v) => Values::Date(v),
+            Col::Int32(v) => Values::Int32(v.view()),
+            Col::Int64(v) => Values::Int64(v.view()),
+            Col::Double(v) => Values::Double(v.view()),
+            Col::Date(v) => Values::Date(v.view()),
             Col::Bson(v) => Values::Bson(v),
         }
     }
@@ -46,7 +48,8 @@ impl Col {
     /// Dates as milliseconds per row (`None` where missing or not a date).
     pub fn dates(&self, rows: usize) -> std::borrow::Cow<'_, [Option<i64>]> {
         match self {
-            Col::Date(v) => std::borrow::Cow::Borrowed(v),
+            Col::Date(Slots::Rows(v)) => std::borrow::Cow::Borrowed(v),
+            Col::Date(v) => v.view().to_rows().into(),
             other => (0..rows)
                 .map(|r| match other.values().get(r) {
                     Some(Bson::DateTime(d)) => Some(d.timestamp_millis()),
@@ -73,8 +76,8 @@ impl Col {
                 Col::Bson(values)
             };
         }
-        let ints = |f: fn(&Bson) -> Option<i64>| -> Vec<Option<i64>> {
-            values.iter().map(|v| v.as_ref().and_then(f)).collect()
+        let ints = |f: fn(&Bson) -> Option<i64>| -> Slots<i64> {
+            Slots::from_rows(values.iter().map(|v| v.as_ref().and_then(f)).collect())
         };
         match values.iter().flatten().next() {
             Some(Bson::Int32(_)) => Col::Int32(ints(|v| match v {
@@ -89,7 +92,7 @@ impl Col {
                 Bson::DateTime(x) => Some(x.timestamp_millis()),
                 _ => None,
             })),
-            Some(Bson::Double(_)) => Col::Double(
+            Some(Bson::Double(_)) => Col::Double(Slots::from_rows(
                 values
                     .iter()
                     .map(|v| match v {
@@ -97,7 +100,7 @@ impl Col {
                         _ => None,
                     })
                     .collect(),
-            ),
+            )),
             _ => Col::Bson(values),
         }
     }
@@ -105,16 +108,24 @@ impl Col {
     /// Decodes an encoded column, typed when its codec holds one numeric or date type.
     pub fn decode(data: &[u8], rows: usize) -> std::result::Result<Col, CodecError> {
         let typed = match column_codec(data) {
-            Some(ids::INT32) => decode_i64(data, rows)?.map(Col::Int32),
-            Some(ids::INT64) => decode_i64(data, rows)?.map(Col::Int64),
-            Some(ids::DATETIME) => decode_i64(data, rows)?.map(Col::Date),
-            Some(ids::DOUBLE) => decode_f64(data, rows)?.map(Col::Double),
+            Some(ids::INT32) => decode_i64_dense(data, rows)?.map(|d| Col::Int32(slots(d))),
+            Some(ids::INT64) => decode_i64_dense(data, rows)?.map(|d| Col::Int64(slots(d))),
+            Some(ids::DATETIME) => decode_i64_dense(data, rows)?.map(|d| Col::Date(slots(d))),
+            Some(ids::DOUBLE) => decode_f64_dense(data, rows)?.map(|d| Col::Double(slots(d))),
             _ => None,
         };
         match typed {
             Some(c) => Ok(c),
             None => Ok(Col::from_bson(decode_column(data, rows)?)),
         }
+    }
+}
+
+/// A decoded column as slots: kept dense when every row has a value.
+fn slots<T>(d: Dense<T>) -> Slots<T> {
+    match d.present {
+        None => Slots::Dense(d.values),
+        Some(_) => Slots::Rows(d.into_rows()),
     }
 }
 
@@ -241,24 +252,24 @@ mod tests {
         let n = |v: Vec<Option<Bson>>| v;
         assert_eq!(
             round(n(vec![Some(Bson::Int32(1)), None, Some(Bson::Int32(-4))])),
-            Col::Int32(vec![Some(1), None, Some(-4)])
+            Col::Int32(vec![Some(1), None, Some(-4)].into())
         );
         assert_eq!(
             round(n(vec![Some(Bson::Int64(1)), Some(Bson::Int64(7))])),
-            Col::Int64(vec![Some(1), Some(7)])
+            Col::Int64(Slots::Dense(vec![1, 7]))
         );
         assert_eq!(
             round(n(vec![Some(Bson::Double(0.5)), None])),
-            Col::Double(vec![Some(0.5), None])
+            Col::Double(vec![Some(0.5), None].into())
         );
         assert_eq!(
             round(n(vec![Some(Bson::DateTime(DateTime::from_millis(5)))])),
-            Col::Date(vec![Some(5)])
+            Col::Date(Slots::Dense(vec![5]))
         );
         // A constant column still comes back typed.
         assert_eq!(
             round(n(vec![Some(Bson::Int64(100)); 20])),
-            Col::Int64(vec![Some(100); 20])
+            Col::Int64(Slots::Dense(vec![100; 20]))
         );
         let mixed = n(vec![Some(Bson::Int32(1)), Some(Bson::Double(2.5))]);
         assert_eq!(round(mixed.clone()), Col::Bson(mixed));

@@ -21,6 +21,7 @@ pub mod prune;
 pub mod read;
 pub mod rowmask;
 pub mod rows;
+pub mod slots;
 pub mod unpack;
 
 pub use filter::Filter;

@@ -8,6 +8,7 @@
 use super::columns::Col;
 use super::filter::{Filter, Pred};
 use super::plan::BucketStats;
+use super::slots::SlotsRef;
 use crate::order::{cmp_bson, cmp_int_double, type_rank};
 use crate::segment::BoundRef;
 use bson::{Bson, Document};
@@ -147,9 +148,11 @@ impl RowFilter {
             let col = cols.get(*col).copied().unwrap_or(&Col::Missing);
             let ne = matches!(pred, Pred::Ne(_));
             let exact = match (col, simple(pred).map(|s| s.1)) {
-                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int32(x))) => Some((v, i64::from(*x))),
-                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int64(x))) => Some((v, *x)),
-                (Col::Date(v), Some(Bson::DateTime(x))) => Some((v, x.timestamp_millis())),
+                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int32(x))) => {
+                    Some((v.view(), i64::from(*x)))
+                }
+                (Col::Int32(v) | Col::Int64(v), Some(Bson::Int64(x))) => Some((v.view(), *x)),
+                (Col::Date(v), Some(Bson::DateTime(x))) => Some((v.view(), x.timestamp_millis())),
                 _ => None,
             };
             if let Some(n) = exact.and_then(|(v, x)| count_ordered(v, rows, x, pred, ne)) {
@@ -199,10 +202,19 @@ impl RowFilter {
 
 /// The rows of `v` (a bucket of `rows` rows) whose value compares with `x` as `pred` asks,
 /// a missing value counting when `ne`; `None` when `pred` is not a comparison.
-fn count_ordered(v: &[Option<i64>], rows: usize, x: i64, pred: &Pred, ne: bool) -> Option<usize> {
-    fn count(v: &[Option<i64>], rows: usize, ne: bool, f: impl Fn(i64) -> bool) -> usize {
-        let v = v.get(..rows).unwrap_or(v);
-        let hits = v.iter().filter(|a| a.map_or(ne, &f)).count();
+fn count_ordered(
+    v: SlotsRef<'_, i64>,
+    rows: usize,
+    x: i64,
+    pred: &Pred,
+    ne: bool,
+) -> Option<usize> {
+    fn count(v: SlotsRef<'_, i64>, rows: usize, ne: bool, f: impl Fn(i64) -> bool) -> usize {
+        let v = v.slice(0..rows).unwrap_or(v);
+        let hits = match v {
+            SlotsRef::Dense(d) => d.iter().filter(|&&a| f(a)).count(),
+            SlotsRef::Rows(o) => o.iter().filter(|a| a.map_or(ne, &f)).count(),
+        };
         // Rows past the column's end have no value.
         hits + if ne { rows - v.len() } else { 0 }
     }
@@ -266,8 +278,8 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
         };
         // Integers and dates against an operand of their kind: exact comparisons.
         let exact = match (col, x) {
-            (Col::Int32(v) | Col::Int64(v), _) => int_x.map(|x| (v, x)),
-            (Col::Date(v), Bson::DateTime(x)) => Some((v, x.timestamp_millis())),
+            (Col::Int32(v) | Col::Int64(v), _) => int_x.map(|x| (v.view(), x)),
+            (Col::Date(v), Bson::DateTime(x)) => Some((v.view(), x.timestamp_millis())),
             _ => None,
         };
         if let Some((v, x)) = exact {
@@ -277,12 +289,7 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
         }
         match (col, x) {
             (Col::Int32(v) | Col::Int64(v), Bson::Double(x)) => {
-                sel.retain(|&r| {
-                    v.get(r as usize)
-                        .copied()
-                        .flatten()
-                        .map_or(ne, |a| op(cmp_int_double(a, *x)))
-                });
+                sel.retain(|&r| v.get(r as usize).map_or(ne, |a| op(cmp_int_double(a, *x))));
                 return;
             }
             (Col::Double(v), _) if type_rank(x) == 10 => {
@@ -293,13 +300,8 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
                     _ => Ordering::Equal,
                 };
                 sel.retain(|&r| {
-                    v.get(r as usize).copied().flatten().map_or(ne, |a| {
-                        if a.is_nan() {
-                            ne
-                        } else {
-                            op(ord(a))
-                        }
-                    })
+                    v.get(r as usize)
+                        .map_or(ne, |a| if a.is_nan() { ne } else { op(ord(a)) })
                 });
                 return;
             }
@@ -317,9 +319,14 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
 /// asks; a missing value is kept when `ne`. One loop per operator, so that the comparison is
 /// inlined rather than called through a pointer for every row. False (and `sel` unchanged)
 /// when `pred` is not a comparison.
-fn retain_ordered(sel: &mut Vec<u32>, v: &[Option<i64>], x: i64, pred: &Pred, ne: bool) -> bool {
-    fn keep(sel: &mut Vec<u32>, v: &[Option<i64>], ne: bool, f: impl Fn(i64) -> bool) {
-        sel.retain(|&r| v.get(r as usize).copied().flatten().map_or(ne, &f));
+fn retain_ordered(sel: &mut Vec<u32>, v: SlotsRef<'_, i64>, x: i64, pred: &Pred, ne: bool) -> bool {
+    fn keep(sel: &mut Vec<u32>, v: SlotsRef<'_, i64>, ne: bool, f: impl Fn(i64) -> bool) {
+        match v {
+            SlotsRef::Dense(d) => sel.retain(|&r| d.get(r as usize).copied().map_or(ne, &f)),
+            SlotsRef::Rows(o) => {
+                sel.retain(|&r| o.get(r as usize).copied().flatten().map_or(ne, &f))
+            }
+        }
     }
     match pred {
         Pred::Eq(_) => keep(sel, v, ne, |a| a == x),
@@ -392,6 +399,7 @@ fn range_may_match(pred: &Pred, min: Option<&Bson>, max: Option<&Bson>) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::slots::Slots;
     use bson::{doc, DateTime};
 
     fn docs_for(col: &Col, rows: usize, name: &str) -> Vec<Document> {
@@ -409,16 +417,14 @@ mod tests {
     #[test]
     fn column_tests_agree_with_document_matching() {
         let cols = [
-            Col::Int32(vec![Some(1), None, Some(90), Some(91), Some(-5)]),
-            Col::Int64(vec![Some(1), None, Some(90), Some(91), Some(-5)]),
-            Col::Double(vec![
-                Some(90.5),
-                Some(f64::NAN),
-                None,
-                Some(90.0),
-                Some(-0.0),
-            ]),
-            Col::Date(vec![Some(5), Some(90), None, Some(91_000), Some(-1)]),
+            Col::Int32(vec![Some(1), None, Some(90), Some(91), Some(-5)].into()),
+            Col::Int64(vec![Some(1), None, Some(90), Some(91), Some(-5)].into()),
+            Col::Int32(Slots::Dense(vec![1, 89, 90, 91, -5])),
+            Col::Int64(Slots::Dense(vec![1, 89, 90, 91, -5])),
+            Col::Double(vec![Some(90.5), Some(f64::NAN), None, Some(90.0), Some(-0.0)].into()),
+            Col::Double(Slots::Dense(vec![90.5, f64::NAN, 89.0, 90.0, -0.0])),
+            Col::Date(vec![Some(5), Some(90), None, Some(91_000), Some(-1)].into()),
+            Col::Date(Slots::Dense(vec![5, 90, 89, 91_000, -1])),
             Col::Bson(vec![
                 Some("x".into()),
                 Some(Bson::Array(vec![Bson::Int32(95)])),
@@ -464,7 +470,7 @@ mod tests {
         let rf = RowFilter::new(&f, Some("m"));
         assert!(rf.reads_meta() && !rf.needs_rows);
         assert_eq!(rf.columns, vec!["f".to_string()]);
-        let c = Col::Int64(vec![Some(1), Some(2)]);
+        let c = Col::Int64(Slots::Dense(vec![1, 2]));
         let col = [&c];
         let a = Bson::Document(doc! {"h": "a"});
         let b = Bson::Document(doc! {"h": "b"});
