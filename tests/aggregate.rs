@@ -675,6 +675,36 @@ fn groups_on_time_bins_over_runs_of_equal_times() {
     }
 }
 
+/// Rows inserted out of time order, grouped by time bins over a column: the answers do not
+/// depend on arrival order, in flushed and in open buckets.
+#[test]
+fn groups_on_time_bins_over_rows_out_of_time_order() {
+    let mut rng = Rng::new(5);
+    let docs: Vec<Document> = (0..3000)
+        .map(|_| {
+            let t = BASE + rng.below(2 * 3_600_000) as i64;
+            doc! {"t": date(t), "m": format!("s{}", rng.below(3)), "v": rng.below(1000) as i64}
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("t").meta_field("m"),
+        &docs,
+    );
+    for unit in ["second", "minute", "hour"] {
+        let p = vec![doc! {"$group": {
+            "_id": {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": 7}},
+            "n": {"$count": {}}, "s": {"$sum": "$v"}, "hi": {"$max": "$v"},
+        }}];
+        let got = run(&c, &p);
+        same_answers(&got, &run_unpacked(&c, &p), &format!("{p:?}"));
+        let total: i64 = got.iter().map(|d| d.get_i64("s").unwrap()).sum();
+        let want: i64 = docs.iter().map(|d| d.get_i64("v").unwrap()).sum();
+        assert_eq!(total, want, "{unit}");
+    }
+}
+
 fn small() -> (tempfile::TempDir, Database, Collection) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();

@@ -34,6 +34,7 @@ use super::pipeline::Stage;
 use super::plan::{BucketStats, Plan, SegmentBounds, Verdict};
 use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
+use super::slots::Slots;
 use crate::catalog::is_hidden;
 use crate::error::Result;
 use crate::segment::MetaFields;
@@ -745,11 +746,21 @@ impl FastGroup {
         if sel.is_empty() {
             return Ok(());
         }
-        let times = self
-            .time_col
-            .and_then(|c| cols.get(c))
-            .map(|c| c.dates(n))
-            .unwrap_or_default();
+        let time_col = self.time_col.and_then(|c| cols.get(c));
+        // A whole bucket whose every row has a time, grouped by one time leaf: its runs are
+        // found on the times themselves (see `dense_time_runs`).
+        let dense_times = match time_col {
+            Some(Col::Date(Slots::Dense(ts)))
+                if whole && key.is_none() && self.picks.is_none() && self.leaves.len() == 1 =>
+            {
+                ts.get(..n)
+            }
+            _ => None,
+        };
+        let times = match (dense_times, time_col) {
+            (None, Some(c)) => c.dates(n),
+            _ => Default::default(),
+        };
         let time = |r: u32| times.get(r as usize).copied().flatten();
         // Runs of consecutive selected rows in one group: (group, range of `sel`).
         let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
@@ -757,6 +768,10 @@ impl FastGroup {
             Some((hi, part, starts)) => {
                 let g = self.group_of(table, cache, part, starts, st.meta, hi, true)?;
                 runs.push((g.unwrap_or(0), 0..sel.len()));
+            }
+            None if dense_times.is_some() => {
+                let ts = dense_times.unwrap_or_default();
+                self.dense_time_runs(table, cache, scan, st, ts, &mut runs)?;
             }
             None => {
                 let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
@@ -854,6 +869,49 @@ impl FastGroup {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The runs of a whole bucket (rows = `sel` = `0..ts.len()`) whose rows all have a time,
+    /// `ts`, for a key with one time leaf: each run is found by a scan of the times for the end
+    /// of its bin, and its group looked up once.
+    fn dense_time_runs(
+        &self,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        ts: &[i64],
+        runs: &mut Vec<(u32, std::ops::Range<usize>)>,
+    ) -> Result<()> {
+        let mut bins: Vec<(i64, i64)> = Vec::with_capacity(1);
+        let mut starts: Vec<i64> = Vec::with_capacity(1);
+        let mut part: Option<Option<u32>> = None;
+        let mut k = 0;
+        while let Some(&t) = ts.get(k) {
+            self.next_bins(t, &mut bins, &mut starts)?;
+            let (lo, hi) = bins.first().copied().unwrap_or((t, t.saturating_add(1)));
+            // This engine sorts a bucket's rows by time at close, but the segment format does
+            // not require it: the run ends at the first row outside the bin either way.
+            let len = ts
+                .get(k + 1..)
+                .unwrap_or_default()
+                .iter()
+                .position(|&x| x < lo || x >= hi)
+                .map_or(ts.len() - k, |p| p + 1);
+            let p = *match &mut part {
+                Some(p) => p,
+                slot => slot.insert(self.key_part(cache, &scan.src, st.meta, Some(t))?),
+            };
+            let g = self
+                .group_of(table, cache, p, &starts, st.meta, Some(t), true)?
+                .unwrap_or(0);
+            match runs.last_mut() {
+                Some((last, range)) if *last == g => range.end = k + len,
+                _ => runs.push((g, k..k + len)),
+            }
+            k += len;
         }
         Ok(())
     }
