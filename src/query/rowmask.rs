@@ -200,6 +200,42 @@ impl RowFilter {
     }
 }
 
+/// `Some(body)` with `f` bound to the test of an `i64` against `x` that comparison `pred`
+/// makes; `None` when `pred` is not a comparison. One expansion per operator, so that the
+/// comparison is inlined in each loop rather than called through a pointer for every row.
+macro_rules! with_comparison {
+    ($pred:expr, $x:expr, |$f:ident| $body:expr) => {{
+        let x: i64 = $x;
+        match $pred {
+            Pred::Eq(_) => {
+                let $f = |a: i64| a == x;
+                Some($body)
+            }
+            Pred::Ne(_) => {
+                let $f = |a: i64| a != x;
+                Some($body)
+            }
+            Pred::Gt(_) => {
+                let $f = |a: i64| a > x;
+                Some($body)
+            }
+            Pred::Gte(_) => {
+                let $f = |a: i64| a >= x;
+                Some($body)
+            }
+            Pred::Lt(_) => {
+                let $f = |a: i64| a < x;
+                Some($body)
+            }
+            Pred::Lte(_) => {
+                let $f = |a: i64| a <= x;
+                Some($body)
+            }
+            _ => None,
+        }
+    }};
+}
+
 /// The rows of `v` (a bucket of `rows` rows) whose value compares with `x` as `pred` asks,
 /// a missing value counting when `ne`; `None` when `pred` is not a comparison.
 fn count_ordered(
@@ -218,15 +254,7 @@ fn count_ordered(
         // Rows past the column's end have no value.
         hits + if ne { rows - v.len() } else { 0 }
     }
-    Some(match pred {
-        Pred::Eq(_) => count(v, rows, ne, |a| a == x),
-        Pred::Ne(_) => count(v, rows, ne, |a| a != x),
-        Pred::Gt(_) => count(v, rows, ne, |a| a > x),
-        Pred::Gte(_) => count(v, rows, ne, |a| a >= x),
-        Pred::Lt(_) => count(v, rows, ne, |a| a < x),
-        Pred::Lte(_) => count(v, rows, ne, |a| a <= x),
-        _ => return None,
-    })
+    with_comparison!(pred, x, |f| count(v, rows, ne, f))
 }
 
 /// A comparison operator and operand that plain number or date comparisons can test.
@@ -316,9 +344,8 @@ fn retain(sel: &mut Vec<u32>, col: &Col, pred: &Pred) {
 }
 
 /// Keeps the rows of `sel` whose value in `v` compares with `x` as `pred` (a comparison)
-/// asks; a missing value is kept when `ne`. One loop per operator, so that the comparison is
-/// inlined rather than called through a pointer for every row. False (and `sel` unchanged)
-/// when `pred` is not a comparison.
+/// asks; a missing value is kept when `ne`. False (and `sel` unchanged) when `pred` is not a
+/// comparison.
 fn retain_ordered(sel: &mut Vec<u32>, v: SlotsRef<'_, i64>, x: i64, pred: &Pred, ne: bool) -> bool {
     fn keep(sel: &mut Vec<u32>, v: SlotsRef<'_, i64>, ne: bool, f: impl Fn(i64) -> bool) {
         match v {
@@ -328,16 +355,7 @@ fn retain_ordered(sel: &mut Vec<u32>, v: SlotsRef<'_, i64>, x: i64, pred: &Pred,
             }
         }
     }
-    match pred {
-        Pred::Eq(_) => keep(sel, v, ne, |a| a == x),
-        Pred::Ne(_) => keep(sel, v, ne, |a| a != x),
-        Pred::Gt(_) => keep(sel, v, ne, |a| a > x),
-        Pred::Gte(_) => keep(sel, v, ne, |a| a >= x),
-        Pred::Lt(_) => keep(sel, v, ne, |a| a < x),
-        Pred::Lte(_) => keep(sel, v, ne, |a| a <= x),
-        _ => return false,
-    }
-    true
+    with_comparison!(pred, x, |f| keep(sel, v, ne, f)).is_some()
 }
 
 /// True when every date in `[min, max]` satisfies `pred` (comparisons with a date operand).
