@@ -1230,15 +1230,19 @@ struct KnownNames {
     time: Option<u32>,
     seq: Option<u32>,
     meta: Option<u32>,
+    /// The ones whose values open builds: time and log sequence.
+    built: Vec<u32>,
 }
 
 impl KnownNames {
     fn of(names: &[String], time_field: &str) -> KnownNames {
         let idx = |f: &str| names.iter().position(|n| n == f).map(|i| i as u32);
+        let (time, seq) = (idx(time_field), idx(crate::catalog::SEQ_COLUMN));
         KnownNames {
-            time: idx(time_field),
-            seq: idx(crate::catalog::SEQ_COLUMN),
+            time,
+            seq,
             meta: idx(crate::catalog::META_COLUMN),
+            built: [time, seq].into_iter().flatten().collect(),
         }
     }
 }
@@ -1287,7 +1291,6 @@ fn parse_entry(
     let control_start = c.pos();
     let oid_start = tables.oid_refs.len();
     let k = &walk.known;
-    let wanted: Vec<u32> = [k.time, k.seq].into_iter().flatten().collect();
     let e = &mut walk.entries;
     e.read(
         c,
@@ -1299,7 +1302,7 @@ fn parse_entry(
             last: &mut walk.last_oids,
             kept: &mut tables.oid_refs,
         },
-        Keep::Only(&wanted),
+        Keep::Only(&k.built),
     )?;
     let control_at = span(control_start, c.pos())?;
     let oid_refs = span(oid_start, tables.oid_refs.len())?;
