@@ -6,7 +6,7 @@
 use super::Input;
 use crate::codec::decode_f64;
 use crate::segment::format::{self as f, put_varint, Cursor, Footer};
-use crate::segment::Segment;
+use crate::segment::{BoundRef, Segment};
 use crate::vfs::{MemFs, Vfs};
 use std::path::Path;
 
@@ -42,8 +42,9 @@ pub fn read_all(file: &[u8]) {
     let verified = seg.verify().is_ok();
     for (i, s) in seg.buckets().iter().enumerate() {
         let _ = s.time_range();
-        // Open decoded every bucket's control.min/max once; decoding them again from the
-        // directory must give the same, so reads never meet a control they cannot decode.
+        // Open checked every bucket's control.min/max; decoding them again from the directory
+        // must succeed and give the same each time, so reads never meet a control they cannot
+        // decode.
         match (seg.decode_control(i, s), seg.control(i)) {
             (Ok(a), Ok(b)) => assert_eq!(&a, b, "bucket {i}: control decodes differently"),
             (a, b) => panic!("bucket {i} of an open segment: control does not decode: {a:?} {b:?}"),
@@ -90,6 +91,38 @@ pub fn read_all(file: &[u8]) {
         let _ = seg.read_columns_with(i, &refs, decode_f64);
     }
     let _ = seg.read_bucket(seg.buckets().len());
+    check_field_bounds(&seg);
+}
+
+/// Field statistics decode only their fields of each control; they must agree with the
+/// whole control documents.
+fn check_field_bounds(seg: &Segment) {
+    let mut fields: Vec<String> = Vec::new();
+    for i in 0..seg.buckets().len() {
+        if let Ok(c) = seg.control(i) {
+            fields.extend(c.min.keys().chain(c.max.keys()).cloned());
+        }
+    }
+    fields.sort();
+    fields.dedup();
+    fields.retain(|f| f != crate::sums::SUM_KEY);
+    fields.truncate(16);
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    for (f, gathered) in names.iter().zip(seg.fields_bounds(&names)) {
+        for i in 0..seg.buckets().len() {
+            let Ok(c) = seg.control(i) else { continue };
+            let (got, want) = (gathered.get(i), Some(BoundRef::of(&c.min, &c.max, f)));
+            assert!(
+                same(&got, &want),
+                "bucket {i}: bounds of {f:?}: {got:?} {want:?}"
+            );
+            let (got, want) = (gathered.sum(i), crate::sums::bucket_sum(&c.max, f).cloned());
+            assert!(
+                same(&got, &want),
+                "bucket {i}: sum of {f:?}: {got:?} {want:?}"
+            );
+        }
+    }
 }
 
 /// Builds a segment file from an unsealed description:
@@ -216,4 +249,9 @@ pub fn unseal(file: &[u8]) -> Option<Vec<u8>> {
         at += stored_len;
     }
     Some(out)
+}
+
+/// Equal, or printed alike (a NaN is not equal to itself but prints the same).
+fn same<T: PartialEq + std::fmt::Debug>(a: &T, b: &T) -> bool {
+    a == b || format!("{a:?}") == format!("{b:?}")
 }

@@ -1330,6 +1330,38 @@ fn bson_sizes_round_trip_and_impossible_ones_are_refused() {
     assert!(e.to_string().contains("BSON size 1"), "{e}");
 }
 
+/// Entries name fields by index into the name table; the same name under two indexes would
+/// let `control.min` list a field twice unnoticed, so such a table is refused.
+#[test]
+fn a_name_listed_twice_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (orig, _) = small_segment(d.path());
+    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
+    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
+    let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    // version, count, then (length, bytes) per name: find two names of one length.
+    let mut c = format::Cursor::at(&dir, 1);
+    let n = c.count().unwrap();
+    let mut spans = Vec::new();
+    for _ in 0..n {
+        let len = c.count().unwrap();
+        spans.push((c.pos(), len));
+        c.bytes(len).unwrap();
+    }
+    let (a, b) = spans
+        .iter()
+        .enumerate()
+        .find_map(|(i, x)| spans[i + 1..].iter().find(|y| y.1 == x.1).map(|y| (*x, *y)))
+        .expect("two names of one length");
+    let first = dir[a.0..a.0 + a.1].to_vec();
+    dir[b.0..b.0 + b.1].copy_from_slice(&first);
+    let path = d.path().join("twice.seg");
+    std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
+    let e = Segment::open(&RealFs, &path).unwrap_err();
+    assert!(matches!(e, Error::Corruption { .. }), "{e:?}");
+    assert!(e.to_string().contains("is listed twice"), "{e}");
+}
+
 #[test]
 fn mutated_directories_with_valid_checksums_never_panic() {
     let d = tempfile::tempdir().unwrap();
