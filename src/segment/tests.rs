@@ -1222,6 +1222,13 @@ fn hex_string(b: &[u8]) -> String {
 // Structure checks behind the checksums, and concurrent readers
 // ---------------------------------------------------------------------------------------------
 
+/// The decompressed directory of segment file `orig`.
+fn raw_directory(orig: &[u8]) -> Vec<u8> {
+    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
+    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
+    zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap()
+}
+
 /// Rebuilds `orig` with `dir_raw` as its directory (compressed, with a footer whose crc and
 /// lengths match), so that the reader's structural checks, not the checksums, are exercised.
 fn with_directory(orig: &[u8], dir_raw: &[u8]) -> Vec<u8> {
@@ -1280,9 +1287,7 @@ fn older_directory_versions_still_read_and_newer_ones_are_refused() {
     assert_eq!(read_all(&path).unwrap(), current);
     write_to(&path, &current, WriteOptions::default());
     let orig = std::fs::read(&path).unwrap();
-    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
-    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
-    let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    let mut dir = raw_directory(&orig);
     assert_eq!(dir[0], format::DIRECTORY_VERSION);
     dir[0] = format::DIRECTORY_VERSION + 1;
     std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
@@ -1315,9 +1320,7 @@ fn bson_sizes_round_trip_and_impossible_ones_are_refused() {
     let one = vec![buckets[0].clone()];
     write_to(&path, &one, WriteOptions::default());
     let orig = std::fs::read(&path).unwrap();
-    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
-    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
-    let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    let mut dir = raw_directory(&orig);
     // The size is the entry's last varint; replace it with 1.
     let mut n = Vec::new();
     format::put_varint(&mut n, one[0].bson_bytes.unwrap());
@@ -1336,9 +1339,7 @@ fn bson_sizes_round_trip_and_impossible_ones_are_refused() {
 fn a_name_listed_twice_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let (orig, _) = small_segment(d.path());
-    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
-    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
-    let mut dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    let mut dir = raw_directory(&orig);
     // version, count, then (length, bytes) per name: find two names of one length.
     let mut c = format::Cursor::at(&dir, 1);
     let n = c.count().unwrap();
@@ -1366,9 +1367,7 @@ fn a_name_listed_twice_is_refused() {
 fn mutated_directories_with_valid_checksums_never_panic() {
     let d = tempfile::tempdir().unwrap();
     let (orig, buckets) = small_segment(d.path());
-    let footer = format::Footer::decode(&orig[orig.len() - format::FOOTER_LEN..]).unwrap();
-    let stored = &orig[footer.dir_offset as usize..orig.len() - format::FOOTER_LEN];
-    let dir = zstd::bulk::decompress(stored, footer.dir_raw_len as usize).unwrap();
+    let dir = raw_directory(&orig);
     let path = d.path().join("mutated.seg");
     // Sanity: an unmodified directory rebuilt this way reads back identically.
     std::fs::write(&path, with_directory(&orig, &dir)).unwrap();
