@@ -142,6 +142,21 @@ fn forget(seen: &mut [u64], entries: &[(u32, Option<Bson>)]) {
     }
 }
 
+/// Reads the value of field `k` whose tag is `tag`: built when `keep` wants it, else checked
+/// and passed over (`None`).
+fn value(
+    c: &mut Cursor<'_>,
+    k: u32,
+    tag: u8,
+    refs: &ValueRefs,
+    keep: Keep<'_>,
+) -> Result<Option<Bson>, String> {
+    if keep.wants(k, tag) {
+        return f::get_value_with_tag(c, tag, refs).map(Some);
+    }
+    f::skip_value_with_tag(c, tag, refs).map(|()| None)
+}
+
 impl ControlEntries {
     /// Decodes the `control.min/max` of a bucket of `count` rows whose `_id` time is `base`
     /// milliseconds (see the writer's `encode_entry`), building the values `keep` asks for.
@@ -160,8 +175,30 @@ impl ControlEntries {
         self.min.clear();
         self.max.clear();
         self.sums.clear();
+        // Each list's marks are cleared however its read ends, so that a failed read leaves
+        // no stale marks behind for the next bucket decoded with these entries.
         let n = c.count()?;
-        let mut dup = false;
+        let result = self.read_min(c, names, n, base, oids, keep);
+        forget(&mut self.seen, &self.min);
+        result?;
+        let n = c.count()?;
+        let mut stored_sums = false;
+        let result = self.read_max(c, names, n, base, keep, &mut stored_sums);
+        forget(&mut self.seen, &self.max);
+        result?;
+        self.read_sums(c, names, count, time_field, stored_sums)
+    }
+
+    /// Reads the `n` entries of `control.min`.
+    fn read_min(
+        &mut self,
+        c: &mut Cursor<'_>,
+        names: &[String],
+        n: usize,
+        base: i64,
+        oids: &mut OidRefs<'_>,
+        keep: Keep<'_>,
+    ) -> Result<(), String> {
         for _ in 0..n {
             let k = name_index(c, names)?;
             let tag = c.u8()?;
@@ -169,34 +206,17 @@ impl ControlEntries {
                 true => oids.reference(k),
                 false => [0; 12],
             };
-            let refs = ValueRefs { oid, millis: base };
-            let v = match keep.wants(k, tag) {
-                true => Some(f::get_value_with_tag(c, tag, &refs)?),
-                false => {
-                    f::skip_value_with_tag(c, tag, &refs)?;
-                    None
-                }
-            };
+            let v = value(c, k, tag, &ValueRefs { oid, millis: base }, keep)?;
             if let Some(Bson::ObjectId(o)) = &v {
                 oids.decoded(k, o.bytes());
             }
-            dup = !first_sight(&mut self.seen, k);
+            let first = first_sight(&mut self.seen, k);
             self.min.push((k, v));
-            if dup {
-                break;
+            if !first {
+                return Err(c.err("duplicate control.min field"));
             }
         }
-        forget(&mut self.seen, &self.min);
-        if dup {
-            return Err(c.err("duplicate control.min field"));
-        }
-
-        let n = c.count()?;
-        let mut stored_sums = false;
-        let result = self.read_max(c, names, n, base, keep, &mut stored_sums);
-        forget(&mut self.seen, &self.max);
-        result?;
-        self.read_sums(c, names, count, time_field, stored_sums)
+        Ok(())
     }
 
     /// Reads the `n` entries of `control.max` up to its sums entry, if any (`stored_sums`).
@@ -236,14 +256,7 @@ impl ControlEntries {
                     }
                 }
             } else {
-                let refs = max_refs(min_v.flatten(), base);
-                match keep.wants(k, tag) {
-                    true => Some(f::get_value_with_tag(c, tag, &refs)?),
-                    false => {
-                        f::skip_value_with_tag(c, tag, &refs)?;
-                        None
-                    }
-                }
+                value(c, k, tag, &max_refs(min_v.flatten(), base), keep)?
             };
             let first = first_sight(&mut self.seen, k);
             self.max.push((k, v));
@@ -341,5 +354,47 @@ impl ControlEntries {
             max.insert(SUM_KEY, sums);
         }
         Control { min, max }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test code: a panic is a test failure")]
+mod tests {
+    use super::*;
+
+    fn read(e: &mut ControlEntries, bytes: &[u8]) -> Result<(), String> {
+        let names = vec!["a".to_string()];
+        let mut c = Cursor::new(bytes);
+        e.read(
+            &mut c,
+            &names,
+            2,
+            "t",
+            0,
+            &mut OidRefs::Kept(&[]),
+            Keep::All,
+        )
+    }
+
+    /// Entries are reused from bucket to bucket: a read that fails part way must not leave
+    /// its fields marked as seen, or the next bucket would look like it lists them twice.
+    #[test]
+    fn a_failed_read_leaves_nothing_for_the_next() {
+        let int32 = ElementType::Int32 as u8;
+        // control.min {a: 1}, control.max {a: 2}; zigzag varints.
+        let good = [1, 0, int32, 2, 1, 0, int32, 4];
+        let mut e = ControlEntries::default();
+        read(&mut e, &good).unwrap();
+        assert_eq!(e.min, [(0, Some(Bson::Int32(1)))]);
+        assert_eq!(e.max, [(0, Some(Bson::Int32(2)))]);
+        for bad in [
+            &[2, 0, int32, 2][..],             // cut after the first control.min entry
+            &[2, 0, int32, 2, 0, int32, 2],    // control.min lists `a` twice
+            &[1, 0, int32, 2, 2, 0, int32, 4], // cut after the first control.max entry
+            &[1, 0, int32, 2, 2, 0, int32, 4, 0, int32, 4], // control.max lists `a` twice
+        ] {
+            assert!(read(&mut e, bad).is_err(), "{bad:?}");
+            read(&mut e, &good).unwrap();
+        }
     }
 }
