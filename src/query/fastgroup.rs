@@ -764,16 +764,13 @@ impl FastGroup {
         let time = |r: u32| times.get(r as usize).copied().flatten();
         // Runs of consecutive selected rows in one group: (group, range of `sel`).
         let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
-        match key {
-            Some((hi, part, starts)) => {
+        match (key, dense_times) {
+            (Some((hi, part, starts)), _) => {
                 let g = self.group_of(table, cache, part, starts, st.meta, hi, true)?;
                 runs.push((g.unwrap_or(0), 0..sel.len()));
             }
-            None if dense_times.is_some() => {
-                let ts = dense_times.unwrap_or_default();
-                self.dense_time_runs(table, cache, scan, st, ts, &mut runs)?;
-            }
-            None => {
+            (None, Some(ts)) => self.dense_time_runs(table, cache, scan, st, ts, &mut runs)?,
+            (None, None) => {
                 let mut bins: Vec<(i64, i64)> = Vec::with_capacity(self.leaves.len());
                 let mut starts: Vec<i64> = Vec::with_capacity(self.leaves.len());
                 let mut start = 0;
@@ -885,13 +882,18 @@ impl FastGroup {
         ts: &[i64],
         runs: &mut Vec<(u32, std::ops::Range<usize>)>,
     ) -> Result<()> {
-        let mut bins: Vec<(i64, i64)> = Vec::with_capacity(1);
-        let mut starts: Vec<i64> = Vec::with_capacity(1);
+        let Some(leaf) = self.leaves.first() else {
+            return Ok(());
+        };
+        let mut bin: Option<(i64, i64)> = None;
         let mut part: Option<Option<u32>> = None;
         let mut k = 0;
         while let Some(&t) = ts.get(k) {
-            self.next_bins(t, &mut bins, &mut starts)?;
-            let (lo, hi) = bins.first().copied().unwrap_or((t, t.saturating_add(1)));
+            let (lo, hi) = match bin {
+                Some(prev) => leaf.range_after(prev, t)?,
+                None => leaf.range(t)?,
+            };
+            bin = Some((lo, hi));
             // This engine sorts a bucket's rows by time at close, but the segment format does
             // not require it: the run ends at the first row outside the bin either way.
             let len = ts
@@ -905,7 +907,7 @@ impl FastGroup {
                 slot => slot.insert(self.key_part(cache, &scan.src, st.meta, Some(t))?),
             };
             let g = self
-                .group_of(table, cache, p, &starts, st.meta, Some(t), true)?
+                .group_of(table, cache, p, &[lo], st.meta, Some(t), true)?
                 .unwrap_or(0);
             match runs.last_mut() {
                 Some((last, range)) if *last == g => range.end = k + len,
