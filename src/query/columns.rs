@@ -10,7 +10,7 @@ use crate::bucket::BucketData;
 use crate::catalog::META_COLUMN;
 use crate::codec::{
     column_codec, decode_column, decode_date_runs, decode_f64_dense, decode_i64_dense, ids,
-    CodecError, Dense,
+    CodecError,
 };
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
@@ -108,24 +108,16 @@ impl Col {
     /// Decodes an encoded column, typed when its codec holds one numeric or date type.
     pub fn decode(data: &[u8], rows: usize) -> std::result::Result<Col, CodecError> {
         let typed = match column_codec(data) {
-            Some(ids::INT32) => decode_i64_dense(data, rows)?.map(|d| Col::Int32(slots(d))),
-            Some(ids::INT64) => decode_i64_dense(data, rows)?.map(|d| Col::Int64(slots(d))),
-            Some(ids::DATETIME) => decode_i64_dense(data, rows)?.map(|d| Col::Date(slots(d))),
-            Some(ids::DOUBLE) => decode_f64_dense(data, rows)?.map(|d| Col::Double(slots(d))),
+            Some(ids::INT32) => decode_i64_dense(data, rows)?.map(|d| Col::Int32(d.into())),
+            Some(ids::INT64) => decode_i64_dense(data, rows)?.map(|d| Col::Int64(d.into())),
+            Some(ids::DATETIME) => decode_i64_dense(data, rows)?.map(|d| Col::Date(d.into())),
+            Some(ids::DOUBLE) => decode_f64_dense(data, rows)?.map(|d| Col::Double(d.into())),
             _ => None,
         };
         match typed {
             Some(c) => Ok(c),
             None => Ok(Col::from_bson(decode_column(data, rows)?)),
         }
-    }
-}
-
-/// A decoded column as slots: kept dense when every row has a value.
-fn slots<T>(d: Dense<T>) -> Slots<T> {
-    match d.present {
-        None => Slots::Dense(d.values),
-        Some(_) => Slots::Rows(d.into_rows()),
     }
 }
 

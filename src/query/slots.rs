@@ -5,6 +5,8 @@
 //! decoded column, about a tenth of a query that filters one numeric column; so a column
 //! with a value in every row stays [`Slots::Dense`], and only a sparse one is spread out.
 
+use crate::codec::Dense;
+
 /// A value of type `T` per row, or none.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Slots<T> {
@@ -12,6 +14,16 @@ pub enum Slots<T> {
     Dense(Vec<T>),
     /// `None` where a row has no value.
     Rows(Vec<Option<T>>),
+}
+
+/// A decoded column: kept dense when every row has a value.
+impl<T> From<Dense<T>> for Slots<T> {
+    fn from(d: Dense<T>) -> Slots<T> {
+        match d.present {
+            None => Slots::Dense(d.values),
+            Some(_) => Slots::Rows(d.into_rows()),
+        }
+    }
 }
 
 impl<T> From<Vec<Option<T>>> for Slots<T> {
