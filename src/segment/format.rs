@@ -381,9 +381,14 @@ impl<'a> Cursor<'a> {
 
     /// Next varint-length-prefixed UTF-8 string.
     pub fn string(&mut self) -> Result<String, String> {
+        self.str().map(str::to_owned)
+    }
+
+    /// Next length-prefixed UTF-8 string, borrowed from the buffer.
+    pub fn str(&mut self) -> Result<&'a str, String> {
         let n = self.count()?;
         let s = self.bytes(n)?;
-        String::from_utf8(s.to_vec()).map_err(|_| self.err("string is not valid UTF-8"))
+        std::str::from_utf8(s).map_err(|_| self.err("string is not valid UTF-8"))
     }
 
     /// Next BSON document (its own little-endian i32 length prefix says how long it is).
@@ -562,12 +567,7 @@ pub fn get_value_with_tag(c: &mut Cursor<'_>, tag: u8, refs: &ValueRefs) -> Resu
 /// often does not need, are checked for UTF-8 in place instead of copied.
 pub fn skip_value_with_tag(c: &mut Cursor<'_>, tag: u8, refs: &ValueRefs) -> Result<(), String> {
     if tag == bson::spec::ElementType::String as u8 {
-        let n = c.count()?;
-        let s = c.bytes(n)?;
-        return match std::str::from_utf8(s) {
-            Ok(_) => Ok(()),
-            Err(_) => Err(c.err("string is not valid UTF-8")),
-        };
+        return c.str().map(drop);
     }
     get_value_with_tag(c, tag, refs).map(drop)
 }

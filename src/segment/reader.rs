@@ -1054,15 +1054,14 @@ fn parse_directory(
     }
     let n = c.count()?;
     let mut names = Vec::with_capacity(n);
-    let mut seen = std::collections::HashSet::with_capacity(n);
     for _ in 0..n {
-        let name = c.string()?;
-        // Entries refer to fields by index: one name under two indexes would let a bucket
-        // list a field twice unnoticed.
-        if !seen.insert(name.clone()) {
-            return Err(c.err(format!("name {name:?} is listed twice")));
-        }
-        names.push(name);
+        names.push(c.string()?);
+    }
+    // Entries refer to fields by index: one name under two indexes would let a bucket list a
+    // field twice unnoticed.
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    if let Some(twice) = names.iter().find(|name| !seen.insert(name.as_str())) {
+        return Err(c.err(format!("name {twice:?} is listed twice")));
     }
 
     // Pages are stored back to back from the end of the header to the directory.
