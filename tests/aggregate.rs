@@ -620,7 +620,8 @@ fn counted_big(docs: &[Document]) -> usize {
 
 /// Rows stamped in batches, several per timestamp (the seed-004 shape): flushed time columns
 /// are stored as runs of equal times, and a `$group` on time bins that counts, sums constants
-/// or reads the meta value is fed a run at a time. Bins cut runs, runs span bins, and periods
+/// or reads the meta value is fed a run at a time (or, reading constants only, a bucket within
+/// one bin at a time). Bins cut runs, runs span bins, and periods
 /// are skipped.
 #[test]
 fn groups_on_time_bins_over_runs_of_equal_times() {
@@ -654,7 +655,31 @@ fn groups_on_time_bins_over_runs_of_equal_times() {
         doc! {"_id": id, "n": {"$count": {}}, "two": {"$sum": 2}, "half": {"$sum": 0.5},
         "hi": {"$max": "$m.h"}, "first": {"$min": "$m.z"}, "avg": {"$avg": "$m.z"}}
     };
+    // Constants only: whole buckets within one bin, and the runs of the others, are counted
+    // per group and fed once at the end.
+    let counts = |id: Bson| {
+        doc! {"_id": id, "n": {"$count": {}}, "two": {"$sum": 2}, "mx": {"$max": "x"},
+        "mn": {"$min": 3}, "avg": {"$avg": 4}}
+    };
     let mut pipelines = Vec::new();
+    let mut ids = vec![
+        Bson::Null,
+        Bson::String("k".into()),
+        Bson::String("$t".into()),
+    ];
+    for (unit, bin) in [("minute", 1), ("minute", 7), ("second", 45), ("day", 1)] {
+        ids.push(Bson::Document(trunc(unit, bin)));
+    }
+    for id in ids {
+        pipelines.push(vec![doc! {"$group": counts(id.clone())}]);
+        let mut big = counts(id.clone());
+        big.insert("big", doc! {"$sum": 1i64 << 40});
+        pipelines.push(vec![doc! {"$group": big}]);
+        pipelines.push(vec![
+            doc! {"$match": {"t": {"$gte": date(BASE + 3_630_000)}}},
+            doc! {"$group": counts(id)},
+        ]);
+    }
     for (unit, bin) in [("minute", 1), ("minute", 2), ("second", 45), ("hour", 1)] {
         let by_time = Bson::Document(trunc(unit, bin));
         let by_both = Bson::Document(doc! {"t": trunc(unit, bin), "h": "$m.h"});

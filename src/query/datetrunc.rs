@@ -240,6 +240,19 @@ impl DateTrunc {
         self.bin_size.checked_mul(unit_ms)
     }
 
+    /// `(width, origin)` when [`DateTrunc::truncate`] is `ms - (ms - origin).rem_euclid(width)`
+    /// (units up to hours), so a caller can bin a time in a few instructions.
+    pub fn fixed_bins(&self) -> Option<(i64, i64)> {
+        let unit_ms = match self.unit {
+            Unit::Millisecond => 1,
+            Unit::Second => 1000,
+            Unit::Minute => 60_000,
+            Unit::Hour => 3_600_000,
+            _ => return None,
+        };
+        Some((self.bin_size.checked_mul(unit_ms)?, REF_MS))
+    }
+
     /// The bin holding `ms` as `[start, end)`, so that callers can tell whether later times
     /// fall in the same bin without truncating each (the end saturates at the largest date).
     pub fn bin_range(&self, ms: i64) -> Result<(i64, i64)> {
@@ -403,6 +416,31 @@ mod tests {
             trunc(doc! {"unit": "year", "binSize": 10}, "1999-05-01T00:00:00Z"),
             "1990-01-01T00:00:00Z"
         );
+    }
+
+    #[test]
+    fn fixed_bins_truncate_as_truncate_does() {
+        for spec in [
+            doc! {"unit": "millisecond", "binSize": 3},
+            doc! {"unit": "second", "binSize": 7},
+            doc! {"unit": "minute"},
+            doc! {"unit": "hour", "binSize": 5},
+        ] {
+            let mut s = spec.clone();
+            s.insert("date", "$t");
+            let Expr::DateTrunc(t) = Expr::parse(&Bson::Document(doc! {"$dateTrunc": s})).unwrap()
+            else {
+                panic!()
+            };
+            let (w, o) = t.fixed_bins().unwrap();
+            for ms in [0, -1, 1, 946_684_800_000, 1_428_777_123_456, -86_400_001] {
+                assert_eq!(
+                    t.truncate(ms).unwrap(),
+                    ms - (ms - o).rem_euclid(w),
+                    "{spec} {ms}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! `$dateTrunc` or as is) and every accumulator reads a constant, a meta path or a top-level
 //! field. Per bucket, best first:
 //! 1. taken whole, key constant over the bucket, every accumulator answerable from `control`
-//!    (counts, min/max, pre-computed sums, single-row buckets): no column is decoded;
+//!    (counts, min/max, pre-computed sums, single-row buckets): no column is decoded (when the
+//!    key is one time bin and the accumulators read constants, [`CountLane`] only adds row
+//!    counts, including the runs of a bucket whose times span bins);
 //! 2. otherwise the needed columns are decoded into typed vectors, rows are tested column-wise
 //!    when the bucket needs testing, and consecutive rows of one group feed the accumulators
 //!    in one typed loop;
@@ -23,6 +25,7 @@
 
 use super::accum::{Acc, AccOp};
 use super::columns::{self, Col};
+use super::countlane::{self, Bins, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
 use super::filter::Filter;
@@ -62,6 +65,15 @@ impl Leaf {
         match self {
             Leaf::Trunc(d) => d.bin_range(t),
             Leaf::Raw => Ok((t, t.saturating_add(1))),
+        }
+    }
+
+    /// `(width, origin)` when bins have one width from an origin (see
+    /// [`DateTrunc::fixed_bins`]).
+    fn fixed_bins(&self) -> Option<(i64, i64)> {
+        match self {
+            Leaf::Trunc(d) => d.fixed_bins(),
+            Leaf::Raw => Some((1, 0)),
         }
     }
 
@@ -498,6 +510,79 @@ impl FastGroup {
         Ok(part)
     }
 
+    /// The accumulators' constants when every bucket taken whole within one bin can be
+    /// answered by [`CountLane`]: a key of at most one time leaf and no meta value, and
+    /// accumulators of constants that give the same answer fed in one go.
+    fn lane_consts(&self) -> Option<Vec<&Bson>> {
+        if self.reads_meta || self.picks.is_some() || self.leaves.len() > 1 {
+            return None;
+        }
+        self.spec
+            .accs
+            .iter()
+            .zip(&self.args)
+            .map(|(a, arg)| match arg {
+                Arg::Const(v) if countlane::order_free(a.op, v) => Some(v),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Offers bucket `scan` to the lane; true when it took it.
+    fn lane_take(
+        &self,
+        lane: &mut CountLane,
+        scan: &Scan,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+    ) -> Result<bool> {
+        let (Source::Seg(seg, i), Verdict::All) = (&scan.src, scan.verdict) else {
+            return Ok(false);
+        };
+        let Some(s) = seg.buckets().get(*i as usize) else {
+            return Ok(false);
+        };
+        let (lo, hi) = s.time_range();
+        // A stand-in for a bucket whose `control` held no date.
+        if hi == i64::MAX {
+            return Ok(false);
+        }
+        let lo = if s.count == 1 { hi } else { lo };
+        let range = |t| {
+            self.leaves
+                .first()
+                .map_or(Ok((i64::MIN, i64::MAX)), |l| l.range(t))
+        };
+        let bins = match self.leaves.first() {
+            None => Bins::One,
+            Some(leaf) => match leaf.fixed_bins() {
+                Some((width, origin)) => Bins::Fixed {
+                    width,
+                    origin,
+                    range: &range,
+                },
+                None => Bins::Other(&range),
+            },
+        };
+        let meta = seg.meta_of(s);
+        // A time of the bin, for a key built from a row: the bin's start is one.
+        let mut group = |start: i64| {
+            let t = if self.leaves.is_empty() { hi } else { start };
+            let part = self.key_part(cache, &scan.src, meta, Some(t))?;
+            let starts = [start];
+            let starts = &starts[..self.leaves.len()];
+            let g = self.group_of(table, cache, part, starts, meta, Some(t), true)?;
+            Ok(g.unwrap_or(0))
+        };
+        if lane.take((lo, hi), s.count, &bins, &mut group)? {
+            return Ok(true);
+        }
+        match self.time_runs(scan)? {
+            Some(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// True when the answer depends on the order of the buckets (`$first`/`$last`, with or
     /// without a time sort before the group).
     pub(crate) fn arrival_order(&self) -> bool {
@@ -619,8 +704,15 @@ impl FastGroup {
                 .filter_map(|c| self.columns.get(c).cloned())
                 .collect(),
         );
+        let lane_consts = self.lane_consts();
+        let mut lane = lane_consts.as_ref().map(|_| CountLane::default());
         for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
+            if let Some(lane) = lane.as_mut() {
+                if self.lane_take(lane, scan, table, cache)? {
+                    continue;
+                }
+            }
             let mut st = columns::stats(&scan.src)?;
             if let Some(g) = match &scan.src {
                 Source::Seg(seg, i) => bounds.of(seg, *i as usize),
@@ -687,6 +779,10 @@ impl FastGroup {
                 let mut sink = (&mut *table, &mut *cache);
                 self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
             }
+        }
+        if let (Some(lane), Some(consts)) = (lane, lane_consts) {
+            lane.finish(table, &consts);
+            tally.from_stats += lane.buckets;
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 pub mod accum;
 pub(crate) mod agg;
 pub mod columns;
+mod countlane;
 pub mod cursor;
 pub mod datetrunc;
 pub mod expr;
