@@ -46,6 +46,21 @@ impl Bins<'_> {
             Bins::Other(range) => range(t),
         }
     }
+
+    /// The bin of time `t` given `prev`, the bin of an earlier time: the next bin when bins
+    /// have one width and `t` falls in it, without the division of [`Bins::of`] (times read
+    /// in order mostly step to the next bin).
+    #[inline]
+    fn after(&self, prev: Option<(i64, i64)>, t: i64) -> Result<(i64, i64)> {
+        if let (Bins::Fixed { width, .. }, Some((_, end))) = (self, prev) {
+            if t >= end {
+                if let Some(next) = end.checked_add(*width).filter(|&n| t < n) {
+                    return Ok((end, next));
+                }
+            }
+        }
+        self.of(t)
+    }
 }
 
 /// Slots of the direct-mapped cache of groups by bin start.
@@ -136,8 +151,8 @@ impl CountLane {
     ) -> Result<bool> {
         let g = match self.last {
             Some(((s, e), g)) if lo >= s && hi < e => g,
-            _ => {
-                let bin = bins.of(hi)?;
+            last => {
+                let bin = bins.after(last.map(|l| l.0), hi)?;
                 if lo < bin.0 {
                     return Ok(false);
                 }
@@ -271,6 +286,32 @@ mod tests {
         assert_eq!(bins.of(i64::MAX).unwrap(), (s, i64::MAX));
         assert_eq!(bins.of(61_000).unwrap(), (61_000, 121_000));
         assert_eq!(bins.of(60_999).unwrap(), (1000, 61_000));
+    }
+
+    #[test]
+    fn the_next_bin_is_found_as_binning_finds_it() {
+        let bins = Bins::Fixed {
+            width: 60_000,
+            origin: 30_000,
+            range: &minute,
+        };
+        let mut prev = None;
+        for t in [
+            0,
+            29_999,
+            30_000,
+            95_000,
+            89_999,
+            150_000,
+            400_000,
+            400_001,
+            -1,
+            i64::MAX,
+        ] {
+            let got = bins.after(prev, t).unwrap();
+            assert_eq!(got, bins.of(t).unwrap(), "{t} after {prev:?}");
+            prev = Some(got);
+        }
     }
 
     #[test]
