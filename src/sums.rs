@@ -119,7 +119,7 @@ pub fn column_sum(values: &[Option<Bson>]) -> Option<Bson> {
 }
 
 /// True for columns that never get a sum.
-fn excluded(name: &str, time_field: &str) -> bool {
+pub(crate) fn excluded(name: &str, time_field: &str) -> bool {
     name == time_field || name.starts_with(BOOKKEEPING_PREFIX)
 }
 

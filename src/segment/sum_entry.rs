@@ -26,7 +26,7 @@
     clippy::panic
 )]
 
-use super::format::{put_svarint, Cursor, BOOKKEEPING_PREFIX};
+use super::format::{put_svarint, Cursor};
 use bson::{Bson, Document};
 
 /// Value tag of the sums entry (only under the key [`SUM_KEY`] of `control.max`).
@@ -52,8 +52,7 @@ pub(crate) struct Candidate<'a> {
 
 /// True when a `control.max` entry `name: v` is a [`Candidate`].
 pub(crate) fn is_candidate(name: &str, v: &Bson, time_field: &str) -> bool {
-    name != time_field
-        && !name.starts_with(BOOKKEEPING_PREFIX)
+    !crate::sums::excluded(name, time_field)
         && matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
 }
 
