@@ -113,10 +113,9 @@ pub(crate) fn order_free(op: AccOp, v: &Bson) -> bool {
 }
 
 impl CountLane {
-    /// Takes a bucket of `count` rows whose times lie in `[lo, hi]` when they fall in one bin
-    /// (`range` gives the bin of a time; `None` means the key has no time leaf, one bin).
-    /// `group` finds or creates the group of a bin start the first time the bin is seen.
-    /// Returns false, having taken nothing, when the times span bins.
+    /// Takes a bucket of `count` rows whose times lie in `span` (`[lo, hi]`) when they fall in
+    /// one of `bins`. `group` finds or creates the group of a bin start the first time the
+    /// bin is seen. Returns false, having taken nothing, when the times span bins.
     pub fn take(
         &mut self,
         span: (i64, i64),
