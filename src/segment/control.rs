@@ -133,6 +133,18 @@ fn first_sight(seen: &mut Vec<u64>, name: u32) -> bool {
     }
 }
 
+/// Appends `entry` to `list` and marks its name in `seen`; `Err` when the name was marked
+/// already. The entry is kept either way, so that [`forget`] clears the marks of a failed read.
+fn push_once(
+    list: &mut Vec<(u32, Option<Bson>)>,
+    seen: &mut Vec<u64>,
+    entry: (u32, Option<Bson>),
+) -> Result<(), ()> {
+    let first = first_sight(seen, entry.0);
+    list.push(entry);
+    first.then_some(()).ok_or(())
+}
+
 /// Clears from `seen` every bit [`first_sight`] set for `entries`.
 fn forget(seen: &mut [u64], entries: &[(u32, Option<Bson>)]) {
     for (n, _) in entries {
@@ -210,11 +222,8 @@ impl ControlEntries {
             if let Some(Bson::ObjectId(o)) = &v {
                 oids.decoded(k, o.bytes());
             }
-            let first = first_sight(&mut self.seen, k);
-            self.min.push((k, v));
-            if !first {
-                return Err(c.err("duplicate control.min field"));
-            }
+            push_once(&mut self.min, &mut self.seen, (k, v))
+                .map_err(|()| c.err("duplicate control.min field"))?;
         }
         Ok(())
     }
@@ -258,11 +267,8 @@ impl ControlEntries {
             } else {
                 value(c, k, tag, &max_refs(min_v.flatten(), base), keep)?
             };
-            let first = first_sight(&mut self.seen, k);
-            self.max.push((k, v));
-            if !first {
-                return Err(c.err("duplicate control.max field"));
-            }
+            push_once(&mut self.max, &mut self.seen, (k, v))
+                .map_err(|()| c.err("duplicate control.max field"))?;
         }
         Ok(())
     }
