@@ -727,6 +727,15 @@ fn groups_on_time_bins_over_rows_out_of_time_order() {
         let total: i64 = got.iter().map(|d| d.get_i64("s").unwrap()).sum();
         let want: i64 = docs.iter().map(|d| d.get_i64("v").unwrap()).sum();
         assert_eq!(total, want, "{unit}");
+        // Constants only: counted per bin from times that are not stored as runs.
+        let p = vec![doc! {"$group": {
+            "_id": {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": 7}},
+            "n": {"$count": {}}, "two": {"$sum": 2},
+        }}];
+        let got = run(&c, &p);
+        same_answers(&got, &run_unpacked(&c, &p), &format!("{p:?}"));
+        let n: i32 = got.iter().map(|d| d.get_i32("n").unwrap()).sum();
+        assert_eq!(n as usize, docs.len(), "{unit}");
     }
 }
 

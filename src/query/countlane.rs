@@ -4,7 +4,7 @@
 //! in ten this way, so this loop sets its speed: it reads the times the segment decoded at
 //! open, keeps the last bin at hand, and feeds the accumulators once per group at the end
 //! instead of once per bucket. A bucket whose times span bins adds the runs of equal times
-//! its time column is stored as, one step per run.
+//! its time column is stored as, one step per run, or else its decoded times.
 
 use super::accum::{Acc, AccOp};
 use super::group::GroupTable;
@@ -141,6 +141,19 @@ impl CountLane {
         Ok(())
     }
 
+    /// Takes the rows of a bucket given by their times.
+    pub fn take_times(
+        &mut self,
+        times: &[i64],
+        bins: &Bins<'_>,
+        mut group: impl FnMut(i64) -> Result<u32>,
+    ) -> Result<()> {
+        for &t in times {
+            self.add((t, t), 1, bins, &mut group)?;
+        }
+        Ok(())
+    }
+
     fn add(
         &mut self,
         (lo, hi): (i64, i64),
@@ -260,6 +273,9 @@ mod tests {
         assert_eq!(made, vec![0, 60_000, 180_000]);
         assert_eq!(lane.rows, vec![6, 4, 5]);
         assert_eq!(lane.buckets, 0);
+        lane.take_times(&[60_001, 3, 200_000], bins, |_| unreachable!())
+            .unwrap();
+        assert_eq!(lane.rows, vec![7, 5, 6]);
     }
 
     #[test]

@@ -577,9 +577,19 @@ impl FastGroup {
         if lane.take((lo, hi), s.count, &bins, &mut group)? {
             return Ok(true);
         }
-        match self.time_runs(scan)? {
-            Some(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
-            None => Ok(false),
+        if let Some(runs) = self.time_runs(scan)? {
+            return lane.take_runs(&runs, &bins, group).map(|()| true);
+        }
+        // Times not stored as runs: decoded here, since the column path would try the runs
+        // again before decoding them.
+        let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
+            return Ok(false);
+        };
+        match columns::load(&scan.src, &[name.as_str()])?.first() {
+            Some(Col::Date(Slots::Dense(ts))) if ts.len() == s.count as usize => {
+                lane.take_times(ts, &bins, group).map(|()| true)
+            }
+            _ => Ok(false),
         }
     }
 
