@@ -60,7 +60,7 @@ impl<'a> Iterator for Elements<'a> {
             return None;
         }
         let rest = self.doc.get(self.pos + 1..)?;
-        let name_len = rest.iter().position(|&b| b == 0)?;
+        let name_len = find_nul(rest)?;
         let value_at = self.pos + 1 + name_len + 1;
         let value_len = value_len(kind, self.doc.get(value_at..)?)?;
         let element = Element {
@@ -77,11 +77,50 @@ impl<'a> Iterator for Elements<'a> {
 /// The text of a BSON string value (`{ length: i32 | UTF-8 | 0 }`, the length counting the
 /// terminating NUL and at least 1), checked as the `bson` crate checks it.
 pub fn string_value(value: &[u8]) -> Option<&str> {
+    std::str::from_utf8(string_body(value)?).ok()
+}
+
+/// True when [`string_value`] would find a string in `value`, found without building it.
+pub fn string_ok(value: &[u8]) -> bool {
+    string_body(value).is_some_and(utf8_ok)
+}
+
+fn string_body(value: &[u8]) -> Option<&[u8]> {
     let (len, rest) = value.split_at_checked(4)?;
     let len = i32::from_le_bytes(len.try_into().ok()?);
     let (&last, body) = rest.split_last()?;
-    let ok = last == 0 && len >= 1 && body.len() + 1 == len as usize;
-    ok.then(|| std::str::from_utf8(body).ok()).flatten()
+    (last == 0 && len >= 1 && body.len() + 1 == len as usize).then_some(body)
+}
+
+/// True when `b` is UTF-8. Names and string values are short and nearly always ASCII, which
+/// is tested a word at a time; the full check runs only for the rest.
+pub fn utf8_ok(b: &[u8]) -> bool {
+    b.is_ascii() || std::str::from_utf8(b).is_ok()
+}
+
+/// Position of the first zero byte of `b`. Field names are short, where a byte-by-byte search
+/// is the cost of framing an element; this tests eight bytes at a time: in
+/// `(x - 0x01..01) & !x & 0x80..80` the lowest set bit marks the first zero byte (bits above
+/// it may be false alarms, never bits below).
+#[inline]
+pub fn find_nul(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for w in words.by_ref() {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let t = x.wrapping_sub(ONES) & !x & HIGHS;
+        if t != 0 {
+            return Some(at + (t.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == 0)
+        .map(|i| at + i)
 }
 
 fn le_len(b: &[u8]) -> Option<usize> {
@@ -134,6 +173,32 @@ mod tests {
         }
         assert!(ours.next().is_none());
         assert!(ours.finished());
+    }
+
+    proptest! {
+        #[test]
+        fn word_searches_agree_with_the_byte_by_byte_ones(
+            b in proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0x80u8), Just(0xC3u8), Just(0xA9u8), Just(1u8), Just(0xFFu8)], 0..40)
+        ) {
+            prop_assert_eq!(find_nul(&b), b.iter().position(|&c| c == 0));
+            prop_assert_eq!(utf8_ok(&b), std::str::from_utf8(&b).is_ok());
+        }
+    }
+
+    #[test]
+    fn zero_bytes_are_found_at_every_position() {
+        for len in 0..=24 {
+            assert_eq!(find_nul(&vec![0x80; len]), None);
+            for at in 0..len {
+                let mut b = vec![0x01; len];
+                b[at] = 0;
+                // A zero after the first must not hide it.
+                if at + 1 < len {
+                    b[len - 1] = 0;
+                }
+                assert_eq!(find_nul(&b), Some(at), "{b:?}");
+            }
+        }
     }
 
     #[test]

@@ -10,14 +10,21 @@ use bson::spec::ElementType;
 use bson::{Bson, Document};
 
 /// Appends the element header: type byte and key as a C string.
+#[inline(always)]
 pub fn write_key(out: &mut Vec<u8>, t: ElementType, key: &str) -> Result<(), String> {
-    if key.as_bytes().contains(&0) {
+    if has_nul(key.as_bytes()) {
         return Err(format!("field name {key:?} contains a NUL byte"));
     }
     out.push(t as u8);
     out.extend_from_slice(key.as_bytes());
     out.push(0);
     Ok(())
+}
+
+/// True if `b` holds a zero byte.
+#[inline]
+fn has_nul(b: &[u8]) -> bool {
+    crate::catalog::elements::find_nul(b).is_some()
 }
 
 /// Appends `doc` as a BSON document.
@@ -47,6 +54,7 @@ pub fn end(out: &mut Vec<u8>, start: usize) -> Result<(), String> {
     Ok(())
 }
 
+#[inline(always)]
 fn write_str(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
     let len = i32::try_from(s.len() + 1).map_err(|_| "string too large".to_string())?;
     out.extend_from_slice(&len.to_le_bytes());
@@ -56,6 +64,7 @@ fn write_str(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
 }
 
 /// Appends the value bytes of `v` (what follows the element's key).
+#[inline]
 pub fn write_value(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
     match v {
         Bson::Double(x) => out.extend_from_slice(&x.to_le_bytes()),
@@ -128,6 +137,19 @@ mod tests {
         let mut d = Document::new();
         d.insert("a\0b", 1);
         assert!(ours(&d).is_err());
+        // A NUL in every position of names around the word size.
+        for len in 1..=20 {
+            for at in 0..len {
+                let mut name = vec![b'k'; len];
+                name[at] = 0;
+                let name = String::from_utf8(name).unwrap();
+                assert!(has_nul(name.as_bytes()), "{name:?}");
+                let mut d = Document::new();
+                d.insert(name, 1);
+                assert!(ours(&d).is_err());
+            }
+            assert!(!has_nul("\u{1}\u{7f}\u{80}é".repeat(len).as_bytes()));
+        }
         d = Document::new();
         d.insert("x", bson::doc! {"k\0": 1});
         assert!(ours(&d).is_err());

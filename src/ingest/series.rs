@@ -92,10 +92,15 @@ fn next_meta_id() -> MetaId {
 
 /// The series key of a meta value, with the [`MetaId`] of its bytes.
 pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, MetaId) {
-    let mut k = vec![1u8, v.element_type() as u8];
+    // Documents first: most meta values are, and their key needs no buffer of its own.
     match v {
         RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
         RawBsonRef::Array(a) => return nested_key(v, a.as_bytes()),
+        _ => {}
+    }
+    let mut k = vec![1u8, v.element_type() as u8];
+    match v {
+        RawBsonRef::Document(_) | RawBsonRef::Array(_) => {}
         RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
         RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
         RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),

@@ -8,7 +8,7 @@
 //! anything else (another type, deeper nesting, or bytes it finds wrong) goes to the crate's
 //! checks unchanged, which also keeps their error messages.
 
-use crate::catalog::elements::{string_value, Elements};
+use crate::catalog::elements::{string_ok, utf8_ok, Elements};
 
 /// Nesting beyond this is left to the checked path.
 const MAX_DEPTH: usize = 100;
@@ -33,7 +33,7 @@ fn document(doc: &[u8], depth: usize) -> bool {
     }
     let mut elements = Elements::new(doc);
     for e in elements.by_ref() {
-        if std::str::from_utf8(e.name).is_err() || !value(e.kind, e.value, depth) {
+        if !utf8_ok(e.name) || !value(e.kind, e.value, depth) {
             return false;
         }
     }
@@ -45,7 +45,7 @@ fn value(kind: u8, v: &[u8], depth: usize) -> bool {
         // Fixed sizes: the walker framed exactly that many bytes.
         0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 => true,
         0x08 => matches!(v, [0] | [1]),
-        0x02 => string_value(v).is_some(),
+        0x02 => string_ok(v),
         0x03 | 0x04 => document(v, depth + 1),
         _ => false,
     }
