@@ -7,9 +7,13 @@ pub mod buffers;
 mod encode;
 mod ids;
 mod series;
+mod shape;
 mod validate;
 
 pub use series::{series_key, MetaId, SeriesKey};
+pub use shape::{defers, ShapeId};
+
+use shape::ShapeBuilder;
 
 use ids::IdBlock;
 
@@ -55,6 +59,11 @@ pub struct Prepared {
     pub start: usize,
     /// Length of the document.
     pub len: usize,
+    /// The document's top-level field names and types, named (0 when unknown).
+    pub shape: ShapeId,
+    /// Where the meta element lies in the document, from its type byte to its end, when the
+    /// document has one and `shape` is nonzero.
+    pub meta_at: Option<(usize, usize)>,
 }
 
 impl Prepared {
@@ -89,8 +98,9 @@ pub fn prepare_batch(
     let mut prepared = Vec::with_capacity(docs.len());
     let mut ids = Vec::with_capacity(docs.len());
     let mut block = IdBlock::reserve(docs.len());
+    let mut shape = ShapeBuilder::default();
     for (index, doc) in docs.iter().enumerate() {
-        let (p, id) = encode_one(doc, &mut out, index, fields, &mut block)?;
+        let (p, id) = encode_one(doc, &mut out, index, fields, &mut block, &mut shape)?;
         prepared.push(p);
         ids.push(id);
     }
@@ -111,9 +121,11 @@ fn encode_one(
     index: usize,
     fields: &Fields<'_>,
     block: &mut IdBlock,
+    shape: &mut ShapeBuilder,
 ) -> Result<(Prepared, Bson)> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     let start = encode::begin(out);
+    shape.begin();
     // A scan of the names (which the encoding reads next anyway) is cheaper than hashing.
     let given = doc
         .iter()
@@ -126,6 +138,7 @@ fn encode_one(
             out.push(0x07);
             out.extend_from_slice(b"_id\0");
             out.extend_from_slice(&oid.bytes());
+            shape.push(0x07, b"_id", false);
             Bson::ObjectId(oid)
         }
     };
@@ -148,11 +161,15 @@ fn encode_one(
             }
         }
         let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
+        let element_at = out.len();
+        let is_meta = fields.meta == Some(k.as_str());
         encode::write_key(out, v.element_type(), k).map_err(encoding)?;
-        if fields.meta == Some(k.as_str()) {
-            meta_at = Some((v, out.len()));
-        }
+        shape.push(v.element_type() as u8, k.as_bytes(), is_meta);
+        let value_at = out.len();
         encode::write_value(v, out).map_err(encoding)?;
+        if is_meta {
+            meta_at = Some((v, value_at, (element_at - start, out.len() - start)));
+        }
     }
     encode::end(out, start).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
     let Some(time_ms) = time_ms else {
@@ -160,13 +177,16 @@ fn encode_one(
     };
     let len = out.len() - start;
     let key = match meta_at {
-        Some((v, at)) => {
+        Some((v, at, _)) => {
             let bytes = out.get(at..).unwrap_or_default();
             series_key_of_encoded(v, bytes).map_err(|e| bad(format!("malformed BSON: {e}")))?
         }
         None => (SeriesKey::none(), 0),
     };
-    Ok((finish(time_ms, key, start, len, index, fields)?, id))
+    let mut p = finish(time_ms, key, start, len, index, fields)?;
+    p.shape = shape.finish();
+    p.meta_at = meta_at.map(|(_, _, span)| span);
+    Ok((p, id))
 }
 
 /// The series key of a meta value just encoded at the start of `bytes`.
@@ -214,11 +234,18 @@ pub fn prepare_raw_batch(
     // One set for the batch, cleared per document: this loop runs once per measurement.
     let mut seen: foldhash::HashSet<&str> = foldhash::HashSet::default();
     let mut block = IdBlock::reserve(docs.len());
+    let mut shape = ShapeBuilder::default();
+    let mut unique = Vec::new();
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
-        let (mut id, time_ms, key) = match scan_common(doc, fields) {
+        shape.begin();
+        let scanned = scan_common(doc, fields, &mut shape, &mut unique);
+        let ((mut id, time_ms, key), mut meta_at) = match scanned {
             Some(found) => found.map_err(bad)?,
-            None => scan_checked(doc, fields, &mut seen).map_err(bad)?,
+            None => {
+                shape.spoil();
+                (scan_checked(doc, fields, &mut seen).map_err(bad)?, None)
+            }
         };
         let Some(time_ms) = time_ms else {
             return Err(bad(no_time(fields)));
@@ -227,7 +254,9 @@ pub fn prepare_raw_batch(
         let bytes = doc.as_bytes();
         if id.is_none() {
             let oid = block.next_id();
-            let len = (bytes.len() + 17) as i32;
+            shape.prepend_id();
+            meta_at = meta_at.map(|(s, e)| (s + GENERATED_ID_BYTES, e + GENERATED_ID_BYTES));
+            let len = (bytes.len() + GENERATED_ID_BYTES) as i32;
             out.extend_from_slice(&len.to_le_bytes());
             out.push(0x07);
             out.extend_from_slice(b"_id\0");
@@ -238,17 +267,16 @@ pub fn prepare_raw_batch(
             out.extend_from_slice(bytes);
         }
         ids.push(id.unwrap_or(Bson::Null));
-        prepared.push(finish(
-            time_ms,
-            key,
-            start,
-            out.len() - start,
-            index,
-            fields,
-        )?);
+        let mut p = finish(time_ms, key, start, out.len() - start, index, fields)?;
+        p.shape = shape.finish();
+        p.meta_at = meta_at.filter(|_| p.shape != 0);
+        prepared.push(p);
     }
     Ok((prepared, out, ids))
 }
+
+/// Bytes of a generated `_id` element: type byte, `_id\0` and 12 bytes of ObjectId.
+const GENERATED_ID_BYTES: usize = 17;
 
 /// What the insert path takes from a raw document: its `_id` if it has one, its time and its
 /// series key.
@@ -257,47 +285,73 @@ type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
 /// Scans a raw document made of the common types ([`validate::surely_well_formed`]) by
 /// reading its top-level elements straight from the bytes; `None` leaves the document to
 /// [`scan_checked`]. The findings and messages are [`scan_checked`]'s.
+/// Also collects the document's shape into `shape` and returns where its meta element lies.
+/// `unique` holds the element headers of the last document scanned, whose names were found
+/// unique: names that repeat its headers need no search for repeats.
 fn scan_common(
     doc: &RawDocumentBuf,
     fields: &Fields<'_>,
-) -> Option<std::result::Result<Scanned, String>> {
+    shape: &mut ShapeBuilder,
+    unique: &mut Vec<u8>,
+) -> Option<std::result::Result<(Scanned, MetaAt), String>> {
     let bytes = doc.as_bytes();
     if !validate::surely_well_formed(bytes) {
         return None;
     }
-    let mut names: Vec<&[u8]> = Vec::with_capacity(32);
+    // On the stack: this runs once per measurement.
+    let mut names: [&[u8]; 32] = [&[]; 32];
     let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
-    for e in crate::catalog::elements::Elements::new(bytes) {
-        // Checked UTF-8 by surely_well_formed; a linear search beats hashing a few names.
-        let k = std::str::from_utf8(e.name).ok()?;
-        if names.len() >= 32 {
-            return None;
+    let mut meta_at = None;
+    let meta = fields.meta.map(str::as_bytes);
+    // Where this document's headers, so far equal to the start of `unique`, continue in it.
+    let mut on_unique = Some(0);
+    for (count, e) in crate::catalog::elements::Elements::new(bytes).enumerate() {
+        // Names are checked UTF-8 by surely_well_formed; they are compared as bytes.
+        *names.get_mut(count)? = e.name;
+        on_unique = on_unique.and_then(|at: usize| {
+            let end = at + e.name.len() + 2;
+            let same = unique.get(at) == Some(&e.kind)
+                && unique.get(at + 1..end - 1) == Some(e.name)
+                && unique.get(end - 1) == Some(&0);
+            same.then_some(end)
+        });
+        // A linear search beats hashing a few names.
+        if on_unique.is_none() && names.get(..count)?.contains(&e.name) {
+            return Some(Err(repeated_name(&String::from_utf8_lossy(e.name))));
         }
-        if names.contains(&e.name) {
-            return Some(Err(repeated_name(k)));
+        if e.name.first() == Some(&HIDDEN_BYTE) {
+            return Some(Err(reserved_name(&String::from_utf8_lossy(e.name))));
         }
-        names.push(e.name);
-        if is_hidden(k) {
-            return Some(Err(reserved_name(k)));
+        let is_meta = Some(e.name) == meta;
+        shape.push(e.kind, e.name, is_meta);
+        if is_meta {
+            meta_at = Some((e.start, e.end()));
         }
-        if k == "_id" {
+        if e.name == b"_id" {
             id = Some(match <[u8; 12]>::try_from(e.value) {
                 Ok(b) if e.kind == 0x07 => Bson::ObjectId(bson::oid::ObjectId::from_bytes(b)),
                 _ => to_bson(doc.get("_id").ok()??),
             });
-        } else if k == fields.time {
+        } else if e.name == fields.time.as_bytes() {
             if e.kind == 0x09 {
                 time_ms = Some(i64::from_le_bytes(e.value.try_into().ok()?));
             }
-        } else if Some(k) == fields.meta {
+        } else if is_meta {
             key = match e.kind {
                 0x03 => series_key(RawBsonRef::Document(RawDocument::from_bytes(e.value).ok()?)),
-                _ => series_key(doc.get(k).ok()??),
+                _ => series_key(doc.get(fields.meta?).ok()??),
             };
         }
     }
-    Some(Ok((id, time_ms, key)))
+    if on_unique.is_none_or(|at| at != unique.len()) {
+        unique.clear();
+        unique.extend_from_slice(shape.headers());
+    }
+    Some(Ok(((id, time_ms, key), meta_at)))
 }
+
+/// Where a meta element lies in its document: type byte to end.
+type MetaAt = Option<(usize, usize)>;
 
 /// Scans a raw document through the `bson` crate, which checks every byte and says what is
 /// wrong: one walk of every element proves the bytes well formed all the way down and finds
@@ -374,8 +428,38 @@ pub fn prepare_raw(
         },
         None => (SeriesKey::none(), 0),
     };
-    finish(time_ms, key, start, len, index, fields)
+    let mut p = finish(time_ms, key, start, len, index, fields)?;
+    let mut shape = ShapeBuilder::default();
+    p.meta_at = shape_of(raw.as_bytes(), fields, &mut shape);
+    p.shape = shape.finish();
+    Ok(p)
 }
+
+/// Collects the shape of a document's bytes, checking what the insert path checked before it
+/// named a shape (well-framed elements, well-formed strings); returns where its meta element
+/// lies.
+fn shape_of(doc: &[u8], fields: &Fields<'_>, shape: &mut ShapeBuilder) -> MetaAt {
+    shape.begin();
+    let meta = fields.meta.map(str::as_bytes);
+    let mut meta_at = None;
+    let mut elements = crate::catalog::elements::Elements::new(doc);
+    for e in elements.by_ref() {
+        let is_meta = Some(e.name) == meta;
+        if is_meta {
+            meta_at = Some((e.start, e.end()));
+        } else if e.kind == 0x02 && !crate::catalog::elements::string_ok(e.value) {
+            shape.spoil();
+        }
+        shape.push(e.kind, e.name, is_meta);
+    }
+    if !elements.finished() {
+        shape.spoil();
+    }
+    meta_at
+}
+
+/// First byte of the names the engine keeps for its own columns ([`is_hidden`]).
+const HIDDEN_BYTE: u8 = crate::segment::format::BOOKKEEPING_PREFIX as u8;
 
 /// The message for a top-level field name that the engine keeps for its own columns.
 fn reserved_name(k: &str) -> String {
@@ -424,6 +508,8 @@ fn finish(
         meta_id,
         start,
         len,
+        shape: 0,
+        meta_at: None,
     })
 }
 

@@ -373,12 +373,6 @@ fn same_short(a: &[u8], b: &[u8]) -> bool {
     words && x.remainder().iter().zip(y.remainder()).all(|(p, q)| p == q)
 }
 
-/// Element types a row may hold outside its meta field and still wait unsplit: scalars whose
-/// type alone fixes their class (documents and arrays need the schema of their insides).
-fn defers(kind: u8) -> bool {
-    matches!(kind, 0x01 | 0x02 | 0x07 | 0x08 | 0x09 | 0x0A | 0x10 | 0x12)
-}
-
 /// One open bucket.
 ///
 /// Series arrive interleaved (a batch holds one row of each of a thousand hosts), so splitting
@@ -400,6 +394,9 @@ pub struct BucketBuilder {
     /// The first row's [`Prepared::meta_id`], once its meta was found to be the bucket's byte
     /// for byte: a later row with the same nonzero id carries it too.
     meta_id: u64,
+    /// The first pending row's [`Prepared::shape`]: a later row with the same nonzero id has
+    /// the pending rows' signature without its elements being walked.
+    shape: u64,
     pub(crate) count: u32,
     /// Measurement bytes (BSON size without the meta field) counted toward the size limit.
     pub(crate) size: usize,
@@ -450,6 +447,7 @@ impl BucketBuilder {
             meta,
             meta_raw,
             meta_id: 0,
+            shape: 0,
             count: 0,
             size: 0,
             bson_bytes: 0,
@@ -532,7 +530,7 @@ impl BucketBuilder {
             return Err(Refusal::Size);
         }
         let deferred = if self.deferring {
-            self.matches_pending(doc.as_bytes(), m.meta_id)
+            self.matches_pending(doc.as_bytes(), m)
         } else {
             None
         };
@@ -558,17 +556,29 @@ impl BucketBuilder {
 
     /// True when the row at `doc` may wait unsplit: only deferrable scalars outside the meta
     /// field, the bucket's meta value byte for byte, and the same types and names in the same
-    /// order as the pending rows (the first row sets that signature). `meta_id` is the row's
-    /// [`Prepared::meta_id`]. Returns where the meta element lies, if any.
+    /// order as the pending rows (the first row sets that signature). `m` is the row as the
+    /// insert path prepared it. Returns where the meta element lies, if any.
     #[allow(clippy::type_complexity)]
-    fn matches_pending(&mut self, doc: &[u8], meta_id: u64) -> Option<Option<(usize, usize)>> {
+    fn matches_pending(&mut self, doc: &[u8], m: &Prepared) -> Option<Option<(usize, usize)>> {
         let first = self.count == 0;
         if first {
             self.signature.clear();
         }
         // The first row's meta is compared; a later row with its id needs no comparison.
-        let same_meta = !first && meta_id != 0 && meta_id == self.meta_id;
+        let same_meta = !first && m.meta_id != 0 && m.meta_id == self.meta_id;
         let meta_field = self.meta_field.as_deref().map(str::as_bytes);
+        if !first && m.shape != 0 && m.shape == self.shape {
+            // The shape says the headers are the signature's; only the meta value is left.
+            let Some((start, end)) = m.meta_at else {
+                return Some(None);
+            };
+            let value_at = start + meta_field.map_or(0, <[u8]>::len) + 2;
+            let same = same_meta
+                || self.meta_raw.as_ref().is_some_and(|(t, v)| {
+                    doc.get(start) == Some(t) && doc.get(value_at..end) == Some(v.as_slice())
+                });
+            return same.then_some(Some((start, end)));
+        }
         let mut at = 0;
         let mut meta_at = None;
         let mut elements = super::elements::Elements::new(doc);
@@ -583,8 +593,8 @@ impl BucketBuilder {
                     return None;
                 }
                 meta_at = Some((e.start, e.end()));
-            } else if !defers(e.kind)
-                || (e.kind == 0x02 && super::elements::string_value(e.value).is_none())
+            } else if !crate::ingest::defers(e.kind)
+                || (e.kind == 0x02 && !super::elements::string_ok(e.value))
             {
                 // Only values the splitter can take wait unsplit; a damaged string goes to the
                 // checked split, which leaves it out of its row.
@@ -607,7 +617,8 @@ impl BucketBuilder {
         }
         let matched = elements.finished() && (first || at == self.signature.len());
         if matched && first {
-            self.meta_id = meta_id;
+            self.meta_id = m.meta_id;
+            self.shape = m.shape;
         }
         matched.then_some(meta_at)
     }

@@ -416,13 +416,34 @@ proptest::proptest! {
     fn rows_wait_unsplit_with_the_same_result(
         kinds in proptest::collection::vec(0u8..24, 1..60),
         probe in 0usize..60,
+        source in 0u8..3,
     ) {
         let docs: Vec<Document> = kinds
             .iter()
             .enumerate()
             .map(|(i, &k)| varied_row(k, i as i64))
             .collect();
-        let (prepared, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        // The rows as each way into the catalog prepares them: documents, BSON bytes, and
+        // recovery replaying the log record.
+        let (prepared, payload) = match source {
+            0 => {
+                let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+                (p, payload)
+            }
+            1 => {
+                let raw: Vec<bson::RawDocumentBuf> =
+                    docs.iter().map(|d| d.try_into().unwrap()).collect();
+                let (p, payload, _) =
+                    crate::ingest::prepare_raw_batch(1, &raw, &FIELDS).unwrap();
+                (p, payload)
+            }
+            _ => {
+                let (_, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+                let record = crate::ingest::decode_insert(&payload).unwrap().unwrap();
+                let p = crate::ingest::prepare_replayed(&payload, &record, &FIELDS).unwrap();
+                (p, payload)
+            }
+        };
         let start = prepared[0].time_ms - prepared[0].time_ms % 60_000;
         let meta = Some(Bson::Document(doc! {"host": "h1", "dc": "eu"}));
         let new = || {
@@ -511,9 +532,14 @@ fn a_damaged_string_is_split_like_any_other_break() {
     let rows: Vec<Document> = (0..3)
         .map(|i| doc! {"t": t, "m": "h", "s": format!("z{i}q"), "x": i})
         .collect();
-    let (prepared, mut payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
+    let (_, mut payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
     let at = payload.windows(3).position(|w| w == b"z1q").unwrap();
     payload[at] = 0xff;
+    // As recovery prepares the rows of a log record.
+    let record = crate::ingest::decode_insert(&payload).unwrap().unwrap();
+    let prepared = crate::ingest::prepare_replayed(&payload, &record, &FIELDS).unwrap();
+    assert_ne!(prepared[0].shape, 0);
+    assert_eq!(prepared[1].shape, 0, "a damaged string has no shape");
     let limits = FitLimits {
         max_count: 1000,
         max_size: 128_000,
