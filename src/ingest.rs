@@ -62,7 +62,8 @@ pub struct Prepared {
     /// The document's top-level field names and types, named (0 when unknown).
     pub shape: ShapeId,
     /// Where the meta element lies in the document, from its type byte to its end, when the
-    /// document has one and `shape` is nonzero.
+    /// document has one; it may be unknown (`None`) when `shape` is zero, the only case in
+    /// which the catalog does not read it.
     pub meta_at: Option<(usize, usize)>,
 }
 
@@ -407,13 +408,14 @@ fn check_nested(v: RawBsonRef<'_>) -> std::result::Result<(), bson::error::Error
     Ok(())
 }
 
-/// Derives time, series key and size from a document's raw bytes.
-pub fn prepare_raw(
+/// Derives time, series key, size and shape from a document's raw bytes; `shape` is reused
+/// from document to document.
+fn prepare_raw(
     raw: &RawDocument,
-    start: usize,
-    len: usize,
+    (start, len): (usize, usize),
     index: usize,
     fields: &Fields<'_>,
+    shape: &mut ShapeBuilder,
 ) -> Result<Prepared> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     let time_ms = match raw.get(fields.time) {
@@ -429,8 +431,7 @@ pub fn prepare_raw(
         None => (SeriesKey::none(), 0),
     };
     let mut p = finish(time_ms, key, start, len, index, fields)?;
-    let mut shape = ShapeBuilder::default();
-    p.meta_at = shape_of(raw.as_bytes(), fields, &mut shape);
+    p.meta_at = shape_of(raw.as_bytes(), fields, shape);
     p.shape = shape.finish();
     Ok(p)
 }
@@ -566,6 +567,7 @@ pub fn prepare_replayed(
     rec: &InsertRecord,
     fields: &Fields<'_>,
 ) -> Result<Vec<Prepared>> {
+    let mut shape = ShapeBuilder::default();
     rec.docs
         .iter()
         .enumerate()
@@ -577,7 +579,7 @@ pub fn prepare_replayed(
                     index,
                     message: "malformed BSON".into(),
                 })?;
-            prepare_raw(raw, start, len, index, fields)
+            prepare_raw(raw, (start, len), index, fields, &mut shape)
         })
         .collect()
 }
