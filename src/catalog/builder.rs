@@ -570,7 +570,9 @@ impl BucketBuilder {
         if !first && m.shape != 0 && m.shape == self.shape {
             // The shape says the headers are the signature's; only the meta value is left.
             let Some((start, end)) = m.meta_at else {
-                return Some(None);
+                // Rows of one shape all have the meta field or all lack it; a row said to lack
+                // it in a bucket that has a meta value takes the checked path.
+                return self.meta_raw.is_none().then_some(None);
             };
             let value_at = start + meta_field.map_or(0, <[u8]>::len) + 2;
             let same = same_meta
