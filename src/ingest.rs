@@ -18,7 +18,7 @@ use shape::ShapeBuilder;
 use ids::IdBlock;
 
 use crate::catalog::column::to_bson;
-use crate::catalog::is_hidden;
+use crate::catalog::{is_hidden, is_hidden_name};
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
@@ -270,7 +270,7 @@ pub fn prepare_raw_batch(
         ids.push(id.unwrap_or(Bson::Null));
         let mut p = finish(time_ms, key, start, out.len() - start, index, fields)?;
         p.shape = shape.finish();
-        p.meta_at = meta_at.filter(|_| p.shape != 0);
+        p.meta_at = meta_at;
         prepared.push(p);
     }
     Ok((prepared, out, ids))
@@ -320,7 +320,7 @@ fn scan_common(
         if on_unique.is_none() && names.get(..count)?.contains(&e.name) {
             return Some(Err(repeated_name(&String::from_utf8_lossy(e.name))));
         }
-        if e.name.first() == Some(&HIDDEN_BYTE) {
+        if is_hidden_name(e.name) {
             return Some(Err(reserved_name(&String::from_utf8_lossy(e.name))));
         }
         let is_meta = Some(e.name) == meta;
@@ -458,9 +458,6 @@ fn shape_of(doc: &[u8], fields: &Fields<'_>, shape: &mut ShapeBuilder) -> MetaAt
     }
     meta_at
 }
-
-/// First byte of the names the engine keeps for its own columns ([`is_hidden`]).
-const HIDDEN_BYTE: u8 = crate::segment::format::BOOKKEEPING_PREFIX as u8;
 
 /// The message for a top-level field name that the engine keeps for its own columns.
 fn reserved_name(k: &str) -> String {

@@ -22,7 +22,13 @@ pub const META_COLUMN: &str = "\u{1}meta";
 
 /// True for the engine's hidden bookkeeping columns.
 pub fn is_hidden(name: &str) -> bool {
-    name.starts_with(HIDDEN_PREFIX)
+    is_hidden_name(name.as_bytes())
+}
+
+/// [`is_hidden`] for a name still in BSON bytes.
+pub fn is_hidden_name(name: &[u8]) -> bool {
+    // The prefix is one ASCII character, so its byte is the char's value.
+    name.first() == Some(&(HIDDEN_PREFIX as u8))
 }
 
 /// Exact identity of two values: same types, same field order (unlike `==` on documents,

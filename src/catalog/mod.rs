@@ -16,7 +16,8 @@ pub mod meta;
 pub mod stats;
 
 pub use builder::{
-    identical, is_hidden, BucketBuilder, FitLimits, Refusal, IDX_COLUMN, META_COLUMN, SEQ_COLUMN,
+    identical, is_hidden, is_hidden_name, BucketBuilder, FitLimits, Refusal, IDX_COLUMN,
+    META_COLUMN, SEQ_COLUMN,
 };
 pub use closed::ClosedBucket;
 pub use stats::CatalogStats;

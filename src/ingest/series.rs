@@ -92,15 +92,17 @@ fn next_meta_id() -> MetaId {
 
 /// The series key of a meta value, with the [`MetaId`] of its bytes.
 pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, MetaId) {
-    // Documents first: most meta values are, and their key needs no buffer of its own.
     match v {
-        RawBsonRef::Document(d) => return nested_key(v, d.as_bytes()),
-        RawBsonRef::Array(a) => return nested_key(v, a.as_bytes()),
-        _ => {}
+        RawBsonRef::Document(d) => nested_key(v, d.as_bytes()),
+        RawBsonRef::Array(a) => nested_key(v, a.as_bytes()),
+        _ => (SeriesKey::new(&scalar_key(v)), 0),
     }
+}
+
+/// The key bytes of a meta value that is neither a document nor an array.
+fn scalar_key(v: RawBsonRef<'_>) -> Vec<u8> {
     let mut k = vec![1u8, v.element_type() as u8];
     match v {
-        RawBsonRef::Document(_) | RawBsonRef::Array(_) => {}
         RawBsonRef::String(s) => k.extend_from_slice(s.as_bytes()),
         RawBsonRef::Int32(i) => k.extend_from_slice(&i.to_le_bytes()),
         RawBsonRef::Int64(i) => k.extend_from_slice(&i.to_le_bytes()),
@@ -115,7 +117,7 @@ pub fn series_key(v: RawBsonRef<'_>) -> (SeriesKey, MetaId) {
             k.extend_from_slice(&d.to_vec().unwrap_or_default());
         }
     }
-    (SeriesKey::new(&k), 0)
+    k
 }
 
 fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
