@@ -444,6 +444,31 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
     Ok(buf.into_iter().map(|v| v as i64).collect())
 }
 
+/// `(first, step)` when the `n` values are stored as an arithmetic progression, value `i`
+/// being `first + i * step` (wrapping, as [`decode`] computes it): order 2 without residuals
+/// (regular timestamps), or a constant. `Ok(None)` for every other form and for no values.
+pub(crate) fn decode_progression(
+    r: &mut Reader,
+    n: usize,
+) -> Result<Option<(i64, i64)>, CodecError> {
+    if n == 0 {
+        return Ok(None);
+    }
+    Ok(match r.u8()? {
+        // Order 0, all zero: every value is 0.
+        0 => Some((0, 0)),
+        // Order 1, all zero: a constant.
+        1 => Some((r.svarint()?, 0)),
+        // Order 2, all zero: the heads are the first value and, given a second, the step.
+        2 => {
+            let first = r.svarint()?;
+            let step = if n >= 2 { r.svarint()? } else { 0 };
+            Some((first, step))
+        }
+        _ => None,
+    })
+}
+
 /// Decodes `n` values as runs of equal values `(value, length)` without expanding them, when
 /// the sequence stores them so: sparse (possibly scaled) or all-zero residuals of order 1 (a
 /// run per stored residual), or a constant. `Ok(None)` for every other form (the caller decodes values

@@ -558,6 +558,24 @@ pub fn decode_date_runs(data: &[u8], rows: usize) -> Result<Option<Vec<(i64, u32
     Ok(runs)
 }
 
+/// Decodes a DateTime column with a value in every row as `(first, step)` when it is stored
+/// as an arithmetic progression (regular timestamps: row `i` holds `first + i * step`);
+/// `Ok(None)` for other encodings, which [`decode_i64`] reads. The rows of a time bin then
+/// follow from the bin's bounds, with no time decoded.
+pub fn decode_date_progression(data: &[u8], rows: usize) -> Result<Option<(i64, i64)>, CodecError> {
+    let mut r = Reader::new(data, 0);
+    let tag = r.u8()?;
+    // A progression is a few bytes: zstd never stores one.
+    if tag & (FLAG_BITMAP | FLAG_RUNS | FLAG_ZSTD) != 0 || tag & ID_MASK != ids::DATETIME {
+        return Ok(None);
+    }
+    let p = int::decode_progression(&mut r, rows)?;
+    if p.is_some() {
+        r.finish()?;
+    }
+    Ok(p)
+}
+
 /// The codec id (see [`ids`]) of an encoded column, from its tag byte; `None` when empty.
 pub fn column_codec(data: &[u8]) -> Option<u8> {
     data.first().map(|t| t & ID_MASK)

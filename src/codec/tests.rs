@@ -584,3 +584,69 @@ proptest! {
         }
     }
 }
+
+fn expand_progression((first, step): (i64, i64), n: usize) -> Vec<Option<i64>> {
+    (0..n as i64)
+        .map(|i| Some(first.wrapping_add(step.wrapping_mul(i))))
+        .collect()
+}
+
+#[test]
+fn regular_times_are_read_as_a_progression() {
+    let t0 = 1_451_606_400_000i64;
+    for (rows, step) in [(360, 10_000), (500, -7), (1000, 0), (30, 1)] {
+        let times: Vec<i64> = (0..rows).map(|i| t0 + i * step).collect();
+        let buf = encoded_dates(&times);
+        assert_eq!(
+            decode_date_progression(&buf, rows as usize).unwrap(),
+            Some((t0, step)),
+            "{rows} rows, step {step}"
+        );
+    }
+    // One irregular step, runs of equal times and other types are not progressions.
+    let mut times: Vec<i64> = (0..100).map(|i| t0 + i * 1000).collect();
+    times[50] += 1;
+    assert_eq!(
+        decode_date_progression(&encoded_dates(&times), 100).unwrap(),
+        None
+    );
+    let runs = run_times(1000, 170, 7);
+    assert_eq!(
+        decode_date_progression(&encoded_dates(&runs), 1000).unwrap(),
+        None
+    );
+    let ints: Vec<Option<Bson>> = (0..10).map(|i| Some(Bson::Int64(i))).collect();
+    let mut buf = Vec::new();
+    encode_column(&ints, &mut buf);
+    assert_eq!(decode_date_progression(&buf, 10).unwrap(), None);
+}
+
+proptest! {
+    /// Damaged input: the progression reader never panics, and whatever progression it
+    /// accepts is the values the value reader gives.
+    #[test]
+    fn progressions_agree_with_values_on_damaged_input(
+        rows in 1usize..600,
+        step in -100_000i64..100_000,
+        flip in any::<prop::sample::Index>(),
+        bit in 0u8..8,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let times: Vec<i64> = (0..rows as i64).map(|i| 1_600_000_000_000 + i * step).collect();
+        let buf = encoded_dates(&times);
+        // A single row is stored as CONST, and two may be stored with a residual.
+        match decode_date_progression(&buf, rows).unwrap() {
+            Some(p) => prop_assert_eq!(Some(expand_progression(p, rows)), decode_i64(&buf, rows).unwrap()),
+            None => prop_assert!(rows <= 2),
+        }
+        let mut flipped = buf.clone();
+        let at = flip.index(buf.len());
+        flipped[at] ^= 1 << bit;
+        let cut = &buf[..cut.index(buf.len())];
+        for (data, n) in [(&flipped[..], rows), (cut, rows), (&buf[..], rows + 3)] {
+            if let Ok(Some(p)) = decode_date_progression(data, n) {
+                prop_assert_eq!(Some(expand_progression(p, n)), decode_i64(data, n).ok().flatten());
+            }
+        }
+    }
+}
