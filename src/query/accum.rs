@@ -261,6 +261,22 @@ fn beats_f64(a: f64, b: f64, want: Ordering) -> bool {
     }
 }
 
+/// The exact sum of `s`: in an `i64` while it fits (an add and a branch never taken per
+/// value), in an `i128` from the first overflow on.
+pub fn exact_sum(s: &[i64]) -> i128 {
+    let mut total = 0i64;
+    for (k, &x) in s.iter().enumerate() {
+        match total.checked_add(x) {
+            Some(t) => total = t,
+            None => {
+                let rest = s.get(k..).unwrap_or_default();
+                return i128::from(total) + rest.iter().map(|&x| i128::from(x)).sum::<i128>();
+            }
+        }
+    }
+    i128::from(total)
+}
+
 impl Acc {
     /// A fresh state for `op`.
     pub fn new(op: AccOp) -> Acc {
@@ -361,61 +377,114 @@ impl Acc {
         let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
             return;
         };
-        match self {
-            Acc::First(cur) => {
-                if cur.is_none() {
-                    *cur = Some(vals.get(first as usize).unwrap_or(Bson::Null));
-                }
-                return;
-            }
-            Acc::Last(cur) => {
-                *cur = Some(vals.get(last as usize).unwrap_or(Bson::Null));
-                return;
-            }
-            Acc::Pick { .. } => return,
-            _ => {}
-        }
         // Rows in stream order that are as many as their span are consecutive (a bucket taken
         // whole): read them as one slice rather than through their indexes.
-        let span = (last.wrapping_sub(first) as usize).wrapping_add(1) == rows.len();
-        let span = span.then_some(first as usize..last as usize + 1);
+        if (last.wrapping_sub(first) as usize).wrapping_add(1) == rows.len() {
+            return self.feed_span(vals, first as usize..last as usize + 1);
+        }
+        if self.feed_ends(vals, first as usize, last as usize) {
+            return;
+        }
+        let at = |r: &u32| *r as usize;
         match vals {
             Values::Missing => {}
             Values::Int32(v) | Values::Int64(v) => {
                 let wide = matches!(vals, Values::Int64(_));
-                match span.and_then(|s| v.slice(s)) {
-                    Some(SlotsRef::Dense(s)) => self.feed_ints(s.iter().copied(), wide),
-                    Some(SlotsRef::Rows(s)) => self.feed_ints(s.iter().flatten().copied(), wide),
-                    None => self.feed_ints(rows.iter().filter_map(|&r| v.get(r as usize)), wide),
+                self.feed_ints(rows.iter().filter_map(|r| v.get(at(r))), wide)
+            }
+            Values::Double(v) => self.feed_doubles(rows.iter().filter_map(|r| v.get(at(r)))),
+            Values::Date(v) => self.feed_dates(rows.iter().filter_map(|r| v.get(at(r)))),
+            Values::Bson(v) => {
+                for r in rows {
+                    self.feed(v.get(at(r)).and_then(Option::as_ref));
                 }
             }
-            Values::Double(v) => match span.and_then(|s| v.slice(s)) {
+        }
+    }
+
+    /// Feeds the consecutive rows `rows` of a column.
+    pub fn feed_span(&mut self, vals: &Values<'_>, rows: std::ops::Range<usize>) {
+        if rows.is_empty() || self.feed_ends(vals, rows.start, rows.end - 1) {
+            return;
+        }
+        // Rows past the end of the values have none.
+        let clamp = |len: usize| rows.start.min(len)..rows.end.min(len);
+        match vals {
+            Values::Missing => {}
+            Values::Int32(v) | Values::Int64(v) => {
+                let wide = matches!(vals, Values::Int64(_));
+                match v.slice(clamp(v.len())) {
+                    Some(SlotsRef::Dense(s)) => self.feed_int_slice(s, wide),
+                    Some(SlotsRef::Rows(s)) => self.feed_ints(s.iter().flatten().copied(), wide),
+                    None => {}
+                }
+            }
+            Values::Double(v) => match v.slice(clamp(v.len())) {
                 Some(SlotsRef::Dense(s)) => self.feed_doubles(s.iter().copied()),
                 Some(SlotsRef::Rows(s)) => self.feed_doubles(s.iter().flatten().copied()),
-                None => self.feed_doubles(rows.iter().filter_map(|&r| v.get(r as usize))),
+                None => {}
             },
-            Values::Date(v) => {
-                let want = match self {
-                    Acc::Min(_) => Ordering::Less,
-                    Acc::Max(_) => Ordering::Greater,
-                    // Dates are not numbers: sums ignore them.
-                    _ => return,
-                };
-                let it = rows.iter().filter_map(|&r| v.get(r as usize));
-                let ext = if want == Ordering::Less {
-                    it.min()
-                } else {
-                    it.max()
-                };
-                if let Some(x) = ext {
-                    self.feed(Some(&Bson::DateTime(DateTime::from_millis(x))));
-                }
-            }
+            Values::Date(v) => self.feed_dates(rows.filter_map(|r| v.get(r))),
             Values::Bson(v) => {
-                for &r in rows {
-                    self.feed(v.get(r as usize).and_then(Option::as_ref));
+                for r in rows {
+                    self.feed(v.get(r).and_then(Option::as_ref));
                 }
             }
+        }
+    }
+
+    /// Feeds `$first` the value at row `first` and `$last` the one at row `last`; true when
+    /// the accumulator is one of them or a pick (which rows do not feed), and so is done.
+    #[inline]
+    fn feed_ends(&mut self, vals: &Values<'_>, first: usize, last: usize) -> bool {
+        match self {
+            Acc::First(cur) => {
+                if cur.is_none() {
+                    *cur = Some(vals.get(first).unwrap_or(Bson::Null));
+                }
+            }
+            Acc::Last(cur) => *cur = Some(vals.get(last).unwrap_or(Bson::Null)),
+            Acc::Pick { .. } => {}
+            _ => return false,
+        }
+        true
+    }
+
+    /// Feeds dates (epoch milliseconds): only minima and maxima read them, since sums ignore
+    /// what is not a number.
+    fn feed_dates(&mut self, it: impl Iterator<Item = i64>) {
+        let ext = match self {
+            Acc::Min(_) => it.min(),
+            Acc::Max(_) => it.max(),
+            _ => return,
+        };
+        if let Some(x) = ext {
+            self.feed(Some(&Bson::DateTime(DateTime::from_millis(x))));
+        }
+    }
+
+    /// Adds `total`, the exact sum of `n` integers, to a sum or average; the other
+    /// accumulators ignore it.
+    #[inline]
+    pub fn add_ints(&mut self, total: i128, n: u64, wide: bool) {
+        if let Acc::Sum(s) | Acc::Avg(s, _) = self {
+            if n > 0 {
+                s.ints += total;
+                if wide {
+                    s.widest = s.widest.max(Widest::Int64);
+                }
+            }
+        }
+        if let Acc::Avg(_, c) = self {
+            *c += n;
+        }
+    }
+
+    /// [`Acc::feed_ints`] over a slice: sums take [`exact_sum`].
+    fn feed_int_slice(&mut self, s: &[i64], wide: bool) {
+        match self {
+            Acc::Sum(_) | Acc::Avg(..) => self.add_ints(exact_sum(s), s.len() as u64, wide),
+            _ => self.feed_ints(s.iter().copied(), wide),
         }
     }
 
@@ -428,21 +497,13 @@ impl Acc {
             }
         };
         match self {
-            Acc::Sum(s) | Acc::Avg(s, _) => {
+            Acc::Sum(_) | Acc::Avg(..) => {
                 let (mut total, mut n) = (0i128, 0u64);
                 for x in it {
                     total += i128::from(x);
                     n += 1;
                 }
-                if n > 0 {
-                    s.ints += total;
-                    if wide {
-                        s.widest = s.widest.max(Widest::Int64);
-                    }
-                }
-                if let Acc::Avg(_, c) = self {
-                    *c += n;
-                }
+                self.add_ints(total, n, wide);
             }
             Acc::Min(_) => {
                 if let Some(x) = it.min() {
@@ -610,6 +671,27 @@ fn fold(cur: &mut Option<Bson>, v: Option<&Bson>, want: Ordering) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn exact_sums_are_the_i128_sums(v in proptest::collection::vec(proptest::num::i64::ANY, 0..300)) {
+            proptest::prop_assert_eq!(exact_sum(&v), v.iter().map(|&x| i128::from(x)).sum::<i128>());
+        }
+    }
+
+    #[test]
+    fn exact_sums_hold_at_the_ends_of_i64() {
+        for v in [
+            vec![i64::MAX; 1000],
+            vec![i64::MIN; 1000],
+            vec![i64::MIN, i64::MAX, -1, 0],
+        ] {
+            assert_eq!(
+                exact_sum(&v),
+                v.iter().map(|&x| i128::from(x)).sum::<i128>()
+            );
+        }
+    }
 
     #[test]
     fn negative_integers_average_exactly() {

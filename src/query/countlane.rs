@@ -7,93 +7,19 @@
 //! its time column is stored as, one step per run, or else its decoded times.
 
 use super::accum::{Acc, AccOp};
+use super::bins::{BinGroups, Bins};
 use super::group::GroupTable;
 use crate::error::Result;
 use bson::Bson;
 
-/// How the key bins a time.
-pub(crate) enum Bins<'a> {
-    /// The key has no time leaf: one bin.
-    One,
-    /// Bins `[origin + k * width, origin + (k + 1) * width)`; `range` bins the times where
-    /// that arithmetic overflows (it reports the error the key's evaluation would).
-    Fixed {
-        width: i64,
-        origin: i64,
-        range: &'a dyn Fn(i64) -> Result<(i64, i64)>,
-    },
-    /// Any other bins, as `[start, end)`.
-    Other(&'a dyn Fn(i64) -> Result<(i64, i64)>),
-}
-
-impl Bins<'_> {
-    /// The bin of time `t`.
-    #[inline]
-    fn of(&self, t: i64) -> Result<(i64, i64)> {
-        match *self {
-            Bins::One => Ok((i64::MIN, i64::MAX)),
-            Bins::Fixed {
-                width,
-                origin,
-                range,
-            } => match t
-                .checked_sub(origin)
-                .and_then(|d| t.checked_sub(d.rem_euclid(width)))
-            {
-                Some(start) => Ok((start, start.saturating_add(width))),
-                None => range(t),
-            },
-            Bins::Other(range) => range(t),
-        }
-    }
-
-    /// The bin of time `t` given `prev`, the bin of an earlier time: the next bin when bins
-    /// have one width and `t` falls in it, without the division of [`Bins::of`] (times read
-    /// in order mostly step to the next bin).
-    #[inline]
-    fn after(&self, prev: Option<(i64, i64)>, t: i64) -> Result<(i64, i64)> {
-        if let (Bins::Fixed { width, .. }, Some((_, end))) = (self, prev) {
-            if t >= end {
-                if let Some(next) = end.checked_add(*width).filter(|&n| t < n) {
-                    return Ok((end, next));
-                }
-            }
-        }
-        self.of(t)
-    }
-}
-
-/// Slots of the direct-mapped cache of groups by bin start.
-const RECENT: usize = 256;
-
 /// Row counts by group for the buckets answered from their count alone.
+#[derive(Default)]
 pub(crate) struct CountLane {
-    /// The last bin seen, `[start, end)`, and its group.
-    last: Option<((i64, i64), u32)>,
-    /// Groups by bin start, the recent ones first in a direct-mapped cache (a bucket's runs
-    /// step through consecutive bins, and each was seen in an earlier bucket).
-    recent: Box<[(i64, u32); RECENT]>,
-    groups: foldhash::HashMap<i64, u32>,
+    groups: BinGroups,
     /// Rows per group, by group number.
     rows: Vec<u64>,
     /// Buckets taken.
     pub buckets: u64,
-}
-
-impl Default for CountLane {
-    fn default() -> Self {
-        CountLane {
-            last: None,
-            recent: Box::new([(0, u32::MAX); RECENT]),
-            groups: Default::default(),
-            rows: Vec::new(),
-            buckets: 0,
-        }
-    }
-}
-
-fn recent_slot(start: i64) -> usize {
-    ((start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT
 }
 
 /// Whether an accumulator over constant `v` gets the same answer fed once with the total row
@@ -161,33 +87,14 @@ impl CountLane {
         bins: &Bins<'_>,
         group: impl FnOnce(i64) -> Result<u32>,
     ) -> Result<bool> {
-        let g = match self.last {
-            Some(((s, e), g)) if lo >= s && hi < e => g,
-            last => {
-                let bin = bins.after(last.map(|l| l.0), hi)?;
+        let g = match self.groups.last_holds(lo, hi) {
+            Some(g) => g,
+            None => {
+                let bin = self.groups.bin_after_last(bins, hi)?;
                 if lo < bin.0 {
                     return Ok(false);
                 }
-                let slot = recent_slot(bin.0);
-                let g = match self.recent.get(slot) {
-                    Some(&(s, g)) if s == bin.0 && g != u32::MAX => g,
-                    _ => {
-                        let g = match self.groups.get(&bin.0) {
-                            Some(&g) => g,
-                            None => {
-                                let g = group(bin.0)?;
-                                self.groups.insert(bin.0, g);
-                                g
-                            }
-                        };
-                        if let Some(r) = self.recent.get_mut(slot) {
-                            *r = (bin.0, g);
-                        }
-                        g
-                    }
-                };
-                self.last = Some((bin, g));
-                g
+                self.groups.group(bin, group)?
             }
         };
         let slot = g as usize;
@@ -216,20 +123,7 @@ impl CountLane {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn minute(t: i64) -> Result<(i64, i64)> {
-        let s = t - t.rem_euclid(60_000);
-        Ok((s, s + 60_000))
-    }
-
-    fn each_bins(f: impl Fn(&Bins<'_>)) {
-        f(&Bins::Other(&minute));
-        f(&Bins::Fixed {
-            width: 60_000,
-            origin: 120_000,
-            range: &minute,
-        });
-    }
+    use crate::query::bins::tests::{each_bins, minute};
 
     #[test]
     fn buckets_within_one_bin_add_their_rows_and_spanning_ones_are_left() {
@@ -285,48 +179,6 @@ mod tests {
             assert!(lane.take((lo, hi), 2, &Bins::One, |_| Ok(0)).unwrap());
         }
         assert_eq!(lane.rows, vec![6]);
-    }
-
-    #[test]
-    fn fixed_bins_near_the_ends_of_time_fall_back_to_the_range() {
-        let fallback = |t: i64| Ok((t, t));
-        let bins = Bins::Fixed {
-            width: 60_000,
-            origin: 1000,
-            range: &fallback,
-        };
-        assert_eq!(bins.of(i64::MIN + 5).unwrap(), (i64::MIN + 5, i64::MIN + 5));
-        let t = i128::from(i64::MAX);
-        let s = (t - (t - 1000).rem_euclid(60_000)) as i64;
-        assert_eq!(bins.of(i64::MAX).unwrap(), (s, i64::MAX));
-        assert_eq!(bins.of(61_000).unwrap(), (61_000, 121_000));
-        assert_eq!(bins.of(60_999).unwrap(), (1000, 61_000));
-    }
-
-    #[test]
-    fn the_next_bin_is_found_as_binning_finds_it() {
-        let bins = Bins::Fixed {
-            width: 60_000,
-            origin: 30_000,
-            range: &minute,
-        };
-        let mut prev = None;
-        for t in [
-            0,
-            29_999,
-            30_000,
-            95_000,
-            89_999,
-            150_000,
-            400_000,
-            400_001,
-            -1,
-            i64::MAX,
-        ] {
-            let got = bins.after(prev, t).unwrap();
-            assert_eq!(got, bins.of(t).unwrap(), "{t} after {prev:?}");
-            prev = Some(got);
-        }
     }
 
     #[test]

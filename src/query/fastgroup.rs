@@ -23,9 +23,11 @@
 //! stable sort keeps them), buckets are visited latest (or earliest) first, and a bucket whose
 //! time range cannot beat what its group already holds is skipped.
 
-use super::accum::{Acc, AccOp};
+use super::accum::{Acc, AccOp, Values};
+use super::binlane::{self, Input, Times};
+use super::bins::{BinGroups, Bins};
 use super::columns::{self, Col};
-use super::countlane::{self, Bins, CountLane};
+use super::countlane::{self, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
 use super::filter::Filter;
@@ -39,6 +41,7 @@ use super::read::{Explain, Scan, Source};
 use super::rowmask::RowFilter;
 use super::slots::Slots;
 use crate::catalog::is_hidden;
+use crate::codec::decode_date_progression;
 use crate::error::Result;
 use crate::segment::MetaFields;
 use bson::{Bson, DateTime, Document};
@@ -593,6 +596,87 @@ impl FastGroup {
         }
     }
 
+    /// True when buckets taken whole can be fed by [`binlane`]: a key of one time leaf that
+    /// reads no meta value, and no picks.
+    fn bin_lane(&self) -> bool {
+        !self.reads_meta
+            && self.picks.is_none()
+            && self.leaves.len() == 1
+            && self.time_col.is_some()
+    }
+
+    /// Feeds a bucket taken whole, whose key varies, through [`binlane`]; false, having fed
+    /// nothing, when its times are not a date in every row.
+    fn bin_lane_take(
+        &self,
+        (table, cache, groups): &mut (&mut GroupTable, &mut KeyCache, &mut BinGroups),
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        col_names: &[&str],
+    ) -> Result<bool> {
+        let (Some(leaf), Some(time_col)) = (self.leaves.first(), self.time_col) else {
+            return Ok(false);
+        };
+        // Regular times are not decoded: each bin's rows follow from its bounds.
+        let progression = match (&scan.src, col_names.get(time_col)) {
+            (Source::Seg(seg, i), Some(name)) => seg
+                .read_columns_with(*i as usize, &[name], decode_date_progression)?
+                .into_iter()
+                .next()
+                .flatten()
+                .flatten()
+                .and_then(|(first, step)| Times::progression(first, step, st.count as usize)),
+            _ => None,
+        };
+        let mut names = Vec::with_capacity(col_names.len());
+        let mut slots = Vec::with_capacity(col_names.len());
+        for (c, name) in col_names.iter().enumerate() {
+            let read = self.group_cols.get(c).copied().unwrap_or(false);
+            if read && !(c == time_col && progression.is_some()) {
+                names.push(*name);
+                slots.push(c);
+            }
+        }
+        let loaded = columns::load(&scan.src, &names)?;
+        let col = |c: usize| {
+            slots
+                .iter()
+                .position(|&s| s == c)
+                .and_then(|k| loaded.get(k))
+        };
+        let times = match (progression, col(time_col)) {
+            (Some(p), _) => p,
+            (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == st.count as usize => {
+                Times::Values(ts)
+            }
+            _ => return Ok(false),
+        };
+        let mut inputs = Vec::with_capacity(self.args.len());
+        for (arg, a) in self.args.iter().zip(&self.spec.accs) {
+            inputs.push(match arg {
+                Arg::Const(v) => Input::Const(v),
+                Arg::Column(c) => Input::column(a.op, col(*c).map_or(Values::Missing, Col::values)),
+                Arg::Meta(_) => return Ok(false),
+            });
+        }
+        let range = |t| leaf.range(t);
+        let bins = match leaf.fixed_bins() {
+            Some((width, origin)) => Bins::Fixed {
+                width,
+                origin,
+                range: &range,
+            },
+            None => Bins::Other(&range),
+        };
+        let meta = st.meta;
+        binlane::feed_bucket(groups, table, &bins, times, &inputs, |table, start| {
+            let part = self.key_part(cache, &scan.src, meta, Some(start))?;
+            let g = self.group_of(table, cache, part, &[start], meta, Some(start), true)?;
+            Ok(g.unwrap_or(0))
+        })?;
+        Ok(true)
+    }
+
     /// True when the answer depends on the order of the buckets (`$first`/`$last`, with or
     /// without a time sort before the group).
     pub(crate) fn arrival_order(&self) -> bool {
@@ -716,6 +800,7 @@ impl FastGroup {
         );
         let lane_consts = self.lane_consts();
         let mut lane = lane_consts.as_ref().map(|_| CountLane::default());
+        let mut bin_lane = self.bin_lane().then(BinGroups::default);
         for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
             if let Some(lane) = lane.as_mut() {
@@ -724,17 +809,7 @@ impl FastGroup {
                 }
             }
             let mut st = columns::stats(&scan.src)?;
-            if let Some(g) = match &scan.src {
-                Source::Seg(seg, i) => bounds.of(seg, *i as usize),
-                Source::Mem(_) => None,
-            } {
-                st = st.with_bounds(g);
-            }
             let whole = scan.verdict == Verdict::All;
-            if !whole && !self.row_filter.may_match(&st) {
-                tally.prune(whole);
-                continue;
-            }
             // Reading `control` is the cost of a bucket answered from it: look each entry up
             // once.
             let meta_varies = (self.reads_meta || self.row_filter.reads_meta()) && st.meta_varies();
@@ -742,6 +817,21 @@ impl FastGroup {
             let hi = self.time_hi(&st);
             // The key's bins when the key is constant over the bucket.
             let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
+            // The gathered bounds serve the filter's judgements and the answers from
+            // statistics; a whole bucket whose key varies uses neither, and gathering a
+            // segment's bounds costs a pass over its directory.
+            if !whole || key_const {
+                if let Some(g) = match &scan.src {
+                    Source::Seg(seg, i) => bounds.of(seg, *i as usize),
+                    Source::Mem(_) => None,
+                } {
+                    st = st.with_bounds(g);
+                }
+            }
+            if !whole && !self.row_filter.may_match(&st) {
+                tally.prune(whole);
+                continue;
+            }
             let part = match key_const {
                 true => self.key_part(cache, &scan.src, st.meta, hi)?,
                 false => None,
@@ -782,6 +872,12 @@ impl FastGroup {
                 || (!whole
                     && (self.row_filter.needs_rows
                         || (self.row_filter.reads_meta() && meta_varies)));
+            if let (Some(groups), true) = (bin_lane.as_mut(), whole && !key_const) {
+                let mut sink = (&mut *table, &mut *cache, groups);
+                if self.bin_lane_take(&mut sink, scan, &st, &col_names)? {
+                    continue;
+                }
+            }
             if docs_needed {
                 self.feed_docs(table, scan, idx, whole, &doc_names)?;
             } else {

@@ -2,6 +2,8 @@
 
 pub mod accum;
 pub(crate) mod agg;
+mod binlane;
+mod bins;
 pub mod columns;
 mod countlane;
 pub mod cursor;

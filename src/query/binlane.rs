@@ -1,0 +1,270 @@
+//! Groups whose key is one time bin and reads no meta value, over buckets taken whole whose
+//! accumulators read columns: scan-sum-per-minute's shape (`$sum` of a field per minute over
+//! every series), where no bucket can be answered from its statistics because each spans many
+//! bins. A bucket's rows are walked in runs of one bin, and each run feeds its group's
+//! accumulators one slice per column. The group of a run is found in [`BinGroups`] rather than
+//! through the key's cache: a devops bucket of an hour has sixty runs of six rows, so the work
+//! per run, not per row, sets the speed.
+//!
+//! The answers are those of the general column path: runs are fed in row order, consecutive
+//! runs of one group as one, exactly as that path feeds them.
+
+use super::accum::{exact_sum, AccOp, Values};
+use super::bins::{BinGroups, Bins};
+use super::group::GroupTable;
+use super::slots::SlotsRef;
+use crate::error::Result;
+use bson::Bson;
+use std::ops::Range;
+
+/// What one accumulator reads in a bucket.
+pub(crate) enum Input<'a> {
+    /// A constant.
+    Const(&'a Bson),
+    /// A column's values.
+    Column(Values<'a>),
+    /// A column of integers in every row (`true`: int64), for a sum or an average: the
+    /// common case, added without going through [`Values`].
+    IntSum(&'a [i64], bool),
+}
+
+impl<'a> Input<'a> {
+    /// The input of an accumulator `op` reading column values `vals`.
+    pub fn column(op: AccOp, vals: Values<'a>) -> Input<'a> {
+        let sum = matches!(op, AccOp::Sum | AccOp::Avg);
+        match vals {
+            Values::Int32(SlotsRef::Dense(s)) if sum => Input::IntSum(s, false),
+            Values::Int64(SlotsRef::Dense(s)) if sum => Input::IntSum(s, true),
+            _ => Input::Column(vals),
+        }
+    }
+}
+
+/// A bucket's times, one per row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Times<'a> {
+    /// Decoded.
+    Values(&'a [i64]),
+    /// Regular times: row `i` at `first + i * step`.
+    Progression { first: i64, step: i64, rows: usize },
+}
+
+impl<'a> Times<'a> {
+    /// `rows` regular times, when the last one is a time (the decoder wraps; this does not).
+    pub fn progression(first: i64, step: i64, rows: usize) -> Option<Times<'a>> {
+        let last =
+            i128::from(first) + i128::from(step) * i128::try_from(rows).ok()?.checked_sub(1)?;
+        i64::try_from(last).ok()?;
+        Some(Times::Progression { first, step, rows })
+    }
+
+    fn len(&self) -> usize {
+        match *self {
+            Times::Values(ts) => ts.len(),
+            Times::Progression { rows, .. } => rows,
+        }
+    }
+
+    #[inline]
+    fn at(&self, k: usize) -> Option<i64> {
+        match *self {
+            Times::Values(ts) => ts.get(k).copied(),
+            Times::Progression { first, step, rows } => {
+                (k < rows).then(|| first.wrapping_add(step.wrapping_mul(k as i64)))
+            }
+        }
+    }
+
+    /// The rows from row `k`, whose time `t` lies in bin `[lo, hi)`, up to the first row
+    /// outside the bin. This engine sorts a bucket's rows by time at close, but the segment
+    /// format does not require it: a run ends at the first row outside its bin either way.
+    #[inline]
+    fn run(&self, k: usize, t: i64, (lo, hi): (i64, i64)) -> usize {
+        let rest = self.len().saturating_sub(k);
+        match *self {
+            Times::Values(ts) => ts
+                .get(k + 1..)
+                .unwrap_or_default()
+                .iter()
+                .position(|&x| x < lo || x >= hi)
+                .map_or(rest, |p| p + 1),
+            Times::Progression { step, .. } => {
+                // Rows up to the bin's end: the distance to it over the step, rounded up (or,
+                // times going back, the distance to its start, rounded down, plus one). In
+                // i64 unless the distance overflows it.
+                let fit = match step {
+                    0 => return rest,
+                    s if s > 0 => match hi.checked_sub(t) {
+                        Some(d) => ((d - 1) / s + 1) as u64,
+                        None => ((i128::from(hi) - i128::from(t) - 1) / i128::from(s) + 1) as u64,
+                    },
+                    s => match t.checked_sub(lo) {
+                        Some(d) => d as u64 / s.unsigned_abs() + 1,
+                        None => ((i128::from(t) - i128::from(lo)) / -i128::from(s) + 1) as u64,
+                    },
+                };
+                usize::try_from(fit).map_or(rest, |f| f.clamp(1, rest.max(1)))
+            }
+        }
+    }
+}
+
+/// Feeds the rows of a bucket whose times are `times` to the groups of their bins:
+/// accumulator `i` of a group reads `inputs[i]`. `create` makes the group of a bin start the
+/// first time the bin is seen.
+pub(crate) fn feed_bucket(
+    groups: &mut BinGroups,
+    table: &mut GroupTable,
+    bins: &Bins<'_>,
+    times: Times<'_>,
+    inputs: &[Input<'_>],
+    mut create: impl FnMut(&mut GroupTable, i64) -> Result<u32>,
+) -> Result<()> {
+    let feed = |table: &mut GroupTable, g: u32, rows: Range<usize>| {
+        for (acc, input) in table.accs(g).iter_mut().zip(inputs) {
+            match input {
+                Input::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
+                Input::Column(vals) => acc.feed_span(vals, rows.clone()),
+                Input::IntSum(s, wide) => {
+                    // Rows past the end of the values have none.
+                    let s = s.get(rows.start.min(s.len())..rows.end.min(s.len()));
+                    let s = s.unwrap_or_default();
+                    acc.add_ints(exact_sum(s), s.len() as u64, *wide);
+                }
+            }
+        }
+    };
+    // The group of the rows gathered so far, and their first row.
+    let mut cur: Option<(u32, usize)> = None;
+    let mut k = 0;
+    while let Some(t) = times.at(k) {
+        let (bin, g) = groups.find(bins, t, |start| create(table, start))?;
+        match cur {
+            Some((cg, _)) if cg == g => {}
+            Some((cg, from)) => {
+                feed(table, cg, from..k);
+                cur = Some((g, k));
+            }
+            None => cur = Some((g, k)),
+        }
+        k += times.run(k, t, bin);
+    }
+    if let Some((g, from)) = cur {
+        feed(table, g, from..times.len());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+// Tests may panic: a panic is how a test fails.
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::query::accum::Acc;
+    use crate::query::bins::tests::{each_bins, minute};
+
+    fn table() -> GroupTable {
+        GroupTable::new(
+            vec!["s".into(), "n".into(), "m".into(), "f".into()],
+            vec![
+                Acc::new(AccOp::Sum),
+                Acc::new(AccOp::Sum),
+                Acc::new(AccOp::Max),
+                Acc::new(AccOp::First),
+            ],
+        )
+    }
+
+    /// The same rows fed one at a time to the groups of their minutes.
+    fn by_rows(ts: &[i64], vals: &[i64]) -> GroupTable {
+        let mut t = table();
+        let one = Bson::Int32(1);
+        for (&ti, &v) in ts.iter().zip(vals) {
+            let g = t.slot(&Bson::Int64(minute(ti).unwrap().0));
+            let accs = t.accs(g);
+            accs[0].feed(Some(&Bson::Int64(v)));
+            accs[1].feed(Some(&one));
+            accs[2].feed(Some(&Bson::Int64(v)));
+            accs[3].feed(Some(&Bson::Int64(v)));
+        }
+        t
+    }
+
+    /// The runs `times` splits into under bins of `width` ms: (start row, length).
+    fn runs_of(times: Times<'_>, width: i64) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut k = 0;
+        while let Some(t) = times.at(k) {
+            let lo = t - t.rem_euclid(width);
+            let len = times.run(k, t, (lo, lo + width));
+            out.push((k, len));
+            k += len;
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn regular_times_split_into_the_runs_of_their_values(
+            first in -10_000_000i64..10_000_000,
+            step in -70_000i64..70_000,
+            rows in 1usize..400,
+            width in 1i64..200_000,
+        ) {
+            let values: Vec<i64> = (0..rows as i64).map(|i| first + i * step).collect();
+            let p = Times::progression(first, step, rows).unwrap();
+            proptest::prop_assert_eq!(runs_of(p, width), runs_of(Times::Values(&values), width));
+        }
+    }
+
+    #[test]
+    fn progressions_past_the_ends_of_time_are_refused() {
+        assert!(Times::progression(i64::MAX - 10, 6, 3).is_none());
+        assert!(Times::progression(i64::MIN + 10, -6, 3).is_none());
+        let p = Times::progression(i64::MAX - 10, 5, 2).unwrap();
+        // One bin reaching the end of time holds both rows.
+        assert_eq!(p.run(0, i64::MAX - 10, (i64::MIN, i64::MAX)), 2);
+        let p = Times::progression(i64::MIN + 10, -5, 2).unwrap();
+        assert_eq!(p.run(0, i64::MIN + 10, (i64::MIN, i64::MAX)), 2);
+    }
+
+    #[test]
+    fn runs_feed_the_groups_their_rows_would() {
+        each_bins(|bins| {
+            // In order, back into an earlier minute, a lone row, and two buckets sharing bins.
+            let buckets: [&[i64]; 3] = [
+                &[0, 10, 59_999, 60_000, 70_000, 5, 180_000],
+                &[61_000],
+                &[120_000, 179_999, 0, 1],
+            ];
+            let mut t = table();
+            let mut groups = BinGroups::default();
+            let one = Bson::Int32(1);
+            let (mut all_ts, mut all_vals) = (Vec::new(), Vec::new());
+            for (b, ts) in buckets.iter().enumerate() {
+                let vals: Vec<i64> = (0..ts.len() as i64).map(|i| i * 7 - b as i64).collect();
+                let inputs = [
+                    Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
+                    Input::Const(&one),
+                    Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
+                    Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
+                ];
+                feed_bucket(
+                    &mut groups,
+                    &mut t,
+                    bins,
+                    Times::Values(ts),
+                    &inputs,
+                    |t, s| Ok(t.slot(&Bson::Int64(s))),
+                )
+                .unwrap();
+                all_ts.extend_from_slice(ts);
+                all_vals.extend(vals);
+            }
+            assert_eq!(
+                t.into_docs().unwrap(),
+                by_rows(&all_ts, &all_vals).into_docs().unwrap()
+            );
+        });
+    }
+}
