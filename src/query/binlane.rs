@@ -78,8 +78,9 @@ impl<'a> Times<'a> {
     /// The rows from row `k`, whose time `t` lies in bin `[lo, hi)`, up to the first row
     /// outside the bin. This engine sorts a bucket's rows by time at close, but the segment
     /// format does not require it: a run ends at the first row outside its bin either way.
+    /// `hint` is a guess (the previous run's length), checked before any division.
     #[inline]
-    fn run(&self, k: usize, t: i64, (lo, hi): (i64, i64)) -> usize {
+    fn run(&self, k: usize, t: i64, (lo, hi): (i64, i64), hint: usize) -> usize {
         let rest = self.len().saturating_sub(k);
         match *self {
             Times::Values(ts) => ts
@@ -89,19 +90,23 @@ impl<'a> Times<'a> {
                 .position(|&x| x < lo || x >= hi)
                 .map_or(rest, |p| p + 1),
             Times::Progression { step, .. } => {
-                // Rows up to the bin's end: the distance to it over the step, rounded up (or,
-                // times going back, the distance to its start, rounded down, plus one). In
-                // i64 unless the distance overflows it.
-                let fit = match step {
+                // Row `k + j` is in the bin while `j * |step| < dist`: up to the bin's end, or
+                // (times going back) down to its start.
+                let (dist, s) = match step {
                     0 => return rest,
-                    s if s > 0 => match hi.checked_sub(t) {
-                        Some(d) => ((d - 1) / s + 1) as u64,
-                        None => ((i128::from(hi) - i128::from(t) - 1) / i128::from(s) + 1) as u64,
-                    },
-                    s => match t.checked_sub(lo) {
-                        Some(d) => d as u64 / s.unsigned_abs() + 1,
-                        None => ((i128::from(t) - i128::from(lo)) / -i128::from(s) + 1) as u64,
-                    },
+                    s if s > 0 => (i128::from(hi) - i128::from(t), i128::from(s)),
+                    s => (i128::from(t) - i128::from(lo) + 1, -i128::from(s)),
+                };
+                // That is `dist / |step|` rounded up: mostly the hint (bins of one width hold
+                // as many regular times each), which two products confirm.
+                let h = hint as i128;
+                let fit = if h > 0 && (h - 1) * s < dist && h * s >= dist {
+                    h
+                } else {
+                    match (i64::try_from(dist), i64::try_from(s)) {
+                        (Ok(d), Ok(s)) => i128::from((d - 1) / s + 1),
+                        _ => (dist - 1) / s + 1,
+                    }
                 };
                 usize::try_from(fit).map_or(rest, |f| f.clamp(1, rest.max(1)))
             }
@@ -136,7 +141,7 @@ pub(crate) fn feed_bucket(
     };
     // The group of the rows gathered so far, and their first row.
     let mut cur: Option<(u32, usize)> = None;
-    let mut k = 0;
+    let (mut k, mut len) = (0, 0);
     while let Some(t) = times.at(k) {
         let (bin, g) = groups.find(bins, t, |start| create(table, start))?;
         match cur {
@@ -147,7 +152,8 @@ pub(crate) fn feed_bucket(
             }
             None => cur = Some((g, k)),
         }
-        k += times.run(k, t, bin);
+        len = times.run(k, t, bin, len);
+        k += len;
     }
     if let Some((g, from)) = cur {
         feed(table, g, from..times.len());
@@ -190,13 +196,15 @@ mod tests {
         t
     }
 
-    /// The runs `times` splits into under bins of `width` ms: (start row, length).
-    fn runs_of(times: Times<'_>, width: i64) -> Vec<(usize, usize)> {
+    /// The runs `times` splits into under bins of `width` ms: (start row, length). Each run's
+    /// hint is the previous run's length plus `skew` (a wrong guess must not matter).
+    fn runs_of(times: Times<'_>, width: i64, skew: usize) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         let mut k = 0;
         while let Some(t) = times.at(k) {
             let lo = t - t.rem_euclid(width);
-            let len = times.run(k, t, (lo, lo + width));
+            let hint = out.last().map_or(0, |r: &(usize, usize)| r.1 + skew);
+            let len = times.run(k, t, (lo, lo + width), hint);
             out.push((k, len));
             k += len;
         }
@@ -210,10 +218,11 @@ mod tests {
             step in -70_000i64..70_000,
             rows in 1usize..400,
             width in 1i64..200_000,
+            skew in 0usize..3,
         ) {
             let values: Vec<i64> = (0..rows as i64).map(|i| first + i * step).collect();
             let p = Times::progression(first, step, rows).unwrap();
-            proptest::prop_assert_eq!(runs_of(p, width), runs_of(Times::Values(&values), width));
+            proptest::prop_assert_eq!(runs_of(p, width, skew), runs_of(Times::Values(&values), width, 0));
         }
     }
 
@@ -223,9 +232,10 @@ mod tests {
         assert!(Times::progression(i64::MIN + 10, -6, 3).is_none());
         let p = Times::progression(i64::MAX - 10, 5, 2).unwrap();
         // One bin reaching the end of time holds both rows.
-        assert_eq!(p.run(0, i64::MAX - 10, (i64::MIN, i64::MAX)), 2);
+        assert_eq!(p.run(0, i64::MAX - 10, (i64::MIN, i64::MAX), 0), 2);
+        assert_eq!(p.run(0, i64::MAX - 10, (i64::MIN, i64::MAX), 1), 2);
         let p = Times::progression(i64::MIN + 10, -5, 2).unwrap();
-        assert_eq!(p.run(0, i64::MIN + 10, (i64::MIN, i64::MAX)), 2);
+        assert_eq!(p.run(0, i64::MIN + 10, (i64::MIN, i64::MAX), 7), 2);
     }
 
     #[test]
