@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::ingest::{decode_insert, prepare_replayed, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
-use crate::segment::{write_segment, Segment, SegmentHeaderInfo};
+use crate::segment::{write_segment, PageCache, Segment, SegmentHeaderInfo};
 use crate::vfs::{LockGuard, Vfs};
 use crate::wal::{Wal, WalOptions};
 use bson::Bson;
@@ -135,6 +135,8 @@ pub(crate) struct DbInner {
     pub opts: DbOptions,
     pub vfs: Arc<dyn Vfs>,
     pub state: Arc<RwLock<Shared>>,
+    /// Decompressed pages kept across reads (`DbOptions::page_cache_bytes`).
+    pub page_cache: Arc<PageCache>,
     wal: RwLock<Option<Wal<Batch>>>,
     /// The manifest as last written; its lock also serialises flushes and DDL.
     pub(crate) manifest: Mutex<Manifest>,
@@ -238,6 +240,7 @@ impl Database {
             .flat_map(|e| e.segments.iter().map(|&sid| segment_path(&path, sid)))
             .collect();
         let threads = crate::query::parallel::allowed(opts.query_threads);
+        let page_cache = Arc::new(PageCache::new(opts.page_cache_bytes));
         let mut opened = open_segments(vfs.as_ref(), &listed, threads).into_iter();
         for entry in &manifest.collections {
             let mut cs = CollState::new(entry.clone(), limits);
@@ -245,7 +248,8 @@ impl Database {
                 let sp = segment_path(&path, sid);
                 let opened = opened
                     .next()
-                    .unwrap_or_else(|| Segment::open(vfs.as_ref(), &sp));
+                    .unwrap_or_else(|| Segment::open(vfs.as_ref(), &sp))
+                    .map(|s| s.with_page_cache(page_cache.clone()));
                 let seg = opened.map_err(|e| match e {
                     // The OS error names no file; the manifest says what was lost.
                     Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
@@ -356,6 +360,7 @@ impl Database {
             opts,
             vfs,
             state,
+            page_cache,
             wal: RwLock::new(Some(wal)),
             manifest: Mutex::new(manifest),
             poisoned: Mutex::new(None),
@@ -698,6 +703,7 @@ impl DbInner {
             };
             let seg = write_segment(self.vfs.as_ref(), &sp, &info, &refs)
                 .and_then(|_| Segment::open(self.vfs.as_ref(), &sp))
+                .map(|s| s.with_page_cache(self.page_cache.clone()))
                 .inspect_err(|e| self.poison(e))?;
             written.push((*cid, sid, Arc::new(seg), buckets.len()));
         }

@@ -290,6 +290,11 @@ pub struct DbOptions {
     /// `$first`/`$last`, over a thousand buckets or more): 0 for one per core, at most 4; 1
     /// keeps every read on the calling thread. Default: 0.
     pub query_threads: usize,
+    /// Bytes of decompressed segment pages kept across reads, shared by all collections
+    /// (least recently used dropped first; a segment's pages go when it does). Pages stored
+    /// without compression are read from the mapped file and take none of it; 0 keeps only
+    /// the few pages each segment holds for the read in progress. Default: 64 MiB.
+    pub page_cache_bytes: usize,
 }
 
 impl Default for DbOptions {
@@ -305,6 +310,7 @@ impl Default for DbOptions {
             vfs: Arc::new(RealFs),
             clock: Arc::new(SystemClock),
             query_threads: 0,
+            page_cache_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -321,6 +327,7 @@ impl std::fmt::Debug for DbOptions {
             .field("ttl_interval", &self.ttl_interval)
             .field("vfs", &self.vfs)
             .field("query_threads", &self.query_threads)
+            .field("page_cache_bytes", &self.page_cache_bytes)
             .finish()
     }
 }

@@ -9,13 +9,15 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::order::cmp_bson;
+use tsbucket::segment::Segment;
+use tsbucket::vfs::RealFs;
 use tsbucket::workload::devops::FIELDS;
 use tsbucket::workload::queries::{
     devops_host, devops_hour_window, devops_queries, devops_scan_query, seed004_queries,
 };
 use tsbucket::workload::rng::Rng;
 use tsbucket::workload::{Devops, Seed004};
-use tsbucket::{Collection, Database, Result, TimeseriesOptions};
+use tsbucket::{Collection, Database, DbOptions, Result, TimeseriesOptions};
 
 /// Loads `docs`: the first half flushed, a quarter left open across a reopen, the rest
 /// inserted after it.
@@ -869,4 +871,86 @@ fn malformed_pipelines_are_bad_value() {
         panic!("a string date was accepted");
     };
     assert_eq!(e.code(), Some(2));
+}
+
+/// Pages decompressed for one read are kept for the next (`DbOptions::page_cache_bytes`):
+/// answers with the cache, warm or under a budget of about one page, are those without it.
+#[test]
+fn kept_pages_give_the_answers_of_pages_read_afresh() {
+    // Many small buckets repeating long strings: pages that zstd shrinks.
+    let msgs: Vec<String> = (0..3)
+        .map(|k| format!("{k}: the quick brown fox jumps over the lazy dog again and again"))
+        .collect();
+    let t0 = 1_700_000_000_000i64;
+    let docs: Vec<Document> = (0..3000i64)
+        .flat_map(|s| {
+            let msgs = &msgs;
+            (0..3i64).map(move |r| {
+                doc! {
+                    "t": DateTime::from_millis(t0 + (s % 50) * 60_000 + r * 7_000),
+                    "m": {"series": s},
+                    "msg": msgs[((s + r) % 3) as usize].clone(),
+                    "v": s * 3 + r,
+                }
+            })
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db
+            .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+            .unwrap();
+        for chunk in docs.chunks(1000) {
+            c.insert_many(chunk).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let zstd: u64 = std::fs::read_dir(dir.path().join("seg"))
+        .unwrap()
+        .map(|e| {
+            let seg = Segment::open(&RealFs, &e.unwrap().path()).unwrap();
+            seg.stats().zstd_page_count
+        })
+        .sum();
+    assert!(zstd > 1, "{zstd} zstd pages");
+    let pipelines = [
+        vec![
+            doc! {"$group": {"_id": {"$dateTrunc": {"date": "$t", "unit": "minute"}}, "s": {"$sum": "$v"}, "n": {"$count": {}}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![
+            doc! {"$match": {"msg": &msgs[1]}},
+            doc! {"$group": {"_id": "$m.series", "hi": {"$max": "$v"}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![doc! {"$match": {"v": {"$gt": 4000}}}, doc! {"$count": "n"}],
+    ];
+    let answers = |budget: usize, rounds: usize| {
+        let db = Database::open_with(
+            dir.path(),
+            DbOptions {
+                page_cache_bytes: budget,
+                ..DbOptions::default()
+            },
+        )
+        .unwrap();
+        let c = db.collection("c").unwrap();
+        let mut out = Vec::new();
+        for _ in 0..rounds {
+            for p in &pipelines {
+                out.push(run(&c, p));
+            }
+            let found = c.find(doc! {"msg": &msgs[2], "v": {"$lt": 600}}).unwrap();
+            out.push(found.map(Result::unwrap).collect());
+        }
+        db.close().unwrap();
+        out
+    };
+    let fresh = answers(0, 1);
+    assert!(fresh.iter().all(|a| !a.is_empty()));
+    let twice = [fresh.clone(), fresh.clone()].concat();
+    assert_eq!(answers(64 << 20, 2), twice);
+    assert_eq!(answers(70_000, 2), twice);
 }

@@ -168,6 +168,7 @@ pub(crate) fn apply_to_buckets(
         let path = segment_path(&db.path, new_id);
         let new_seg = rewrite_segment(db.vfs.as_ref(), seg, actions, &path)
             .and_then(|_| Segment::open(db.vfs.as_ref(), &path))
+            .map(|s| s.with_page_cache(db.page_cache.clone()))
             .inspect_err(|e| db.poison(e))?;
         replaced.push((*sid, Some((new_id, Arc::new(new_seg)))));
     }

@@ -49,6 +49,7 @@ mod control;
 pub mod format;
 mod meta_proj;
 mod order;
+mod pagecache;
 mod reader;
 mod sum_entry;
 mod writer;
@@ -58,6 +59,7 @@ mod tests;
 
 pub use bounds::{BoundRef, FieldBounds};
 pub use meta_proj::{MetaFields, MetaProjection};
+pub use pagecache::PageCache;
 pub use reader::{BucketLayout, BucketSummary, Control, Segment, SegmentStats};
 pub use writer::write_segment;
 

@@ -17,6 +17,7 @@ use super::control::{find, ControlEntries, Keep, OidRefs};
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::meta_proj::{MetaFields, MetaProjection};
 use super::order::{compare_bson, is_composite};
+use super::pagecache::{segment_number, PageCache};
 use super::writer::id_base_millis;
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, Column, META_SLOT};
@@ -190,6 +191,9 @@ pub struct Segment {
     /// The pages read last, latest first: a scan that reads buckets in order decompresses
     /// each page once, and so do a few threads scanning different stretches of the file.
     recent_pages: Mutex<VecDeque<(u32, PageData)>>,
+    /// This segment's number in the shared page cache, and the cache (see [`PageCache`]).
+    number: u64,
+    shared_pages: Option<Arc<PageCache>>,
     /// Per page: its crc has matched since the file was opened. The file is immutable, so a
     /// read checks each page once rather than on every visit ([`Segment::verify`] checks
     /// every page again regardless).
@@ -209,6 +213,14 @@ const KEPT_PROJECTIONS: usize = 8;
 /// Fields whose bounds a segment keeps; beyond this the oldest a read does not use is
 /// dropped (a read of more fields keeps them all).
 const KEPT_BOUNDS: usize = 8;
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if let Some(c) = &self.shared_pages {
+            c.forget(self.number);
+        }
+    }
+}
 
 impl std::fmt::Debug for Segment {
     fn fmt(&self, fm: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -311,6 +323,8 @@ impl Segment {
             tables: dir.tables,
             dir: raw,
             recent_pages: Mutex::new(VecDeque::with_capacity(CACHED_PAGES)),
+            number: segment_number(),
+            shared_pages: None,
             checked,
             projections: Mutex::new(Vec::new()),
             bounds: Mutex::new(Vec::new()),
@@ -637,7 +651,15 @@ impl Segment {
         self.decode(i, s, self.page_info(p)?, page, filter)
     }
 
-    /// Page `p` from the cache of recent pages, or loaded (and checked) and put there.
+    /// Keeps the pages it decompresses in `cache` too, shared with the database's other
+    /// segments, so that they outlive a query.
+    pub fn with_page_cache(mut self, cache: Arc<PageCache>) -> Segment {
+        self.shared_pages = Some(cache);
+        self
+    }
+
+    /// Page `p` from the cache of recent pages, else the shared cache, or loaded (and
+    /// checked) and put in both.
     fn cached_page(&self, p: usize) -> Result<PageData> {
         if let Some((_, data)) = self
             .recent_pages
@@ -647,7 +669,18 @@ impl Segment {
         {
             return Ok(data.clone());
         }
-        let data = self.load_page(p, false)?;
+        let shared = self.shared_pages.as_ref();
+        let kept = shared.and_then(|c| c.get(self.number, p as u32));
+        let data = match kept {
+            Some(d) => PageData::Owned(d),
+            None => {
+                let data = self.load_page(p, false)?;
+                if let (Some(c), PageData::Owned(d)) = (shared, &data) {
+                    c.put(self.number, p as u32, d.clone());
+                }
+                data
+            }
+        };
         let mut recent = self.recent_pages.lock();
         recent.truncate(CACHED_PAGES - 1);
         recent.push_front((p as u32, data.clone()));
