@@ -224,6 +224,25 @@ mod tests {
             let p = Times::progression(first, step, rows).unwrap();
             proptest::prop_assert_eq!(runs_of(p, width, skew), runs_of(Times::Values(&values), width, 0));
         }
+
+        /// Steps that divide the bins, times that land on their edges: the common case, and
+        /// where an off-by-one shows.
+        #[test]
+        fn times_on_bin_edges_split_into_the_runs_of_their_values(
+            width in proptest::sample::select(vec![1000i64, 60_000, 3_600_000]),
+            per_bin in 1i64..13,
+            back in proptest::bool::ANY,
+            offset in 0i64..12,
+            bins_from in -5i64..5,
+            rows in 1usize..100,
+            skew in 0usize..3,
+        ) {
+            let step = width / per_bin * if back { -1 } else { 1 };
+            let first = bins_from * width + offset * step.abs();
+            let values: Vec<i64> = (0..rows as i64).map(|i| first + i * step).collect();
+            let p = Times::progression(first, step, rows).unwrap();
+            proptest::prop_assert_eq!(runs_of(p, width, skew), runs_of(Times::Values(&values), width, 0));
+        }
     }
 
     #[test]

@@ -617,9 +617,11 @@ impl FastGroup {
         let (Some(leaf), Some(time_col)) = (self.leaves.first(), self.time_col) else {
             return Ok(false);
         };
-        // Regular times are not decoded: each bin's rows follow from its bounds.
+        // Regular times are not decoded, unless an accumulator reads them: each bin's rows
+        // follow from its bounds.
+        let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
         let progression = match (&scan.src, col_names.get(time_col)) {
-            (Source::Seg(seg, i), Some(name)) => seg
+            (Source::Seg(seg, i), Some(name)) if !times_read => seg
                 .read_columns_with(*i as usize, &[name], decode_date_progression)?
                 .into_iter()
                 .next()
