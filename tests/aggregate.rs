@@ -47,6 +47,17 @@ fn load(
     (db, c)
 }
 
+/// [`load`] into a fresh directory, time field `t` and meta field `m`.
+fn load_tm(docs: &[Document]) -> (tempfile::TempDir, Database, Collection) {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, c) = load(
+        dir.path(),
+        TimeseriesOptions::new("t").meta_field("m"),
+        docs,
+    );
+    (dir, db, c)
+}
+
 fn run(c: &Collection, p: &[Document]) -> Vec<Document> {
     c.aggregate(p.to_vec())
         .unwrap()
@@ -507,12 +518,7 @@ fn columnar_path_gives_the_document_paths_answers() {
     for (seed, grid_ms) in [(1u64, 10_000), (2, 1000), (3, 600_000)] {
         let mut rng = Rng::new(seed);
         let docs = random_docs(&mut rng, 3000, grid_ms);
-        let dir = tempfile::tempdir().unwrap();
-        let (_db, c) = load(
-            dir.path(),
-            TimeseriesOptions::new("t").meta_field("m"),
-            &docs,
-        );
+        let (_dir, _db, c) = load_tm(&docs);
         for p in random_pipelines() {
             let what = format!("seed {seed}: {p:?}");
             same_answers(&run(&c, &p), &run_unpacked(&c, &p), &what);
@@ -645,12 +651,7 @@ fn groups_on_time_bins_over_runs_of_equal_times() {
             }
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (_db, c) = load(
-        dir.path(),
-        TimeseriesOptions::new("t").meta_field("m"),
-        &docs,
-    );
+    let (_dir, _db, c) = load_tm(&docs);
     let trunc =
         |unit: &str, bin: i32| doc! {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": bin}};
     let accs = |id: Bson| {
@@ -713,12 +714,7 @@ fn groups_on_time_bins_over_rows_out_of_time_order() {
             doc! {"t": date(t), "m": format!("s{}", rng.below(3)), "v": rng.below(1000) as i64}
         })
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let (_db, c) = load(
-        dir.path(),
-        TimeseriesOptions::new("t").meta_field("m"),
-        &docs,
-    );
+    let (_dir, _db, c) = load_tm(&docs);
     for unit in ["second", "minute", "hour"] {
         let p = vec![doc! {"$group": {
             "_id": {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": 7}},
@@ -981,12 +977,7 @@ fn groups_on_time_bins_over_regular_times() {
             docs.push(d);
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (_db, c) = load(
-        dir.path(),
-        TimeseriesOptions::new("t").meta_field("m"),
-        &docs,
-    );
+    let (_dir, _db, c) = load_tm(&docs);
     // With the time field read by an accumulator (the times are decoded) and without.
     let with_times = doc! {
         "si": {"$sum": "$i"}, "sf": {"$sum": "$f"}, "sn": {"$sum": "$n"},
