@@ -114,6 +114,24 @@ impl<'a> Times<'a> {
     }
 }
 
+/// Feeds rows `rows` to group `g`: accumulator `i` reads `inputs[i]`. Inlined into
+/// [`feed_bucket`]'s loop, whose runs are a few rows each: a call cost as much as the sum.
+#[inline(always)]
+fn feed(table: &mut GroupTable, g: u32, rows: Range<usize>, inputs: &[Input<'_>]) {
+    for (acc, input) in table.accs(g).iter_mut().zip(inputs) {
+        match input {
+            Input::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
+            Input::Column(vals) => acc.feed_span(vals, rows.clone()),
+            Input::IntSum(s, wide) => {
+                // Rows past the end of the values have none.
+                let s = s.get(rows.start.min(s.len())..rows.end.min(s.len()));
+                let s = s.unwrap_or_default();
+                acc.add_ints(exact_sum(s), s.len() as u64, *wide);
+            }
+        }
+    }
+}
+
 /// Feeds the rows of a bucket whose times are `times` to the groups of their bins:
 /// accumulator `i` of a group reads `inputs[i]`. `create` makes the group of a bin start the
 /// first time the bin is seen.
@@ -125,20 +143,6 @@ pub(crate) fn feed_bucket(
     inputs: &[Input<'_>],
     mut create: impl FnMut(&mut GroupTable, i64) -> Result<u32>,
 ) -> Result<()> {
-    let feed = |table: &mut GroupTable, g: u32, rows: Range<usize>| {
-        for (acc, input) in table.accs(g).iter_mut().zip(inputs) {
-            match input {
-                Input::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
-                Input::Column(vals) => acc.feed_span(vals, rows.clone()),
-                Input::IntSum(s, wide) => {
-                    // Rows past the end of the values have none.
-                    let s = s.get(rows.start.min(s.len())..rows.end.min(s.len()));
-                    let s = s.unwrap_or_default();
-                    acc.add_ints(exact_sum(s), s.len() as u64, *wide);
-                }
-            }
-        }
-    };
     // The group of the rows gathered so far, and their first row.
     let mut cur: Option<(u32, usize)> = None;
     let (mut k, mut len) = (0, 0);
@@ -147,7 +151,7 @@ pub(crate) fn feed_bucket(
         match cur {
             Some((cg, _)) if cg == g => {}
             Some((cg, from)) => {
-                feed(table, cg, from..k);
+                feed(table, cg, from..k, inputs);
                 cur = Some((g, k));
             }
             None => cur = Some((g, k)),
@@ -156,7 +160,7 @@ pub(crate) fn feed_bucket(
         k += len;
     }
     if let Some((g, from)) = cur {
-        feed(table, g, from..times.len());
+        feed(table, g, from..times.len(), inputs);
     }
     Ok(())
 }
