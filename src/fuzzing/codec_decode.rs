@@ -3,7 +3,8 @@
 
 use super::Input;
 use crate::codec::{
-    decode_column, decode_f64, decode_f64_dense, decode_i64, decode_i64_dense, encode_column,
+    decode_column, decode_date_progression, decode_date_runs, decode_f64, decode_f64_dense,
+    decode_i64, decode_i64_dense, encode_column,
 };
 use crate::query::columns::Col;
 
@@ -22,6 +23,25 @@ pub fn run(data: &[u8]) {
     let _ = decode_i64_dense(col, rows);
     let _ = decode_f64_dense(col, rows);
     let _ = Col::decode(col, rows);
+    // The readers of time columns that skip values must agree with the one that reads them.
+    let values = || decode_i64(col, rows).ok().flatten();
+    if let Ok(Some(runs)) = decode_date_runs(col, rows) {
+        let expanded: Vec<Option<i64>> = runs
+            .iter()
+            .flat_map(|&(v, n)| std::iter::repeat_n(Some(v), n as usize))
+            .collect();
+        assert_eq!(Some(expanded), values(), "runs disagree with values");
+    }
+    if let Ok(Some((first, step))) = decode_date_progression(col, rows) {
+        let expanded: Vec<Option<i64>> = (0..rows as i64)
+            .map(|i| Some(first.wrapping_add(step.wrapping_mul(i))))
+            .collect();
+        assert_eq!(
+            Some(expanded),
+            values(),
+            "progression disagrees with values"
+        );
+    }
     // Whatever decodes is a valid column: it must survive a round trip of its own.
     if let Ok(values) = full {
         assert_eq!(
