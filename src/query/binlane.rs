@@ -80,7 +80,7 @@ impl<'a> Times<'a> {
     /// format does not require it: a run ends at the first row outside its bin either way.
     /// `hint` is a guess (the previous run's length), checked before any division.
     #[inline]
-    fn run(&self, k: usize, t: i64, (lo, hi): (i64, i64), hint: usize) -> usize {
+    pub fn run(&self, k: usize, t: i64, (lo, hi): (i64, i64), hint: usize) -> usize {
         let rest = self.len().saturating_sub(k);
         match *self {
             Times::Values(ts) => ts

@@ -56,6 +56,13 @@ enum Arg {
     Column(usize),
 }
 
+/// A column as the bin lane reads it: dates stored as a progression (regular times) as
+/// `(first, step)`, anything else decoded.
+enum LaneCol {
+    Steps(i64, i64),
+    Col(Col),
+}
+
 /// A use of the time field in the group key.
 enum Leaf {
     Trunc(DateTrunc),
@@ -617,40 +624,60 @@ impl FastGroup {
         let (Some(leaf), Some(time_col)) = (self.leaves.first(), self.time_col) else {
             return Ok(false);
         };
-        // Regular times are not decoded, unless an accumulator reads them: each bin's rows
-        // follow from its bounds.
-        let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
-        let progression = match (&scan.src, col_names.get(time_col)) {
-            (Source::Seg(seg, i), Some(name)) if !times_read => seg
-                .read_columns_with(*i as usize, &[name], decode_date_progression)?
-                .into_iter()
-                .next()
-                .flatten()
-                .flatten()
-                .and_then(|(first, step)| Times::progression(first, step, st.count as usize)),
-            _ => None,
-        };
         let mut names = Vec::with_capacity(col_names.len());
         let mut slots = Vec::with_capacity(col_names.len());
         for (c, name) in col_names.iter().enumerate() {
-            let read = self.group_cols.get(c).copied().unwrap_or(false);
-            if read && !(c == time_col && progression.is_some()) {
+            if self.group_cols.get(c).copied().unwrap_or(false) {
                 names.push(*name);
                 slots.push(c);
             }
         }
-        let loaded = columns::load(&scan.src, &names)?;
-        let col = |c: usize| {
-            slots
-                .iter()
-                .position(|&s| s == c)
-                .and_then(|k| loaded.get(k))
+        // Regular dates come back as (first, step), the rest decoded, in one read.
+        let loaded: Vec<LaneCol> = match &scan.src {
+            Source::Seg(seg, i) => seg
+                .read_columns_with(*i as usize, &names, |data, rows| {
+                    Ok(match decode_date_progression(data, rows)? {
+                        Some((first, step)) => LaneCol::Steps(first, step),
+                        None => LaneCol::Col(Col::decode(data, rows)?),
+                    })
+                })?
+                .into_iter()
+                .map(|c| c.unwrap_or(LaneCol::Col(Col::Missing)))
+                .collect(),
+            Source::Mem(_) => (columns::load(&scan.src, &names)?.into_iter())
+                .map(LaneCol::Col)
+                .collect(),
         };
+        // Regular times are not decoded, unless an accumulator reads them: each bin's rows
+        // follow from its bounds.
+        let n = st.count as usize;
+        let time_at = slots.iter().position(|&s| s == time_col);
+        let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
+        let mut progression = None;
+        let mut cols = Vec::with_capacity(loaded.len());
+        for (k, c) in loaded.into_iter().enumerate() {
+            cols.push(match c {
+                LaneCol::Col(c) => c,
+                LaneCol::Steps(first, step) => {
+                    if Some(k) == time_at {
+                        progression = Times::progression(first, step, n);
+                    }
+                    match Some(k) == time_at && progression.is_some() && !times_read {
+                        true => Col::Missing,
+                        // What `Col::decode` gives for the same bytes.
+                        false => Col::Date(Slots::Dense(
+                            (0..n as i64)
+                                .map(|i| first.wrapping_add(step.wrapping_mul(i)))
+                                .collect(),
+                        )),
+                    }
+                }
+            });
+        }
+        let col = |c: usize| slots.iter().position(|&s| s == c).and_then(|k| cols.get(k));
         let times = match (progression, col(time_col)) {
             (Some(p), _) => p,
-            (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == st.count as usize => {
-                Times::Values(ts)
-            }
+            (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == n => Times::Values(ts),
             _ => return Ok(false),
         };
         let mut inputs = Vec::with_capacity(self.args.len());
@@ -1098,14 +1125,7 @@ impl FastGroup {
                 None => leaf.range(t)?,
             };
             bin = Some((lo, hi));
-            // This engine sorts a bucket's rows by time at close, but the segment format does
-            // not require it: the run ends at the first row outside the bin either way.
-            let len = ts
-                .get(k + 1..)
-                .unwrap_or_default()
-                .iter()
-                .position(|&x| x < lo || x >= hi)
-                .map_or(ts.len() - k, |p| p + 1);
+            let len = Times::Values(ts).run(k, t, (lo, hi), 0);
             let p = *match &mut part {
                 Some(p) => p,
                 slot => slot.insert(self.key_part(cache, &scan.src, st.meta, Some(t))?),
