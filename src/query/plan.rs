@@ -194,6 +194,12 @@ impl<'a> BucketStats<'a> {
         }
     }
 
+    /// These statistics with another meta value: one that reads the same along the paths
+    /// the caller judges (a [`crate::segment::MetaProjection`]'s cut value).
+    pub fn with_meta(self, meta: Option<&'a Bson>) -> BucketStats<'a> {
+        BucketStats { meta, ..self }
+    }
+
     /// `control.min` and `control.max`; `None` when a segment's directory fails to decode
     /// them (it decoded them at open, so only a fault in memory could cause it), and then
     /// every judgement from statistics must be "cannot tell".
@@ -417,7 +423,11 @@ fn judge_meta(pred: &Pred, rest: Option<&str>, b: &BucketStats<'_>) -> Verdict {
     if !same_in_every_row && b.meta_varies() {
         return Verdict::Some;
     }
-    Verdict::of(pred.matches_at(b.meta, rest))
+    Verdict::of(match at {
+        Reach::Value(v) => pred.matches(&[v]),
+        Reach::Missing => pred.matches(&[]),
+        Reach::ThroughArray => pred.matches_at(b.meta, rest),
+    })
 }
 
 fn time_ms(d: &Document, field: &str) -> Option<i64> {

@@ -1535,8 +1535,43 @@ fn meta_projections_number_references_by_projected_fields() {
     sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), 5);
+    // Each number carries its value cut down to the projected fields, and an encoding that
+    // tells values apart.
+    assert_eq!(
+        by_region.value(ids[0]),
+        Some(Some(&Bson::Document(doc! {"r": "eu"})))
+    );
+    assert_eq!(
+        by_region.value(ids[5]),
+        Some(Some(&Bson::Document(doc! {})))
+    );
+    assert_eq!(by_region.value(by_region.distinct()), None);
+    let keys: Vec<&[u8]> = ids.iter().map(|&id| by_region.key(id).unwrap()).collect();
+    assert_eq!(keys[0], keys[1]);
+    assert_ne!(keys[3], keys[4], "int32 and int64 1 differ");
+    let mut sorted_keys = keys.clone();
+    sorted_keys.sort_unstable();
+    sorted_keys.dedup();
+    assert_eq!(sorted_keys.len(), 5);
     let whole = seg.meta_projection(&MetaFields::Whole);
     assert_eq!(whole.distinct(), 6);
+    // Whole values are not copied: callers judge the bucket's own.
+    assert_eq!(whole.value(0), None);
+    // The encodings are the same in another segment holding the same values in another order.
+    let (_d2, path2) = tmp();
+    let mut rev = buckets.clone();
+    rev.reverse();
+    write_to(&path2, &rev, WriteOptions::default());
+    let seg2 = Segment::open(&RealFs, &path2).unwrap();
+    let by_region2 = seg2.meta_projection(&MetaFields::of_paths(["r"]));
+    let mut keys2: Vec<&[u8]> = seg2
+        .buckets()
+        .iter()
+        .map(|b| by_region2.key(by_region2.id(b.meta_ref())).unwrap())
+        .collect();
+    keys2.sort_unstable();
+    keys2.dedup();
+    assert_eq!(keys2, sorted_keys);
     // Kept: the same fields give the same projection.
     assert!(std::sync::Arc::ptr_eq(
         &by_region,
