@@ -250,31 +250,51 @@ pub(crate) fn unpack(data: &[u8], w: u32, out: &mut [u64]) -> Option<()> {
         return Some(());
     }
     let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+    if w > 56 {
+        // shift + w may pass 64: two words per field.
+        let mut bitpos = 0usize;
+        for slot in out.iter_mut() {
+            *slot = (load_u128(data, bitpos >> 3) >> (bitpos & 7)) as u64 & mask;
+            bitpos += w as usize;
+        }
+        return Some(());
+    }
+    // Fields whose 8-byte load would run past the end read from a zero-padded copy of the
+    // last bytes, made once: a short sequence (a bucket of a few rows) has most of its fields
+    // there, and copying each one's bytes separately called `memcpy` per field.
+    let tail_start = data.len().saturating_sub(8);
+    let mut tail = [0u8; 16];
+    if let (Some(dst), Some(src)) = (
+        tail.get_mut(..data.len() - tail_start),
+        data.get(tail_start..),
+    ) {
+        dst.copy_from_slice(src);
+    }
     let mut bitpos = 0usize;
     for slot in out.iter_mut() {
         let byte = bitpos >> 3;
-        let shift = (bitpos & 7) as u32;
-        let window = match data.get(byte..byte + 8) {
-            // shift + w <= 63 fits one load.
-            Some(b) if w <= 56 => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                u64::from_le_bytes(a) >> shift
-            }
-            _ => {
-                let mut a = [0u8; 16];
-                let tail = data.get(byte..).unwrap_or(&[]);
-                let take = tail.len().min(16);
-                if let (Some(dst), Some(src)) = (a.get_mut(..take), tail.get(..take)) {
-                    dst.copy_from_slice(src);
-                }
-                (u128::from_le_bytes(a) >> shift) as u64
-            }
+        let word = match data.get(byte..byte + 8) {
+            Some(b) => b.try_into().ok(),
+            None => byte
+                .checked_sub(tail_start)
+                .and_then(|o| tail.get(o..o + 8))
+                .and_then(|b| b.try_into().ok()),
         };
-        *slot = window & mask;
+        *slot = (u64::from_le_bytes(word.unwrap_or([0; 8])) >> (bitpos & 7)) & mask;
         bitpos += w as usize;
     }
     Some(())
+}
+
+/// The 16 bytes from `at` as a little-endian number, zeros past the end of `data`.
+fn load_u128(data: &[u8], at: usize) -> u128 {
+    let mut a = [0u8; 16];
+    let tail = data.get(at..).unwrap_or(&[]);
+    let take = tail.len().min(16);
+    if let (Some(dst), Some(src)) = (a.get_mut(..take), tail.get(..take)) {
+        dst.copy_from_slice(src);
+    }
+    u128::from_le_bytes(a)
 }
 
 #[cfg(test)]
@@ -332,7 +352,8 @@ mod tests {
     fn unpack_matches_the_bit_reader_for_every_width() {
         let mut x = 0x1234_5678_9abc_def0u64;
         for w in 0..=64u32 {
-            for count in [0usize, 1, 7, 128, 129] {
+            // Short counts put every field in the last eight bytes.
+            for count in [0usize, 1, 2, 3, 5, 7, 8, 9, 128, 129] {
                 let mut bw = BitWriter::default();
                 let mut want = Vec::new();
                 for _ in 0..count {
@@ -347,6 +368,12 @@ mod tests {
                 let mut got = vec![0; count];
                 assert_eq!(unpack(&buf, w, &mut got), Some(()), "w={w} n={count}");
                 assert_eq!(got, want, "w={w} n={count}");
+                // Bytes after the fields (the next part of a column) are not read into them.
+                let mut longer = buf.clone();
+                longer.extend_from_slice(&[0xff; 3]);
+                got.fill(0);
+                assert_eq!(unpack(&longer, w, &mut got), Some(()));
+                assert_eq!(got, want, "w={w} n={count}, more bytes after");
                 if count > 0 && w > 0 {
                     let short = &buf[..(count * w as usize).div_ceil(8) - 1];
                     assert_eq!(unpack(short, w, &mut got), None);

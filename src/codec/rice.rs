@@ -86,11 +86,17 @@ pub(crate) fn decode(data: &[u8], k: u32, out: &mut [u64]) -> Option<usize> {
     // Zero bits of the current code seen in earlier words.
     let mut carried = 0u64;
     for (wi, chunk) in unary.chunks(8).enumerate() {
-        let mut a = [0u8; 8];
-        if let Some(dst) = a.get_mut(..chunk.len()) {
-            dst.copy_from_slice(chunk);
-        }
-        let mut w = u64::from_le_bytes(a);
+        let mut w = match <[u8; 8]>::try_from(chunk) {
+            Ok(a) => u64::from_le_bytes(a),
+            // The last, short chunk (a variable-length copy is a `memcpy` call).
+            Err(_) => {
+                let mut a = [0u8; 8];
+                if let Some(dst) = a.get_mut(..chunk.len()) {
+                    dst.copy_from_slice(chunk);
+                }
+                u64::from_le_bytes(a)
+            }
+        };
         // Bit index just past the previous one bit in this word.
         let mut from = 0u64;
         while w != 0 {
