@@ -828,21 +828,14 @@ fn remove_leftovers(vfs: &dyn Vfs, path: &Path, man: &Manifest) -> Result<()> {
 /// Opens the segment files at `paths` on up to `threads` threads (most of opening a database
 /// of many buckets is decoding their directories); the results are in the order of `paths`.
 fn open_segments(vfs: &dyn Vfs, paths: &[PathBuf], threads: usize) -> Vec<Result<Segment>> {
-    let n = threads.clamp(1, paths.len().max(1));
-    // Thread `k` takes files k, k + n, ...: files differ in size, and neighbours most.
-    let mine: Vec<Vec<usize>> = (0..n)
-        .map(|k| (k..paths.len()).step_by(n).collect())
-        .collect();
-    let parts: Vec<&[usize]> = mine.iter().map(Vec::as_slice).collect();
-    let mut done: Vec<(usize, Result<Segment>)> =
-        crate::query::parallel::run_parts(&parts, |part| {
-            part.iter()
-                .filter_map(|&i| Some((i, Segment::open(vfs, paths.get(i)?))))
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+    // A file to a part: files differ in size, and a thread that opened small ones takes more.
+    let each: Vec<usize> = (0..paths.len()).collect();
+    let parts: Vec<&[usize]> = each.chunks(1).collect();
+    let opened = crate::query::parallel::run_claimed(&parts, threads, Vec::new, |done, _, part| {
+        done.extend((part.iter()).filter_map(|&i| Some((i, Segment::open(vfs, paths.get(i)?)))));
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let mut done: Vec<(usize, Result<Segment>)> = opened.into_iter().flatten().flatten().collect();
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
 }

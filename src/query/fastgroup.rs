@@ -253,6 +253,33 @@ impl Tally {
     }
 }
 
+/// What a thread keeps across the stretches of buckets it visits: its group table, and the
+/// caches and lanes that refer to that table's groups.
+struct Visitor<'a> {
+    table: GroupTable,
+    tally: Tally,
+    cache: KeyCache,
+    bounds: SegmentBounds,
+    lane: Option<CountLane>,
+    lane_consts: Option<Vec<&'a Bson>>,
+    bin_lane: Option<BinGroups>,
+    feeds: Vec<Feed>,
+    bins: Vec<i64>,
+    /// Where each stretch's groups begin: (part, groups in the table before it).
+    starts: Vec<(usize, usize)>,
+}
+
+/// Where each group of a table first appeared in the visit: `(part << 32) + place` for the
+/// groups from `starts` (part, groups before it), in order, up to `len` groups.
+fn first_seen(starts: &[(usize, usize)], len: usize) -> Vec<u64> {
+    let mut rank = Vec::with_capacity(len);
+    for (i, &(part, from)) in starts.iter().enumerate() {
+        let to = starts.get(i + 1).map_or(len, |s| s.1);
+        rank.extend((0..to.saturating_sub(from)).map(|j| ((part as u64) << 32) + j as u64));
+    }
+    rank
+}
+
 /// Fewest buckets per thread of a columnar group: below it, starting a thread costs more than
 /// it saves (most buckets are answered from their statistics in well under a microsecond).
 const BUCKETS_PER_WORKER: usize = 1024;
@@ -762,25 +789,37 @@ impl FastGroup {
         threads: usize,
     ) -> Result<(Vec<Document>, Explain)> {
         let order = self.visit_order(&scans)?;
-        let parts = match self.arrival_order() {
-            true => vec![order.as_slice()],
-            false => parallel::split_by_page(
-                &scans,
-                &order,
-                parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
-            ),
+        let threads = match self.arrival_order() {
+            true => 1,
+            false => parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
         };
-        let mut done = parallel::run_parts(&parts, |part| self.visit(&scans, part)).into_iter();
-        let (mut table, tally) = done.next().unwrap_or_else(|| Ok(self.empty_part()))?;
-        tally.apply(&mut ex);
-        // Parts cover consecutive stretches of the visit order, so merging them in order keeps
-        // the groups in order of first appearance.
-        for part in done {
-            let (t, tally) = part?;
-            table.merge(t);
+        let parts = parallel::split_by_page(&scans, &order, parallel::parts_for(threads));
+        let done = parallel::run_claimed(
+            &parts,
+            threads,
+            || self.visitor(),
+            |v, k, part| {
+                v.starts.push((k, v.table.len()));
+                self.visit_into(v, &scans, part)
+            },
+        )?;
+        // A thread takes its parts in increasing order, so its groups are in order of first
+        // appearance within its parts; a group's rank (part, place in it) orders it among all.
+        let mut out: Option<(GroupTable, Vec<u64>)> = None;
+        for v in done {
+            let (t, tally, starts) = self.finish(v);
             tally.apply(&mut ex);
+            let r = first_seen(&starts, t.len());
+            out = Some(match out {
+                None => (t, r),
+                Some((mut table, mut rank)) => {
+                    table.merge(&mut rank, t, &r);
+                    (table, rank)
+                }
+            });
         }
-        Ok((table.into_docs()?, ex))
+        let (table, rank) = out.unwrap_or_else(|| (self.empty_part().0, Vec::new()));
+        Ok((table.into_docs_ranked(&rank)?, ex))
     }
 
     /// A fresh group table and an empty tally.
@@ -793,43 +832,62 @@ impl FastGroup {
         (GroupTable::new(names, fresh), Tally::default())
     }
 
-    /// Groups the buckets `scans[i]` for `i` in `order`, in that order, into a table of its
-    /// own.
-    fn visit(&self, scans: &[Scan], order: &[usize]) -> Result<(GroupTable, Tally)> {
-        let (mut table, mut tally) = self.empty_part();
-        self.visit_into(scans, order, &mut table, &mut tally)?;
-        Ok((table, tally))
+    /// A thread's state for [`FastGroup::visit_into`].
+    fn visitor(&self) -> Visitor<'_> {
+        let (table, tally) = self.empty_part();
+        let lane_consts = self.lane_consts();
+        Visitor {
+            table,
+            tally,
+            cache: KeyCache::default(),
+            // The fields whose statistics a bucket may be judged or answered from, and their
+            // bounds and sums per segment, gathered in one pass over each segment's directory.
+            bounds: SegmentBounds::new(
+                self.args
+                    .iter()
+                    .filter_map(|a| match a {
+                        Arg::Column(c) => Some(*c),
+                        _ => None,
+                    })
+                    .chain(self.filter_cols.iter().copied())
+                    .filter_map(|c| self.columns.get(c).cloned())
+                    .collect(),
+            ),
+            lane: lane_consts.as_ref().map(|_| CountLane::default()),
+            lane_consts,
+            bin_lane: self.bin_lane().then(BinGroups::default),
+            feeds: Vec::new(),
+            bins: Vec::new(),
+            starts: Vec::new(),
+        }
     }
 
-    fn visit_into(
-        &self,
-        scans: &[Scan],
-        order: &[usize],
-        table: &mut GroupTable,
-        tally: &mut Tally,
-    ) -> Result<()> {
+    /// The visitor's table and tally, once it has visited its buckets.
+    fn finish(&self, v: Visitor<'_>) -> (GroupTable, Tally, Vec<(usize, usize)>) {
+        let (mut table, mut tally) = (v.table, v.tally);
+        if let (Some(lane), Some(consts)) = (v.lane, v.lane_consts) {
+            lane.finish(&mut table, &consts);
+            tally.from_stats += lane.buckets;
+        }
+        (table, tally, v.starts)
+    }
+
+    /// Groups the buckets `scans[i]` for `i` in `order`, in that order, into the visitor's
+    /// table.
+    fn visit_into(&self, v: &mut Visitor<'_>, scans: &[Scan], order: &[usize]) -> Result<()> {
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
         let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
-        let mut feeds = Vec::new();
-        let mut cache = KeyCache::default();
-        let cache = &mut cache;
-        let mut bins = Vec::new();
-        // The fields whose statistics a bucket may be judged or answered from, and their
-        // bounds and sums per segment, gathered in one pass over each segment's directory.
-        let mut bounds = SegmentBounds::new(
-            self.args
-                .iter()
-                .filter_map(|a| match a {
-                    Arg::Column(c) => Some(*c),
-                    _ => None,
-                })
-                .chain(self.filter_cols.iter().copied())
-                .filter_map(|c| self.columns.get(c).cloned())
-                .collect(),
-        );
-        let lane_consts = self.lane_consts();
-        let mut lane = lane_consts.as_ref().map(|_| CountLane::default());
-        let mut bin_lane = self.bin_lane().then(BinGroups::default);
+        let Visitor {
+            table,
+            tally,
+            cache,
+            bounds,
+            lane,
+            bin_lane,
+            feeds,
+            bins,
+            ..
+        } = v;
         for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
             if let Some(lane) = lane.as_mut() {
@@ -845,7 +903,7 @@ impl FastGroup {
             let meta_ok = !(self.reads_meta && meta_varies);
             let hi = self.time_hi(&st);
             // The key's bins when the key is constant over the bucket.
-            let key_const = meta_ok && self.const_bins(&st, hi, &mut bins);
+            let key_const = meta_ok && self.const_bins(&st, hi, bins);
             // The gathered bounds serve the filter's judgements and the answers from
             // statistics; a whole bucket whose key varies uses neither, and gathering a
             // segment's bounds costs a pass over its directory.
@@ -867,7 +925,7 @@ impl FastGroup {
             };
             if let (Some(_), true) = (&self.picks, key_const) {
                 let lo = self.time_lo(&st);
-                let g = self.group_of(table, cache, part, &bins, st.meta, hi, false)?;
+                let g = self.group_of(table, cache, part, bins, st.meta, hi, false)?;
                 let settled = g.is_some_and(|g| {
                     table.accs(g).iter().all(|a| match a {
                         Acc::Pick { max_time: true, .. } => {
@@ -882,9 +940,9 @@ impl FastGroup {
                     continue;
                 }
             }
-            if whole && key_const && self.stat_feeds(&st, hi, scan, &mut feeds).is_some() {
+            if whole && key_const && self.stat_feeds(&st, hi, scan, feeds).is_some() {
                 let g = self
-                    .group_of(table, cache, part, &bins, st.meta, hi, true)?
+                    .group_of(table, cache, part, bins, st.meta, hi, true)?
                     .unwrap_or(0);
                 let pos = (idx as u64) << 32;
                 for (acc, f) in table.accs(g).iter_mut().zip(feeds.drain(..)) {
@@ -915,12 +973,9 @@ impl FastGroup {
                 self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
             }
         }
-        if let (Some(lane), Some(consts)) = (lane, lane_consts) {
-            lane.finish(table, &consts);
-            tally.from_stats += lane.buckets;
-        }
         Ok(())
     }
+
     /// Feeds a bucket from its decoded columns.
     #[allow(clippy::too_many_arguments)]
     fn feed_columns(

@@ -84,15 +84,33 @@ impl GroupTable {
         (h, None)
     }
 
+    /// Adds a group with fresh states.
     fn insert(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
+        let g = self.push_key(h, key, id);
+        self.accs.extend_from_slice(&self.fresh);
+        g
+    }
+
+    /// Adds a group's key and `_id`, not its states.
+    fn push_key(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
         let g = self.ids.len() as u32;
         let start = self.keys.len();
         self.keys.extend_from_slice(key);
         self.spans.push((start, self.keys.len()));
         self.next.push(self.heads.insert(h, g).unwrap_or(NONE));
         self.ids.push(id);
-        self.accs.extend_from_slice(&self.fresh);
         g
+    }
+
+    /// [`GroupTable::insert`] with the group's states given.
+    fn append(&mut self, h: u64, key: &[u8], id: Bson, states: impl Iterator<Item = Acc>) {
+        self.push_key(h, key, id);
+        let w = self.fresh.len();
+        let before = self.accs.len();
+        self.accs.extend(states);
+        // A short `later` (never made here) would leave the states misaligned: pad with fresh.
+        let missing = (before + w).saturating_sub(self.accs.len());
+        self.accs.extend(self.fresh.iter().take(missing).cloned());
     }
 
     /// The group whose key encodes as `key`, if there is one.
@@ -173,37 +191,100 @@ impl GroupTable {
         Ok(())
     }
 
-    /// Folds in the groups of `later`, a table of the same group over input that follows
-    /// this table's: a group both hold keeps this table's `_id` and place and merges the
-    /// states ([`Acc::merge`]); the others follow in `later`'s order.
-    pub fn merge(&mut self, later: GroupTable) {
+    /// Groups in the table.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when the table has no group.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Folds in the groups of `later`, a table of the same group over other input. Each
+    /// table's groups are ranked by where they first appeared in the whole input: `rank[g]`
+    /// for this table's group `g`, `later_rank[k]` for `later`'s group `k`. A group both hold
+    /// takes the `_id` of its first appearance and the lower rank, and its states merge with
+    /// the earlier one's first ([`Acc::merge`]); `later`'s other groups are added, and `rank`
+    /// grows with them. [`GroupTable::into_docs_ranked`] then gives the groups in the order of
+    /// the whole input.
+    pub fn merge(&mut self, rank: &mut Vec<u64>, later: GroupTable, later_rank: &[u64]) {
+        let w = self.fresh.len();
+        self.ids.reserve(later.ids.len());
+        self.spans.reserve(later.ids.len());
+        self.next.reserve(later.ids.len());
+        self.accs.reserve(later.accs.len());
+        self.heads.reserve(later.ids.len());
+        rank.reserve(later.ids.len());
         let mut states = later.accs.into_iter();
-        for (&(a, b), id) in later.spans.iter().zip(later.ids) {
+        let spans = later.spans.iter().zip(later.ids);
+        for (k, (&(a, b), id)) in spans.enumerate() {
             let key = later.keys.get(a..b).unwrap_or_default();
-            let g = match self.lookup(key) {
-                (_, Some(g)) => g,
-                (h, None) => self.insert(h, key, id),
+            let r = later_rank.get(k).copied().unwrap_or(u64::MAX);
+            let (h, g) = self.lookup(key);
+            let Some(g) = g else {
+                rank.push(r);
+                self.append(h, key, id, states.by_ref().take(w));
+                continue;
             };
+            let earlier = rank.get_mut(g as usize).is_some_and(|x| {
+                let earlier = r < *x;
+                *x = (*x).min(r);
+                earlier
+            });
+            if earlier {
+                if let Some(x) = self.ids.get_mut(g as usize) {
+                    *x = id;
+                }
+            }
             for acc in self.accs(g) {
                 if let Some(st) = states.next() {
-                    acc.merge(st);
+                    match earlier {
+                        true => {
+                            let mine = std::mem::replace(acc, st);
+                            acc.merge(mine);
+                        }
+                        false => acc.merge(st),
+                    }
                 }
             }
         }
     }
 
+    /// [`GroupTable::into_docs`] in order of `rank` (see [`GroupTable::merge`]).
+    pub fn into_docs_ranked(self, rank: &[u64]) -> Result<Vec<Document>> {
+        let mut order: Vec<u32> = (0..self.ids.len() as u32).collect();
+        order.sort_unstable_by_key(|&g| rank.get(g as usize).copied().unwrap_or(u64::MAX));
+        // Built in the table's order, which reads the states and `_id`s in sequence, then moved
+        // into place.
+        let docs = self.into_docs()?;
+        if order.iter().enumerate().all(|(i, &g)| i == g as usize) {
+            return Ok(docs);
+        }
+        let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
+        Ok(order
+            .iter()
+            .filter_map(|&g| docs.get_mut(g as usize).and_then(Option::take))
+            .collect())
+    }
+
+    fn doc(&self, id: Bson, accs: &[Acc]) -> Result<Document> {
+        let mut d = Document::new();
+        d.insert("_id", id);
+        for (name, a) in self.names.iter().zip(accs) {
+            d.insert(name.clone(), a.value()?);
+        }
+        Ok(d)
+    }
+
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
-    pub fn into_docs(self) -> Result<Vec<Document>> {
+    pub fn into_docs(mut self) -> Result<Vec<Document>> {
         let w = self.fresh.len();
         let mut out = Vec::with_capacity(self.ids.len());
-        for (g, id) in self.ids.into_iter().enumerate() {
-            let mut d = Document::new();
-            d.insert("_id", id);
+        let ids = std::mem::take(&mut self.ids);
+        for (g, id) in ids.into_iter().enumerate() {
             let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
-            for (name, a) in self.names.iter().zip(accs) {
-                d.insert(name.clone(), a.value()?);
-            }
-            out.push(d);
+            out.push(self.doc(id, accs)?);
         }
         Ok(out)
     }
@@ -430,34 +511,66 @@ mod tests {
         }
     }
 
+    /// Ranks of the groups of a table that saw the input from position `from` on, in order.
+    fn ranks(t: &GroupTable, from: u64) -> Vec<u64> {
+        (0..t.len() as u64).map(|g| from + g).collect()
+    }
+
     #[test]
     fn merged_tables_keep_first_appearance_order_and_merge_states() {
         let spec = sum_by_k(Expr::Path("x".into()));
         let rows = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("d", 6)];
-        for cut in 0..=rows.len() {
+        let split = |cut: usize| {
             let (mut first, mut later) = (GroupTable::for_spec(&spec), GroupTable::for_spec(&spec));
             for (i, (k, x)) in rows.iter().enumerate() {
                 let t = if i < cut { &mut first } else { &mut later };
                 t.feed_doc(&spec, &doc! {"k": *k, "x": *x}).unwrap();
             }
-            first.merge(later);
-            let mut want = GroupTable::for_spec(&spec);
-            for (k, x) in rows {
-                want.feed_doc(&spec, &doc! {"k": k, "x": x}).unwrap();
-            }
+            (first, later)
+        };
+        let mut want = GroupTable::for_spec(&spec);
+        for (k, x) in rows {
+            want.feed_doc(&spec, &doc! {"k": k, "x": x}).unwrap();
+        }
+        let want = want.into_docs().unwrap();
+        for cut in 0..=rows.len() {
+            // Merged either way round, the ranks give the input's order.
+            let (mut first, later) = split(cut);
+            let (rf, rl) = (ranks(&first, 0), ranks(&later, 100));
+            let mut rank = rf.clone();
+            first.merge(&mut rank, later, &rl);
+            assert_eq!(first.into_docs_ranked(&rank).unwrap(), want, "cut {cut}");
+            let (first, mut later) = split(cut);
+            let mut rank = rl;
+            later.merge(&mut rank, first, &rf);
             assert_eq!(
-                first.into_docs().unwrap(),
-                want.into_docs().unwrap(),
-                "cut {cut}"
+                later.into_docs_ranked(&rank).unwrap(),
+                want,
+                "cut {cut}, reversed"
             );
         }
-        // Numerically equal keys are one group; the `_id` first seen stays.
-        let mut a = GroupTable::for_spec(&spec);
-        a.feed_doc(&spec, &doc! {"k": 1, "x": 1}).unwrap();
-        let mut b = GroupTable::for_spec(&spec);
-        b.feed_doc(&spec, &doc! {"k": 1.0, "x": 2}).unwrap();
-        a.merge(b);
-        assert_eq!(a.into_docs().unwrap(), vec![doc! {"_id": 1, "n": 3}]);
+        // Numerically equal keys are one group; the `_id` first seen stays, whichever table
+        // saw it.
+        let one = |k: Bson, x: i32| {
+            let mut t = GroupTable::for_spec(&spec);
+            t.feed_doc(&spec, &doc! {"k": k, "x": x}).unwrap();
+            t
+        };
+        let mut a = one(Bson::Int32(1), 1);
+        let mut rank = vec![0];
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1]);
+        assert_eq!(
+            a.into_docs_ranked(&rank).unwrap(),
+            vec![doc! {"_id": 1, "n": 3}]
+        );
+        let mut a = one(Bson::Int32(1), 1);
+        let mut rank = vec![5];
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1]);
+        assert_eq!(rank, vec![1]);
+        assert_eq!(
+            a.into_docs_ranked(&rank).unwrap(),
+            vec![doc! {"_id": 1.0, "n": 3}]
+        );
     }
 
     fn key(v: Bson) -> Vec<u8> {

@@ -1,11 +1,13 @@
 //! Reading buckets on several threads: how many, and where to cut the list of buckets.
 //!
 //! A read whose answer does not depend on the order of its buckets (counts, and groups
-//! without `$first`/`$last`) is cut into stretches of similar length, one per thread, each
+//! without `$first`/`$last`) is cut into stretches of similar length, several per thread, each
 //! cut where the list passes from one page of a segment to another so that no page is
-//! decompressed twice; the stretches' answers are then combined in order.
+//! decompressed twice. Threads take the stretches as they come free, in order, and their
+//! answers are then combined.
 
 use super::read::{Scan, Source};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Most threads a read uses when [`crate::DbOptions::query_threads`] leaves it to the engine.
@@ -56,37 +58,62 @@ pub(crate) fn split_by_page<'a>(scans: &[Scan], order: &'a [usize], n: usize) ->
     parts
 }
 
-/// Runs `f` on every part, the first on this thread and the others on threads of their own,
-/// and returns the answers in the order of the parts.
-pub(crate) fn run_parts<'a, R: Send>(
-    parts: &[&'a [usize]],
-    f: impl Fn(&'a [usize]) -> R + Sync,
-) -> Vec<R> {
-    match parts {
-        [] => Vec::new(),
-        [only] => vec![f(only)],
-        [first, rest @ ..] => std::thread::scope(|s| {
-            let f = &f;
-            let handles: Vec<_> = rest
-                .iter()
-                .map(|&part| {
-                    let h = std::thread::Builder::new().spawn_scoped(s, move || f(part));
-                    (part, h)
-                })
-                .collect();
-            let mut out = Vec::with_capacity(parts.len());
-            out.push(f(first));
-            for (part, h) in handles {
-                out.push(match h {
-                    // A worker that panicked is a bug here: let the panic through.
-                    Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                    // The system refused a thread: this thread does the part.
-                    Err(_) => f(part),
-                });
-            }
-            out
-        }),
+/// Parts per thread for [`run_claimed`]: enough that the last part taken is a small share of
+/// the work, so that threads finish together however the cost lies along the list.
+pub(crate) const PARTS_PER_THREAD: usize = 8;
+
+/// How many stretches to cut a read into for `threads` threads (see [`run_claimed`]).
+pub(crate) fn parts_for(threads: usize) -> usize {
+    match threads {
+        0 | 1 => 1,
+        n => n * PARTS_PER_THREAD,
     }
+}
+
+/// Runs `f` over every part on up to `threads` threads, this one among them, each with a state
+/// of its own made by `init`. A thread takes the next part nobody has taken yet, so that a
+/// thread whose parts turn out cheap takes more of them (a bucket answered from its statistics
+/// costs a hundredth of one decoded row by row, and such buckets lie together in the files),
+/// and each thread takes its parts in increasing order. `f` is given a part's index. Returns
+/// the states, one per thread that ran, or the first error; after an error, threads take no
+/// more parts.
+pub(crate) fn run_claimed<'a, S: Send, E: Send>(
+    parts: &[&'a [usize]],
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &'a [usize]) -> Result<(), E> + Sync,
+) -> Result<Vec<S>, E> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let work = || {
+        let mut state = init();
+        while !failed.load(Ordering::Relaxed) {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&part) = parts.get(k) else { break };
+            if let Err(e) = f(&mut state, k, part) {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(state)
+    };
+    let threads = threads.clamp(1, parts.len().max(1));
+    if threads == 1 {
+        return work().map(|s| vec![s]);
+    }
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = (1..threads)
+            .map(|_| std::thread::Builder::new().spawn_scoped(s, work))
+            .collect();
+        let mut states = vec![work()?];
+        // A thread the system refused took no part: the others took them all.
+        for h in handles.into_iter().flatten() {
+            // A worker that panicked is a bug here: let the panic through.
+            states.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
+        }
+        Ok(states)
+    })
 }
 
 #[cfg(test)]
@@ -103,13 +130,68 @@ mod tests {
             assert_eq!(parts.concat(), order, "{n} parts");
             assert!(parts.len() <= n && !parts.is_empty());
         }
-        let sums = run_parts(&[&order[..3], &order[3..]], |p| p.iter().sum::<usize>());
-        assert_eq!(sums, vec![3, 42]);
         assert_eq!(workers(10, 1024, 4), 1);
         assert_eq!(workers(0, 0, 4), 1);
         assert_eq!(workers(5000, 1024, 2), 2);
         assert_eq!(workers(5000, 1024, 8), 4);
         assert_eq!(allowed(3), 3);
+        assert_eq!(parts_for(1), 1);
+        assert_eq!(parts_for(3), 3 * PARTS_PER_THREAD);
         assert!((1..=MAX_AUTO_THREADS).contains(&allowed(0)));
+    }
+
+    #[test]
+    fn threads_take_every_part_once_in_increasing_order() {
+        let order: Vec<usize> = (0..100).collect();
+        let parts: Vec<&[usize]> = order.chunks(7).collect();
+        for threads in [1, 2, 3, 40] {
+            let states = run_claimed(
+                &parts,
+                threads,
+                Vec::new,
+                |taken: &mut Vec<(usize, usize)>, k, p| {
+                    // Uneven costs, so that threads take parts out of turn.
+                    if k % 3 == 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    taken.push((k, p[0]));
+                    Ok::<(), ()>(())
+                },
+            )
+            .unwrap();
+            assert!(!states.is_empty() && states.len() <= threads.min(parts.len()));
+            for taken in &states {
+                assert!(taken.windows(2).all(|w| w[0].0 < w[1].0), "{taken:?}");
+                assert!(taken.iter().all(|&(k, first)| first == k * 7));
+            }
+            let mut all: Vec<usize> = states.iter().flatten().map(|t| t.0).collect();
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                (0..parts.len()).collect::<Vec<_>>(),
+                "{threads} threads"
+            );
+        }
+        // An error stops the threads taking parts, and is returned.
+        let r = run_claimed(
+            &parts,
+            2,
+            || 0,
+            |n: &mut usize, k, _| {
+                *n += 1;
+                if k == 3 {
+                    Err(k)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r.err(), Some(3));
+        assert!(
+            run_claimed(&[], 2, || 0, |_: &mut i32, _, _| Ok::<(), ()>(()))
+                .unwrap()
+                .iter()
+                .all(|&s| s == 0)
+        );
     }
 }

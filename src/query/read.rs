@@ -377,11 +377,17 @@ pub(crate) fn count(scans: &[Scan], plan: &Plan, threads: usize) -> Result<u64> 
         }
     }
     let workers = parallel::workers(tested.len(), TESTED_PER_WORKER, threads);
-    let parts = parallel::split_by_page(scans, &tested, workers);
-    for part in parallel::run_parts(&parts, |part| count_tested(scans, part, plan, &rf, &need)) {
-        n += part?;
-    }
-    Ok(n)
+    let parts = parallel::split_by_page(scans, &tested, parallel::parts_for(workers));
+    let counts = parallel::run_claimed(
+        &parts,
+        workers,
+        || 0,
+        |n, _, part| -> Result<()> {
+            *n += count_tested(scans, part, plan, &rf, &need)?;
+            Ok(())
+        },
+    )?;
+    Ok(n + counts.iter().sum::<u64>())
 }
 
 /// Fewest buckets to test per thread when counting: each decodes at least one column.
