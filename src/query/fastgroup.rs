@@ -1343,22 +1343,38 @@ impl FastGroup {
 /// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
 /// their segments for that to pay, or list a bucket twice.
 fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
+    let place = |s: &Scan| match &s.src {
+        Source::Seg(seg, i) => Some((Arc::as_ptr(seg) as usize, *i)),
+        Source::Mem(_) => None,
+    };
+    if in_file_order(scans.iter().map(place)) {
+        return Some((0..scans.len()).collect());
+    }
     let mut segs: Vec<(usize, Vec<u32>)> = Vec::new();
     let mut at: foldhash::HashMap<usize, usize> = Default::default();
     let mut rest = Vec::new();
     let mut slots = 0usize;
+    // Consecutive scans mostly share a segment: look it up once per run of them.
+    let mut last: Option<(usize, usize)> = None;
     for (k, s) in scans.iter().enumerate() {
         let Source::Seg(seg, i) = &s.src else {
             rest.push(k);
             continue;
         };
         let key = Arc::as_ptr(seg) as usize;
-        let p = *at.entry(key).or_insert_with(|| {
-            let n = seg.buckets().len();
-            slots += n;
-            segs.push((key, vec![u32::MAX; n]));
-            segs.len() - 1
-        });
+        let p = match last {
+            Some((lk, p)) if lk == key => p,
+            _ => {
+                let p = *at.entry(key).or_insert_with(|| {
+                    let n = seg.buckets().len();
+                    slots += n;
+                    segs.push((key, vec![u32::MAX; n]));
+                    segs.len() - 1
+                });
+                last = Some((key, p));
+                p
+            }
+        };
         if slots > scans.len().saturating_mul(4) {
             return None;
         }
@@ -1374,6 +1390,38 @@ fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
     }
     out.extend(rest);
     Some(out)
+}
+
+/// True when scans at `places` (segment and bucket, `None` in memory) are in the order
+/// [`file_order`] gives them already, as a walk of the files lists them: each segment's
+/// buckets together and ascending, buckets in memory last. Checking is a tenth of the cost of
+/// sorting.
+fn in_file_order(places: impl Iterator<Item = Option<(usize, u32)>>) -> bool {
+    let mut seen: Vec<usize> = Vec::new();
+    let mut last: Option<(usize, u32)> = None;
+    let mut in_memory = false;
+    for place in places {
+        let Some((key, i)) = place else {
+            in_memory = true;
+            continue;
+        };
+        match last {
+            _ if in_memory => return false,
+            Some((k, j)) if k == key => {
+                if i <= j {
+                    return false;
+                }
+            }
+            _ => {
+                if seen.contains(&key) {
+                    return false;
+                }
+                seen.push(key);
+            }
+        }
+        last = Some((key, i));
+    }
+    true
 }
 
 #[cfg(test)]
@@ -1439,5 +1487,32 @@ mod tests {
         assert_eq!(best_row(&times, &rows, true, false), 1);
         assert_eq!(best_row(&times, &rows, false, true), 4);
         assert_eq!(best_row(&times, &rows, false, false), 3);
+    }
+
+    proptest! {
+        /// The check agrees with sorting: scans are in file order exactly when sorting them
+        /// by segment (in order of first appearance) and bucket, buckets in memory last, moves
+        /// none of them.
+        #[test]
+        fn scans_are_in_file_order_when_sorting_moves_none(
+            places in prop::collection::vec(prop::option::weighted(0.9, (0usize..3, 0u32..6)), 0..12),
+        ) {
+            let mut first: Vec<usize> = Vec::new();
+            for (seg, _) in places.iter().flatten() {
+                if !first.contains(seg) {
+                    first.push(*seg);
+                }
+            }
+            let rank = |p: &Option<(usize, u32)>| match p {
+                Some((seg, i)) => (0, first.iter().position(|s| s == seg), *i),
+                None => (1, None, 0),
+            };
+            let mut sorted: Vec<usize> = (0..places.len()).collect();
+            sorted.sort_by_key(|&k| rank(&places[k]));
+            let unique = places.iter().flatten().collect::<std::collections::HashSet<_>>().len()
+                == places.iter().flatten().count();
+            let identity = sorted.iter().enumerate().all(|(i, &k)| i == k);
+            prop_assert_eq!(in_file_order(places.iter().copied()), identity && unique);
+        }
     }
 }

@@ -137,18 +137,6 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
             .then_some((plan.time_lo, plan.time_hi)),
         ..Explain::default()
     };
-    let mut out = Vec::new();
-    let mut keep = |ex: &mut Explain, src: Source, verdict: Verdict| match verdict {
-        Verdict::None => ex.buckets_pruned_by_stats += 1,
-        Verdict::All => {
-            ex.buckets_taken_whole += 1;
-            out.push(Scan { src, verdict });
-        }
-        Verdict::Some => {
-            ex.buckets_unpacked += 1;
-            out.push(Scan { src, verdict });
-        }
-    };
     let span = i64::from(c.entry.options.bucket_max_span_seconds()) * 1000;
     let range = plan.start_range(span);
     let in_range = |start: i64| range.is_some_and(|(lo, hi)| (lo..=hi).contains(&start));
@@ -172,6 +160,19 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
     let walked = match (order, &by_index, range) {
         (Order::File, None, Some((i64::MIN, i64::MAX))) => file_walk(c),
         _ => None,
+    };
+    // A walk of every file lists every bucket: the list is as long.
+    let mut out = Vec::with_capacity(walked.as_ref().map_or(0, Vec::len));
+    let mut keep = |ex: &mut Explain, src: Source, verdict: Verdict| match verdict {
+        Verdict::None => ex.buckets_pruned_by_stats += 1,
+        Verdict::All => {
+            ex.buckets_taken_whole += 1;
+            out.push(Scan { src, verdict });
+        }
+        Verdict::Some => {
+            ex.buckets_unpacked += 1;
+            out.push(Scan { src, verdict });
+        }
     };
     let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
         _ if walked.is_some() => Box::new(walked.iter().flatten()),
