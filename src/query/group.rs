@@ -7,10 +7,10 @@
 
 use super::accum::{Acc, AccSpec};
 use super::expr::{Expr, Row};
+use super::keyset::KeySet;
 use crate::error::Result;
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
-use std::hash::BuildHasher;
 
 /// A `$group` stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,13 +24,8 @@ pub struct GroupSpec {
 /// Groups by canonical key. Keys live in one byte arena and states in one flat vector
 /// (`accs[g * width..]`), so that many groups cost few allocations to build and drop.
 pub struct GroupTable {
-    /// Key hash -> latest group with that hash; earlier ones chain through `next`.
-    heads: foldhash::HashMap<u64, u32>,
-    hasher: foldhash::fast::FixedState,
-    next: Vec<u32>,
-    /// Each group's key as a range of `keys`.
-    spans: Vec<(usize, usize)>,
-    keys: Vec<u8>,
+    /// The groups' keys, numbered as the groups.
+    keys: KeySet,
     /// The `_id` value first seen, per group.
     ids: Vec<Bson>,
     accs: Vec<Acc>,
@@ -39,17 +34,11 @@ pub struct GroupTable {
     buf: Vec<u8>,
 }
 
-const NONE: u32 = u32::MAX;
-
 impl GroupTable {
     /// An empty table whose groups start with `fresh` states for the output fields `names`.
     pub fn new(names: Vec<String>, fresh: Vec<Acc>) -> GroupTable {
         GroupTable {
-            heads: foldhash::HashMap::default(),
-            hasher: foldhash::fast::FixedState::default(),
-            next: Vec::new(),
-            spans: Vec::new(),
-            keys: Vec::new(),
+            keys: KeySet::default(),
             ids: Vec::new(),
             accs: Vec::new(),
             fresh,
@@ -67,21 +56,7 @@ impl GroupTable {
     }
 
     fn lookup(&self, key: &[u8]) -> (u64, Option<u32>) {
-        let h = self.hasher.hash_one(key);
-        let mut g = self.heads.get(&h).copied().unwrap_or(NONE);
-        while g != NONE {
-            let i = g as usize;
-            let same = self
-                .spans
-                .get(i)
-                .and_then(|&(a, b)| self.keys.get(a..b))
-                .is_some_and(|k| k == key);
-            if same {
-                return (h, Some(g));
-            }
-            g = self.next.get(i).copied().unwrap_or(NONE);
-        }
-        (h, None)
+        self.keys.find(key)
     }
 
     /// Adds a group with fresh states.
@@ -93,13 +68,8 @@ impl GroupTable {
 
     /// Adds a group's key and `_id`, not its states.
     fn push_key(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
-        let g = self.ids.len() as u32;
-        let start = self.keys.len();
-        self.keys.extend_from_slice(key);
-        self.spans.push((start, self.keys.len()));
-        self.next.push(self.heads.insert(h, g).unwrap_or(NONE));
         self.ids.push(id);
-        g
+        self.keys.insert_hashed(h, key)
     }
 
     /// [`GroupTable::insert`] with the group's states given.
@@ -120,7 +90,7 @@ impl GroupTable {
 
     /// Adds a group with encoded key `key` (which no group has) and `_id` value `id`.
     pub fn insert_key(&mut self, key: &[u8], id: Bson) -> u32 {
-        let h = self.hasher.hash_one(key);
+        let h = self.keys.hash(key);
         self.insert(h, key, id)
     }
 
@@ -211,15 +181,11 @@ impl GroupTable {
     pub fn merge(&mut self, rank: &mut Vec<u64>, later: GroupTable, later_rank: &[u64]) {
         let w = self.fresh.len();
         self.ids.reserve(later.ids.len());
-        self.spans.reserve(later.ids.len());
-        self.next.reserve(later.ids.len());
+        self.keys.reserve(later.ids.len(), later.keys.bytes());
         self.accs.reserve(later.accs.len());
-        self.heads.reserve(later.ids.len());
         rank.reserve(later.ids.len());
         let mut states = later.accs.into_iter();
-        let spans = later.spans.iter().zip(later.ids);
-        for (k, (&(a, b), id)) in spans.enumerate() {
-            let key = later.keys.get(a..b).unwrap_or_default();
+        for (k, (key, id)) in later.keys.iter().zip(later.ids).enumerate() {
             let r = later_rank.get(k).copied().unwrap_or(u64::MAX);
             let (h, g) = self.lookup(key);
             let Some(g) = g else {

@@ -14,6 +14,7 @@ pub mod filter;
 pub mod fromstats;
 pub mod group;
 pub mod keycache;
+mod keyset;
 pub mod merge;
 pub mod options;
 pub(crate) mod parallel;

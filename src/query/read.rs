@@ -4,6 +4,7 @@
 use super::columns::{self, Col};
 pub use super::cursor::Cursor;
 use super::filter::Filter;
+use super::keyset::KeySet;
 use super::parallel;
 use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
@@ -203,7 +204,9 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
             Default::default();
         // The same verdicts by projected value, across segments: a series has buckets in
         // many segments, and devops segments hold one bucket per series each.
-        let mut by_value: foldhash::HashMap<Vec<u8>, [Option<Verdict>; 2]> = Default::default();
+        // Keys in one arena: in seed 004, most of tens of thousands of values are one-offs.
+        let mut values = KeySet::default();
+        let mut by_value: Vec<[Option<Verdict>; 2]> = Vec::new();
         let meta_fields = plan.meta_fields();
         // The bounds of the fields the other conjuncts read, gathered per segment (see
         // `FieldBounds`): in the same order as `stat_fields`.
@@ -244,6 +247,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
                     let proj = seg.meta_projection(meta_fields);
                     // Growing the map value by value was a fifth of a devops query's
                     // planning.
+                    values.reserve(proj.distinct() as usize, 0);
                     by_value.reserve(proj.distinct() as usize);
                     (proj, Vec::new())
                 });
@@ -257,13 +261,20 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
                 }
                 let varies = usize::from(s.meta_varies());
                 let key = proj.key(id);
-                let known = key.and_then(|b| by_value.get(b)?[varies]);
+                let found = key.map(|b| values.find(b));
+                let known = found.and_then(|(_, k)| by_value.get(k? as usize)?[varies]);
                 let v = known.unwrap_or_else(|| match proj.value(id) {
                     Some(cut) => plan.meta_verdict(&stats.with_meta(cut)),
                     None => plan.meta_verdict(&stats),
                 });
-                if let (None, Some(b)) = (known, key) {
-                    by_value.entry(b.to_vec()).or_default()[varies] = Some(v);
+                if let (None, Some(b), Some((h, k))) = (known, key, found) {
+                    let at = k.unwrap_or_else(|| values.insert_hashed(h, b)) as usize;
+                    if by_value.len() <= at {
+                        by_value.resize(at + 1, [None; 2]);
+                    }
+                    if let Some(slot) = by_value.get_mut(at) {
+                        slot[varies] = Some(v);
+                    }
                 }
                 if seen.len() <= k {
                     seen.resize(k + 1, None);
