@@ -218,13 +218,17 @@ fn encode_typed(vals: &[&Bson], last: bool) -> (u8, Vec<u8>) {
                 _ => 0,
             }),
         )),
-        Some(Bson::DateTime(_)) => cands.push((
-            ids::DATETIME,
-            ints(|b| match b {
-                Bson::DateTime(x) => x.timestamp_millis(),
-                _ => 0,
-            }),
-        )),
+        Some(Bson::DateTime(_)) => {
+            let v: Vec<i64> = (vals.iter())
+                .map(|b| match b {
+                    Bson::DateTime(x) => x.timestamp_millis(),
+                    _ => 0,
+                })
+                .collect();
+            let mut out = Vec::new();
+            int::encode_dates(&v, &mut out, last);
+            cands.push((ids::DATETIME, out));
+        }
         Some(Bson::Double(_)) => {
             let v: Vec<f64> = vals
                 .iter()
