@@ -289,6 +289,12 @@ pub struct DbOptions {
     /// Threads a read may use to scan buckets (counts, and columnar `$group`s without
     /// `$first`/`$last`, over a thousand buckets or more): 0 for one per core, at most 4; 1
     /// keeps every read on the calling thread. Default: 0.
+    ///
+    /// Threads take stretches of buckets as they come free, so which thread sees which varies
+    /// between runs: groups still come out in one order, but which of several values that
+    /// compare equal with different numeric types a `$min` or `$max` returns, and the last bit
+    /// of a `$sum` or `$avg` of doubles whose exact total needs more than 106 bits, may vary.
+    /// 1 gives one answer always.
     pub query_threads: usize,
     /// Bytes of decompressed segment pages kept across reads, shared by all collections
     /// (least recently used dropped first; a segment's pages go when it does). Pages stored
