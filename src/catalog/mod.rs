@@ -440,14 +440,16 @@ impl CollCatalog {
     }
 
     /// Copies of the open buckets that `keep` selects (it sees the builder, so callers can
-    /// prune on start, latest time and meta before paying for a copy).
+    /// prune on start, latest time and meta before paying for a copy), in `_id` order: the
+    /// series map's order changes each time the database opens, and reads that follow arrival
+    /// order (a `$group`'s groups, a `find` without a sort) would change with it.
     pub fn snapshot_open_where(&self, keep: impl Fn(&BucketBuilder) -> bool) -> Vec<BucketData> {
-        self.series
-            .values()
+        let mut open: Vec<&BucketBuilder> = (self.series.values())
             .flat_map(|s| s.open.iter())
             .filter(|b| keep(b))
-            .map(BucketBuilder::snapshot)
-            .collect()
+            .collect();
+        open.sort_unstable_by_key(|b| b.id.bytes());
+        open.into_iter().map(BucketBuilder::snapshot).collect()
     }
 
     /// Measurements in open buckets.
@@ -468,13 +470,9 @@ impl CollCatalog {
             .sum()
     }
 
-    /// Copies of every open bucket.
+    /// Copies of every open bucket, in `_id` order (see [`CollCatalog::snapshot_open_where`]).
     pub fn snapshot_open(&self) -> Vec<BucketData> {
-        self.series
-            .values()
-            .flat_map(|s| s.open.iter())
-            .map(BucketBuilder::snapshot)
-            .collect()
+        self.snapshot_open_where(|_| true)
     }
 }
 
