@@ -12,7 +12,7 @@ use crate::query::agg;
 use crate::query::cursor::FindSpec;
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
-use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scan};
+use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scans};
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::raw::RawDocumentBuf;
@@ -192,7 +192,7 @@ impl Collection {
         })
     }
 
-    fn plan(&self, filter: &Document) -> Result<(Plan, Vec<Scan>, Explain)> {
+    fn plan(&self, filter: &Document) -> Result<(Plan, Scans, Explain)> {
         let f = Filter::parse(filter)?;
         self.with_state(|c| {
             let o = &c.entry.options;
@@ -313,7 +313,7 @@ impl Collection {
             (o.get_time_field().to_string(), select(c, &all).0)
         })?;
         let mut out = Vec::new();
-        for s in &sources {
+        for s in sources.iter() {
             let b = load(&s.src)?;
             let raw = raw_bucket(&b, &time_field);
             if f.matches(&raw) {

@@ -10,7 +10,7 @@ use super::fastgroup::FastGroup;
 use super::group::{GroupSpec, GroupTable};
 use super::options::sort_docs;
 use super::pipeline::Stage;
-use super::read::{count, Cursor, Explain, Order, Plan, Scan, Verdict};
+use super::read::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
 
@@ -58,7 +58,7 @@ impl Route {
 /// Runs `stages` along `route` over the buckets `scans` chosen by `plan` (whose filter is the
 /// pipeline's leading `$match`). Returns the output documents and how the scan was carried out.
 pub(crate) fn execute(
-    scans: Vec<Scan>,
+    scans: Scans,
     explain: Explain,
     plan: Plan,
     stages: &[Stage],
@@ -110,7 +110,7 @@ fn count_consts(spec: &GroupSpec) -> Option<(&Bson, Vec<&Bson>)> {
 /// time column. `None` when the group has another shape.
 fn count_group(
     spec: &GroupSpec,
-    scans: &[Scan],
+    scans: &Scans,
     plan: &Plan,
     threads: usize,
 ) -> Result<Option<Vec<Document>>> {

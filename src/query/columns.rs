@@ -128,15 +128,15 @@ fn missing_bucket(i: u32) -> Error {
 }
 
 /// A bucket's statistics, read without loading its data.
-pub fn stats(src: &Source) -> Result<BucketStats<'_>> {
-    Ok(match src {
+pub fn stats<'a>(src: &Source<'a>) -> Result<BucketStats<'a>> {
+    Ok(match *src {
         Source::Mem(b) => BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count),
         Source::Seg(seg, i) => {
             let s = seg
                 .buckets()
-                .get(*i as usize)
-                .ok_or_else(|| missing_bucket(*i))?;
-            BucketStats::of_segment(seg, *i as usize, s)
+                .get(i as usize)
+                .ok_or_else(|| missing_bucket(i))?;
+            BucketStats::of_segment(seg, i as usize, s)
         }
     })
 }

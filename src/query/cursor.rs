@@ -6,7 +6,7 @@
 use super::filter::Filter;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::{top_sorted, Projection};
-use super::read::{count_of, Plan, Scan, Verdict};
+use super::read::{count_of, Plan, Scans, Verdict};
 use super::rows::{heads, Need, Rows};
 use crate::error::Result;
 use bson::Document;
@@ -54,7 +54,9 @@ enum Mode {
 
 /// Buckets read in the order `select` returned them.
 struct ScanState {
-    sources: std::vec::IntoIter<Scan>,
+    sources: Scans,
+    /// The next of `sources` to read.
+    next: usize,
     filter: Filter,
     need_whole: Need,
     need_test: Need,
@@ -65,11 +67,12 @@ struct ScanState {
 }
 
 impl ScanState {
-    fn new(sources: Vec<Scan>, plan: Plan, need: Need) -> ScanState {
+    fn new(sources: Scans, plan: Plan, need: Need) -> ScanState {
         let mut paths = Vec::new();
         plan.filter.paths(&mut paths);
         ScanState {
-            sources: sources.into_iter(),
+            sources,
+            next: 0,
             need_test: need.with(&heads(&paths)),
             need_whole: need,
             time_field: plan.time_field.clone(),
@@ -85,9 +88,10 @@ impl ScanState {
     /// matches) and stopping after `left` documents. False when no bucket is left.
     fn fill(&mut self, skip: &mut u64, left: u64) -> Result<bool> {
         loop {
-            let Some(scan) = self.sources.next() else {
+            let Some(scan) = self.sources.get(self.next) else {
                 return Ok(false);
             };
+            self.next += 1;
             let whole = scan.verdict == Verdict::All;
             if whole && *skip >= count_of(&scan.src) {
                 *skip -= count_of(&scan.src);
@@ -127,12 +131,12 @@ impl ScanState {
 }
 
 impl Cursor {
-    pub(crate) fn new(sources: Vec<Scan>, plan: Plan) -> Cursor {
+    pub(crate) fn new(sources: Scans, plan: Plan) -> Cursor {
         Cursor::scan(sources, plan, Need::All, None, 0, u64::MAX)
     }
 
     fn scan(
-        sources: Vec<Scan>,
+        sources: Scans,
         plan: Plan,
         need: Need,
         projection: Option<Projection>,
@@ -159,7 +163,7 @@ impl Cursor {
     }
 
     /// A cursor over `sources` with projection, sort, skip and limit.
-    pub(crate) fn find(sources: Vec<Scan>, plan: Plan, spec: FindSpec) -> Result<Cursor> {
+    pub(crate) fn find(sources: Scans, plan: Plan, spec: FindSpec) -> Result<Cursor> {
         let left = spec.limit.unwrap_or(u64::MAX);
         let mut need = spec.projection.as_ref().map_or(Need::All, Projection::need);
         let sort_paths: Vec<String> = spec.sort.iter().map(|(k, _)| k.clone()).collect();

@@ -37,7 +37,7 @@ use super::keycache::KeyCache;
 use super::parallel;
 use super::pipeline::Stage;
 use super::plan::{BucketStats, Plan, SegmentBounds, Verdict};
-use super::read::{Explain, Scan, Source};
+use super::read::{Explain, Scan, Scans, Source};
 use super::rowmask::RowFilter;
 use super::slots::Slots;
 use crate::catalog::is_hidden;
@@ -748,16 +748,16 @@ impl FastGroup {
     /// decompresses each page once, where `_id` order would jump between pages; it is used
     /// unless an accumulator depends on arrival order (`$first`/`$last`). Picks visit the
     /// buckets likeliest to win first, so that later ones are skipped, and ties in file order.
-    fn visit_order(&self, scans: &[Scan]) -> Result<Vec<usize>> {
-        let place = |s: &Scan, k: usize| match &s.src {
-            Source::Seg(seg, i) => (0, Arc::as_ptr(seg) as usize, *i as usize),
+    fn visit_order(&self, scans: &Scans) -> Result<Vec<usize>> {
+        let place = |s: Scan<'_>, k: usize| match s.src {
+            Source::Seg(seg, i) => (0, Arc::as_ptr(seg) as usize, i as usize),
             Source::Mem(_) => (1, 0, k),
         };
         let mut order: Vec<usize> = (0..scans.len()).collect();
         match self.picks.as_ref().and_then(|p| p.first()) {
             Some(&(max_time, _)) => {
                 let mut keys = Vec::with_capacity(scans.len());
-                for s in scans {
+                for s in scans.iter() {
                     let st = columns::stats(&s.src)?;
                     let bound = if max_time {
                         self.time_hi(&st).map_or(i64::MAX, |t| -t)
@@ -784,7 +784,7 @@ impl FastGroup {
     /// output documents.
     pub(crate) fn run(
         &self,
-        scans: Vec<Scan>,
+        scans: Scans,
         mut ex: Explain,
         threads: usize,
     ) -> Result<(Vec<Document>, Explain)> {
@@ -874,7 +874,7 @@ impl FastGroup {
 
     /// Groups the buckets `scans[i]` for `i` in `order`, in that order, into the visitor's
     /// table.
-    fn visit_into(&self, v: &mut Visitor<'_>, scans: &[Scan], order: &[usize]) -> Result<()> {
+    fn visit_into(&self, v: &mut Visitor<'_>, scans: &Scans, order: &[usize]) -> Result<()> {
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
         let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
         let Visitor {
@@ -890,6 +890,7 @@ impl FastGroup {
         } = v;
         for &idx in order {
             let Some(scan) = scans.get(idx) else { continue };
+            let scan = &scan;
             if let Some(lane) = lane.as_mut() {
                 if self.lane_take(lane, scan, table, cache)? {
                     continue;
@@ -1342,9 +1343,9 @@ impl FastGroup {
 /// theirs), then the others in arrival order: a counting sort, linear where a comparison sort of a whole collection's
 /// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
 /// their segments for that to pay, or list a bucket twice.
-fn file_order(scans: &[Scan]) -> Option<Vec<usize>> {
-    let place = |s: &Scan| match &s.src {
-        Source::Seg(seg, i) => Some((Arc::as_ptr(seg) as usize, *i)),
+fn file_order(scans: &Scans) -> Option<Vec<usize>> {
+    let place = |s: Scan<'_>| match s.src {
+        Source::Seg(seg, i) => Some((Arc::as_ptr(seg) as usize, i)),
         Source::Mem(_) => None,
     };
     if in_file_order(scans.iter().map(place)) {

@@ -44,7 +44,7 @@ pub struct StatContext<'a> {
     /// Its latest time (`control.max` of the time field).
     pub t_max: Option<i64>,
     /// Where it lives (to tell whether a field is in every row).
-    pub src: &'a Source,
+    pub src: &'a Source<'a>,
     /// The collection's time field.
     pub time_field: &'a str,
     /// `$first`/`$last` are picks by time (after a `$sort` on the time field).
@@ -128,7 +128,7 @@ mod tests {
     }
 
     fn feed(min: Document, max: Document, count: u32, op: AccOp, arg: StatArg<'_>) -> Option<Feed> {
-        let src = Source::Mem(Arc::new(BucketData {
+        let b = Arc::new(BucketData {
             id: ObjectId::new(),
             meta: None,
             count,
@@ -138,7 +138,8 @@ mod tests {
             shapes: Vec::new(),
             row_shapes: Vec::new(),
             bson_bytes: None,
-        }));
+        });
+        let src = Source::Mem(&b);
         let st = BucketStats::new(None, &min, &max, count);
         StatContext {
             st: &st,

@@ -6,7 +6,7 @@
 //! Rows within a bucket need not be in order; they wait in a heap.
 
 use super::filter::Filter;
-use super::read::{Scan, Source, Verdict};
+use super::read::{Scans, Source, Verdict};
 use super::rows::{Need, Rows};
 use crate::error::Result;
 use bson::{Bson, Document};
@@ -60,8 +60,10 @@ pub(crate) struct MergeSpec {
 /// Matching rows of a set of buckets in time order.
 pub(crate) struct TimeMerge {
     spec: MergeSpec,
-    /// Buckets in visiting order, each with its bound (start or latest time).
-    scans: Vec<(i64, Scan)>,
+    scans: Scans,
+    /// Buckets in visiting order, each with its bound (start or latest time), by index into
+    /// `scans`.
+    order: Vec<(i64, usize)>,
     next: usize,
     heap: BinaryHeap<Pending>,
     seq: u64,
@@ -95,19 +97,19 @@ fn bound(src: &Source, time_field: &str, asc: bool) -> i64 {
 
 impl TimeMerge {
     /// A merge over `scans` (as [`super::read::select`] returned them).
-    pub fn new(scans: Vec<Scan>, spec: MergeSpec) -> TimeMerge {
-        let mut scans: Vec<(i64, Scan)> = scans
-            .into_iter()
-            .map(|s| (bound(&s.src, &spec.time_field, spec.asc), s))
+    pub fn new(scans: Scans, spec: MergeSpec) -> TimeMerge {
+        let mut order: Vec<(i64, usize)> = (scans.iter().enumerate())
+            .map(|(k, s)| (bound(&s.src, &spec.time_field, spec.asc), k))
             .collect();
         if spec.asc {
-            scans.sort_by_key(|s| s.0);
+            order.sort_by_key(|s| s.0);
         } else {
-            scans.sort_by_key(|s| std::cmp::Reverse(s.0));
+            order.sort_by_key(|s| std::cmp::Reverse(s.0));
         }
         TimeMerge {
             spec,
             scans,
+            order,
             next: 0,
             heap: BinaryHeap::new(),
             seq: 0,
@@ -116,7 +118,7 @@ impl TimeMerge {
     }
 
     fn ready(&self, key: i64) -> bool {
-        match self.scans.get(self.next) {
+        match self.order.get(self.next) {
             None => true,
             Some((b, _)) => {
                 if self.spec.asc {
@@ -137,7 +139,8 @@ impl TimeMerge {
                     return Some(Ok((p.rows, p.row)));
                 }
             }
-            let (_, scan) = self.scans.get(self.next)?;
+            let &(_, k) = self.order.get(self.next)?;
+            let scan = self.scans.get(k)?;
             self.next += 1;
             let s = &self.spec;
             let (need, test) = match scan.verdict {

@@ -6,7 +6,7 @@
 //! decompressed twice. Threads take the stretches as they come free, in order, and their
 //! answers are then combined.
 
-use super::read::{Scan, Source};
+use super::read::{Scans, Source};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -32,9 +32,9 @@ pub(crate) fn workers(buckets: usize, per_worker: usize, allowed: usize) -> usiz
 
 /// Cuts `order` into at most `n` stretches of similar length, each cut where the visit passes
 /// from one page of a segment to another (so that no page is decompressed by two threads).
-pub(crate) fn split_by_page<'a>(scans: &[Scan], order: &'a [usize], n: usize) -> Vec<&'a [usize]> {
-    let page_of = |k: usize| match order.get(k).and_then(|&i| scans.get(i)).map(|s| &s.src) {
-        Some(Source::Seg(seg, i)) => Some((Arc::as_ptr(seg) as usize, seg.page_of(*i as usize))),
+pub(crate) fn split_by_page<'a>(scans: &Scans, order: &'a [usize], n: usize) -> Vec<&'a [usize]> {
+    let page_of = |k: usize| match order.get(k).and_then(|&i| scans.get(i)).map(|s| s.src) {
+        Some(Source::Seg(seg, i)) => Some((Arc::as_ptr(seg) as usize, seg.page_of(i as usize))),
         _ => None,
     };
     // Buckets in memory share no page.
@@ -124,7 +124,7 @@ mod tests {
     fn parts_are_consecutive_and_cover_everything() {
         let order: Vec<usize> = (0..10).collect();
         // Buckets in memory share no page: any place is a cut.
-        let scans: Vec<Scan> = Vec::new();
+        let scans = Scans::default();
         for n in 1..=4 {
             let parts = split_by_page(&scans, &order, n);
             assert_eq!(parts.concat(), order, "{n} parts");

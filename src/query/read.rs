@@ -20,22 +20,68 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Where a bucket to scan lives.
-#[derive(Clone)]
-pub enum Source {
+/// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
     /// In memory (open, closed or being flushed).
-    Mem(Arc<BucketData>),
+    Mem(&'a Arc<BucketData>),
     /// In a segment, by position.
-    Seg(Arc<Segment>, u32),
+    Seg(&'a Arc<Segment>, u32),
 }
 
-/// A bucket chosen by [`select`] and what its statistics proved.
-#[derive(Clone)]
-pub struct Scan {
+/// A bucket chosen by [`select`] and what its statistics proved, as [`Scans::get`] gives it.
+#[derive(Clone, Copy)]
+pub struct Scan<'a> {
     /// Where the bucket lives.
-    pub src: Source,
+    pub src: Source<'a>,
     /// [`Verdict::All`] or [`Verdict::Some`] (pruned buckets are not returned).
     pub verdict: Verdict,
+}
+
+/// Where a chosen bucket lives: memory, or a segment of [`Scans`] by number and a position.
+#[derive(Clone)]
+enum Place {
+    Mem(Arc<BucketData>),
+    Seg(u32, u32),
+}
+
+/// The buckets [`select`] chose, in order, holding each segment they lie in once. A read of a
+/// whole collection took and released an `Arc` per bucket, a sixth of a grouped count over
+/// seed 004's 77,273 buckets, and all of it on one thread.
+#[derive(Clone, Default)]
+pub struct Scans {
+    segments: Vec<Arc<Segment>>,
+    list: Vec<(Place, Verdict)>,
+}
+
+impl Scans {
+    /// How many buckets were chosen.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// True when no bucket was chosen.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Chosen bucket `k`.
+    pub fn get(&self, k: usize) -> Option<Scan<'_>> {
+        let (place, verdict) = self.list.get(k)?;
+        let src = match place {
+            Place::Mem(b) => Source::Mem(b),
+            Place::Seg(seg, i) => Source::Seg(self.segments.get(*seg as usize)?, *i),
+        };
+        Some(Scan {
+            src,
+            verdict: *verdict,
+        })
+    }
+
+    /// The chosen buckets in order.
+    pub fn iter(&self) -> impl Iterator<Item = Scan<'_>> {
+        (0..self.len()).filter_map(|k| self.get(k))
+    }
 }
 
 /// How a read was carried out.
@@ -89,7 +135,7 @@ fn mem_dense(b: &BucketData, name: &str) -> bool {
 /// verdict. Every bucket, flushed or in memory, is first checked against the `_id` range (its
 /// start against the time bounds widened by the span), then judged by its statistics. Open
 /// buckets are copied, so the result is a consistent snapshot that later writes do not change.
-pub(crate) fn select(c: &CollState, plan: &Plan) -> (Vec<Scan>, Explain) {
+pub(crate) fn select(c: &CollState, plan: &Plan) -> (Scans, Explain) {
     select_in(c, plan, Order::Id)
 }
 
@@ -132,7 +178,7 @@ fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
 }
 
 /// [`select`] returning flushed buckets in `order`.
-pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>, Explain) {
+pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Explain) {
     let mut ex = Explain {
         time_bounds: (plan.time_lo != i64::MIN || plan.time_hi != i64::MAX)
             .then_some((plan.time_lo, plan.time_hi)),
@@ -163,18 +209,24 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
         _ => None,
     };
     // A walk of every file lists every bucket: the list is as long.
-    let mut out = Vec::with_capacity(walked.as_ref().map_or(0, Vec::len));
-    let mut keep = |ex: &mut Explain, src: Source, verdict: Verdict| match verdict {
+    let mut out = Scans {
+        segments: Vec::new(),
+        list: Vec::with_capacity(walked.as_ref().map_or(0, Vec::len)),
+    };
+    let mut keep = |ex: &mut Explain, place: Place, verdict: Verdict| match verdict {
         Verdict::None => ex.buckets_pruned_by_stats += 1,
         Verdict::All => {
             ex.buckets_taken_whole += 1;
-            out.push(Scan { src, verdict });
+            out.list.push((place, verdict));
         }
         Verdict::Some => {
             ex.buckets_unpacked += 1;
-            out.push(Scan { src, verdict });
+            out.list.push((place, verdict));
         }
     };
+    // Each segment once, numbered as it is first kept.
+    let mut segments: Vec<Arc<Segment>> = Vec::new();
+    let mut numbered: foldhash::HashMap<u64, u32> = Default::default();
     let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
         _ if walked.is_some() => Box::new(walked.iter().flatten()),
         (Some((name, found)), _) => {
@@ -213,17 +265,21 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
         let mut bounds = SegmentBounds::new(plan.stat_fields());
         let everything = plan.takes_everything();
         // Consecutive buckets mostly share a segment: look it up once per run of them.
-        let mut last: Option<(u64, &Arc<Segment>)> = None;
+        let mut last: Option<(u64, &Arc<Segment>, u32)> = None;
         for loc in locs {
             seg_in_range += 1;
-            let seg = match last {
-                Some((id, seg)) if id == loc.segment => seg,
+            let (seg, number) = match last {
+                Some((id, seg, number)) if id == loc.segment => (seg, number),
                 _ => {
                     let Some(seg) = c.segments.get(&loc.segment) else {
                         continue;
                     };
-                    last = Some((loc.segment, seg));
-                    seg
+                    let number = *numbered.entry(loc.segment).or_insert_with(|| {
+                        segments.push(seg.clone());
+                        segments.len() as u32 - 1
+                    });
+                    last = Some((loc.segment, seg, number));
+                    (seg, number)
                 }
             };
             let Some(s) = seg.buckets().get(loc.index as usize) else {
@@ -232,7 +288,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
             if everything {
                 // Not even the bucket's summary is read: in `_id` order the summaries lie
                 // scattered over memory, and touching each was a cache miss per bucket.
-                keep(&mut ex, Source::Seg(seg.clone(), loc.index), Verdict::All);
+                keep(&mut ex, Place::Seg(number, loc.index), Verdict::All);
                 continue;
             }
             let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
@@ -284,7 +340,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
                 }
                 v
             });
-            keep(&mut ex, Source::Seg(seg.clone(), loc.index), verdict);
+            keep(&mut ex, Place::Seg(number, loc.index), verdict);
         }
     }
     ex.buckets_pruned_by_id = total_seg - ex.buckets_pruned_by_index - seg_in_range;
@@ -300,7 +356,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
         let dense = |f: &str| mem_dense(b, f);
         let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
         let v = plan.verdict(&stats.with_dense(&dense));
-        keep(&mut ex, Source::Mem(b.clone()), v);
+        keep(&mut ex, Place::Mem(b.clone()), v);
     }
     // Open buckets are pruned before they are copied: a copy is the expensive part.
     let (by_id, by_stats) = (Cell::new(0u64), Cell::new(0u64));
@@ -323,17 +379,18 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Vec<Scan>,
         let dense = |f: &str| mem_dense(&b, f);
         let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
         let v = plan.verdict(&stats.with_dense(&dense));
-        keep(&mut ex, Source::Mem(Arc::new(b)), v);
+        keep(&mut ex, Place::Mem(Arc::new(b)), v);
     }
     ex.buckets_total += total_seg + c.catalog.open_buckets() as u64;
     ex.buckets_examined = ex.buckets_taken_whole + ex.buckets_unpacked;
+    out.segments = segments;
     (out, ex)
 }
 
 /// Loads a bucket's data from wherever it lives.
 pub fn load(src: &Source) -> Result<Arc<BucketData>> {
     match src {
-        Source::Mem(b) => Ok(b.clone()),
+        Source::Mem(b) => Ok(Arc::clone(b)),
         Source::Seg(seg, i) => Ok(Arc::new(seg.read_bucket(*i as usize)?)),
     }
 }
@@ -373,7 +430,7 @@ pub fn matching_rows(
 
 /// Counts the rows of `scans` that match `plan`: buckets taken whole count by their statistics
 /// without being read; the others decode only the columns the filter reads.
-pub(crate) fn count(scans: &[Scan], plan: &Plan, threads: usize) -> Result<u64> {
+pub(crate) fn count(scans: &Scans, plan: &Plan, threads: usize) -> Result<u64> {
     let mut paths = Vec::new();
     plan.filter.paths(&mut paths);
     let need = Need::Only(heads(&paths));
@@ -407,7 +464,7 @@ const TESTED_PER_WORKER: usize = 256;
 
 /// Matching rows of the buckets `scans[i]` for `i` in `which`.
 fn count_tested(
-    scans: &[Scan],
+    scans: &Scans,
     which: &[usize],
     plan: &Plan,
     rf: &RowFilter,

@@ -97,7 +97,7 @@ impl Rows {
         let (data, names): (Arc<BucketData>, Vec<String>) = match src {
             Source::Mem(b) => {
                 let names = b.columns.iter().map(|c| c.name.clone()).collect();
-                (b.clone(), names)
+                (Arc::clone(b), names)
             }
             Source::Seg(seg, i) => {
                 let i = *i as usize;
