@@ -749,9 +749,10 @@ impl FastGroup {
     /// unless an accumulator depends on arrival order (`$first`/`$last`). Picks visit the
     /// buckets likeliest to win first, so that later ones are skipped, and ties in file order.
     fn visit_order(&self, scans: &Scans) -> Result<Vec<usize>> {
-        let place = |s: Scan<'_>, k: usize| match s.src {
-            Source::Seg(seg, i) => (0, Arc::as_ptr(seg) as usize, i as usize),
-            Source::Mem(_) => (1, 0, k),
+        // Segments by number: in the order their first bucket was chosen.
+        let place = |k: usize| match scans.place(k) {
+            Some((seg, i)) => (0, seg as usize, i as usize),
+            None => (1, 0, k),
         };
         let mut order: Vec<usize> = (0..scans.len()).collect();
         match self.picks.as_ref().and_then(|p| p.first()) {
@@ -764,7 +765,7 @@ impl FastGroup {
                     } else {
                         self.time_lo(&st).unwrap_or(i64::MAX)
                     };
-                    keys.push((bound, place(s, keys.len())));
+                    keys.push((bound, place(keys.len())));
                 }
                 order.sort_unstable_by_key(|&i| keys.get(i).copied());
             }
@@ -772,7 +773,7 @@ impl FastGroup {
                 if !self.arrival_order() {
                     match file_order(scans) {
                         Some(o) => order = o,
-                        None => order.sort_unstable_by_key(|&i| scans.get(i).map(|s| place(s, i))),
+                        None => order.sort_unstable_by_key(|&i| place(i)),
                     }
                 }
             }
@@ -1344,62 +1345,49 @@ impl FastGroup {
 /// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
 /// their segments for that to pay, or list a bucket twice.
 fn file_order(scans: &Scans) -> Option<Vec<usize>> {
-    let place = |s: Scan<'_>| match s.src {
-        Source::Seg(seg, i) => Some((Arc::as_ptr(seg) as usize, i)),
-        Source::Mem(_) => None,
-    };
-    if in_file_order(scans.iter().map(place)) {
+    if in_file_order((0..scans.len()).map(|k| scans.place(k))) {
         return Some((0..scans.len()).collect());
     }
-    let mut segs: Vec<(usize, Vec<u32>)> = Vec::new();
-    let mut at: foldhash::HashMap<usize, usize> = Default::default();
+    // A slot per bucket of each segment touched, by segment number: segments are numbered in
+    // the order their first bucket was chosen.
+    let mut segs: Vec<Vec<u32>> = vec![Vec::new(); scans.segment_count()];
     let mut rest = Vec::new();
     let mut slots = 0usize;
-    // Consecutive scans mostly share a segment: look it up once per run of them.
-    let mut last: Option<(usize, usize)> = None;
-    for (k, s) in scans.iter().enumerate() {
-        let Source::Seg(seg, i) = &s.src else {
+    for k in 0..scans.len() {
+        let Some((n, i)) = scans.place(k) else {
             rest.push(k);
             continue;
         };
-        let key = Arc::as_ptr(seg) as usize;
-        let p = match last {
-            Some((lk, p)) if lk == key => p,
-            _ => {
-                let p = *at.entry(key).or_insert_with(|| {
-                    let n = seg.buckets().len();
-                    slots += n;
-                    segs.push((key, vec![u32::MAX; n]));
-                    segs.len() - 1
-                });
-                last = Some((key, p));
-                p
+        let v = segs.get_mut(n as usize)?;
+        if v.is_empty() {
+            let len = scans.segment(n)?.buckets().len();
+            slots += len;
+            if slots > scans.len().saturating_mul(4) {
+                return None;
             }
-        };
-        if slots > scans.len().saturating_mul(4) {
-            return None;
+            *v = vec![u32::MAX; len];
         }
-        let slot = segs.get_mut(p)?.1.get_mut(*i as usize)?;
+        let slot = v.get_mut(i as usize)?;
         if *slot != u32::MAX {
             return None;
         }
         *slot = u32::try_from(k).ok()?;
     }
     let mut out = Vec::with_capacity(scans.len());
-    for (_, v) in segs {
+    for v in segs {
         out.extend(v.into_iter().filter(|&k| k != u32::MAX).map(|k| k as usize));
     }
     out.extend(rest);
     Some(out)
 }
 
-/// True when scans at `places` (segment and bucket, `None` in memory) are in the order
+/// True when scans at `places` (segment number and bucket, `None` in memory) are in the order
 /// [`file_order`] gives them already, as a walk of the files lists them: each segment's
 /// buckets together and ascending, buckets in memory last. Checking is a tenth of the cost of
 /// sorting.
-fn in_file_order(places: impl Iterator<Item = Option<(usize, u32)>>) -> bool {
-    let mut seen: Vec<usize> = Vec::new();
-    let mut last: Option<(usize, u32)> = None;
+fn in_file_order(places: impl Iterator<Item = Option<(u32, u32)>>) -> bool {
+    let mut seen: Vec<u32> = Vec::new();
+    let mut last: Option<(u32, u32)> = None;
     let mut in_memory = false;
     for place in places {
         let Some((key, i)) = place else {
@@ -1496,15 +1484,15 @@ mod tests {
         /// none of them.
         #[test]
         fn scans_are_in_file_order_when_sorting_moves_none(
-            places in prop::collection::vec(prop::option::weighted(0.9, (0usize..3, 0u32..6)), 0..12),
+            places in prop::collection::vec(prop::option::weighted(0.9, (0u32..3, 0u32..6)), 0..12),
         ) {
-            let mut first: Vec<usize> = Vec::new();
+            let mut first: Vec<u32> = Vec::new();
             for (seg, _) in places.iter().flatten() {
                 if !first.contains(seg) {
                     first.push(*seg);
                 }
             }
-            let rank = |p: &Option<(usize, u32)>| match p {
+            let rank = |p: &Option<(u32, u32)>| match p {
                 Some((seg, i)) => (0, first.iter().position(|s| s == seg), *i),
                 None => (1, None, 0),
             };

@@ -82,6 +82,26 @@ impl Scans {
     pub fn iter(&self) -> impl Iterator<Item = Scan<'_>> {
         (0..self.len()).filter_map(|k| self.get(k))
     }
+
+    /// Where chosen bucket `k` lies: the number of its segment, segments being numbered in
+    /// the order their first bucket was chosen, and its position there; `None` for a bucket in
+    /// memory (or no bucket `k`).
+    pub fn place(&self, k: usize) -> Option<(u32, u32)> {
+        match self.list.get(k)? {
+            (Place::Seg(seg, i), _) => Some((*seg, *i)),
+            (Place::Mem(_), _) => None,
+        }
+    }
+
+    /// How many segments the chosen buckets lie in.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Segment number `n` (see [`Scans::place`]).
+    pub fn segment(&self, n: u32) -> Option<&Arc<Segment>> {
+        self.segments.get(n as usize)
+    }
 }
 
 /// How a read was carried out.
