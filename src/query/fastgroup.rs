@@ -806,11 +806,16 @@ impl FastGroup {
         )?;
         // A thread takes its parts in increasing order, so its groups are in order of first
         // appearance within its parts; a group's rank (part, place in it) orders it among all.
+        // One thread's table is in order already: ranks are for merging.
+        let merging = done.len() > 1;
         let mut out: Option<(GroupTable, Vec<u64>)> = None;
         for v in done {
             let (t, tally, starts) = self.finish(v);
             tally.apply(&mut ex);
-            let r = first_seen(&starts, t.len());
+            let r = match merging {
+                true => first_seen(&starts, t.len()),
+                false => Vec::new(),
+            };
             out = Some(match out {
                 None => (t, r),
                 Some((mut table, mut rank)) => {

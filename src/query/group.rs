@@ -217,8 +217,12 @@ impl GroupTable {
         }
     }
 
-    /// [`GroupTable::into_docs`] in order of `rank` (see [`GroupTable::merge`]).
+    /// [`GroupTable::into_docs`] in order of `rank` (see [`GroupTable::merge`]); in the
+    /// table's order when `rank` is empty.
     pub fn into_docs_ranked(self, rank: &[u64]) -> Result<Vec<Document>> {
+        if rank.is_empty() {
+            return self.into_docs();
+        }
         let mut order: Vec<u32> = (0..self.ids.len() as u32).collect();
         order.sort_unstable_by_key(|&g| rank.get(g as usize).copied().unwrap_or(u64::MAX));
         // Built in the table's order, which reads the states and `_id`s in sequence, then moved
