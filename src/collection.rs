@@ -142,10 +142,10 @@ impl Collection {
     /// once the batch is durable (per the database's sync mode) and visible to reads.
     pub fn insert_many(&self, docs: &[Document]) -> Result<InsertManyResult> {
         self.db.check_writable()?;
-        let opts = self.options()?;
+        let f = self.insert_fields()?;
         let fields = Fields {
-            time: opts.get_time_field(),
-            meta: opts.get_meta_field(),
+            time: &f.time,
+            meta: f.meta.as_deref(),
         };
         let (prepared, payload, inserted_ids) = prepare_batch(self.id, docs, &fields)?;
         self.append_prepared(prepared, payload, inserted_ids)
@@ -156,13 +156,20 @@ impl Collection {
     /// malformed bytes anywhere in a document are `Error::InvalidDocument`.
     pub fn insert_many_raw(&self, docs: &[RawDocumentBuf]) -> Result<InsertManyResult> {
         self.db.check_writable()?;
-        let opts = self.options()?;
+        let f = self.insert_fields()?;
         let fields = Fields {
-            time: opts.get_time_field(),
-            meta: opts.get_meta_field(),
+            time: &f.time,
+            meta: f.meta.as_deref(),
         };
         let (prepared, payload, inserted_ids) = prepare_raw_batch(self.id, docs, &fields)?;
         self.append_prepared(prepared, payload, inserted_ids)
+    }
+
+    /// Read apart from the shared state, so that an insert does not wait for the applier.
+    fn insert_fields(&self) -> Result<Arc<crate::db::InsertFields>> {
+        self.db
+            .insert_fields(self.id)
+            .ok_or_else(|| Error::NamespaceNotFound(self.name.clone()))
     }
 
     fn append_prepared(

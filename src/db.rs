@@ -2,9 +2,10 @@
 //! segment files; and the in-memory state every handle shares.
 //!
 //! Data path of an insert: the caller's thread validates and encodes the batch
-//! ([`crate::ingest`]), the log's writer thread makes it durable and then applies it to the
-//! bucket catalog in sequence order (so the catalog never holds an unlogged measurement), and the
-//! flusher writes closed buckets into segments and advances the manifest's log checkpoint.
+//! ([`crate::ingest`]), the log's writer thread makes it durable and acknowledges it, its
+//! applier thread applies it to the bucket catalog in sequence order (so the catalog never
+//! holds an unlogged measurement; reads wait for it, see [`crate::visible`]), and the flusher
+//! writes closed buckets into segments and advances the manifest's log checkpoint.
 
 use crate::bucket::BucketData;
 use crate::catalog::{
@@ -18,6 +19,7 @@ use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifes
 use crate::options::{DbOptions, TimeseriesOptions};
 use crate::segment::{write_segment, PageCache, Segment, SegmentHeaderInfo};
 use crate::vfs::{LockGuard, Vfs};
+use crate::visible::StateLock;
 use crate::wal::{Wal, WalOptions};
 use bson::Bson;
 use crossbeam_channel::{Receiver, Sender};
@@ -34,6 +36,22 @@ pub const LOCK_FILE: &str = "LOCK";
 pub const WAL_DIR: &str = "wal";
 /// Directory of segment files.
 pub const SEG_DIR: &str = "seg";
+
+/// The fields an insert reads, fixed for the life of a collection.
+#[derive(Debug)]
+pub(crate) struct InsertFields {
+    pub time: String,
+    pub meta: Option<String>,
+}
+
+impl InsertFields {
+    fn of(o: &TimeseriesOptions) -> Arc<InsertFields> {
+        Arc::new(InsertFields {
+            time: o.get_time_field().to_string(),
+            meta: o.get_meta_field().map(str::to_string),
+        })
+    }
+}
 
 /// Where a flushed bucket lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +152,10 @@ pub(crate) struct DbInner {
     pub path: PathBuf,
     pub opts: DbOptions,
     pub vfs: Arc<dyn Vfs>,
-    pub state: Arc<RwLock<Shared>>,
+    pub state: StateLock,
+    /// What an insert reads of each collection, kept apart from `state`, whose lock the
+    /// applier holds while it applies a batch: preparing a batch never waits for the last one.
+    inserting: RwLock<BTreeMap<u32, Arc<InsertFields>>>,
     /// Decompressed pages kept across reads (`DbOptions::page_cache_bytes`).
     pub page_cache: Arc<PageCache>,
     wal: RwLock<Option<Wal<Batch>>>,
@@ -355,11 +376,19 @@ impl Database {
             st.applied_seq = st.applied_seq.max(wal.last_seq());
         }
 
+        let inserting = {
+            let st = state.read();
+            st.colls
+                .iter()
+                .map(|(&id, c)| (id, InsertFields::of(&c.entry.options)))
+                .collect()
+        };
         let inner = Arc::new(DbInner {
             path,
             opts,
             vfs,
-            state,
+            state: StateLock::new(state, wal.applied()),
+            inserting: RwLock::new(inserting),
             page_cache,
             wal: RwLock::new(Some(wal)),
             manifest: Mutex::new(manifest),
@@ -417,6 +446,10 @@ impl Database {
         self.inner.store_manifest(&next)?;
         *man = next;
         let mut st = self.inner.state.write();
+        self.inner
+            .inserting
+            .write()
+            .insert(id, InsertFields::of(&entry.options));
         st.names.insert(name.to_string(), id);
         st.colls
             .insert(id, CollState::new(entry, fit_limits(&self.inner.opts)));
@@ -463,6 +496,7 @@ impl Database {
         *man = next;
         let removed = {
             let mut st = self.inner.state.write();
+            self.inner.inserting.write().remove(&entry.id);
             st.names.remove(name);
             st.colls.remove(&entry.id)
         };
@@ -633,7 +667,12 @@ impl DbInner {
             .inspect_err(|e| self.poison(e))
     }
 
-    /// Appends a batch to the log; returns once it is durable and in the catalog.
+    /// The fields an insert into collection `id` reads; `None` once it is dropped.
+    pub(crate) fn insert_fields(&self, id: u32) -> Option<Arc<InsertFields>> {
+        self.inserting.read().get(&id).cloned()
+    }
+
+    /// Appends a batch to the log; returns once it is durable. Reads through `state` see it.
     pub(crate) fn append(&self, payload: Vec<u8>, batch: Batch) -> Result<u64> {
         self.check_writable()?;
         let guard = self.wal.read();

@@ -54,6 +54,7 @@ pub mod segment;
 pub mod sums;
 pub mod ttl;
 pub mod vfs;
+mod visible;
 pub mod wal;
 pub mod workload;
 

@@ -1,5 +1,6 @@
-//! The write-ahead log: every insert batch is appended here, made durable, and only then
-//! acknowledged and applied to the in-memory state.
+//! The write-ahead log: every insert batch is appended here and made durable; only then is it
+//! acknowledged and applied to the in-memory state, in sequence order. Reads wait for the
+//! applier to reach every acknowledged record ([`Applied::wait`]).
 //!
 //! One WAL per database: a directory of files `<first seq, 20 digits>.log`, each a 32-byte
 //! header followed by framed, checksummed records with consecutive sequence numbers. The byte
@@ -76,6 +77,18 @@ pub struct Wal<T: Send + 'static> {
     thread: Option<JoinHandle<()>>,
     dir: PathBuf,
     max_record_bytes: usize,
+}
+
+/// Waits for the applier of a [`Wal`] (see [`Wal::applied`]).
+#[derive(Clone)]
+pub struct Applied(Arc<Shared>);
+
+impl Applied {
+    /// Waits until every record acknowledged before the call is applied. Returns at once when
+    /// it already is, and early when the log is poisoned: a panicked applier never gets there.
+    pub fn wait(&self) {
+        self.0.wait_applied()
+    }
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Wal<T> {
@@ -172,12 +185,12 @@ impl<T: Send + 'static> Wal<T> {
             .sum();
         let shared = Arc::new(Shared::default());
         shared.last_seq.store(last_seq, Ordering::SeqCst);
+        shared.acked.store(last_seq, Ordering::SeqCst);
         shared
             .bytes
             .store(older_bytes + cur.len(), Ordering::SeqCst);
         let (tx, rx) = crossbeam_channel::unbounded();
-        // Each caller waits for its reply, so at most one group per caller is in this channel.
-        let (durable_tx, durable_rx) = crossbeam_channel::unbounded();
+        let (durable_tx, durable_rx) = crossbeam_channel::bounded(writer::APPLIER_QUEUE);
         let applier_shared = shared.clone();
         let applier_thread = std::thread::Builder::new()
             .name("tsbucket-apply".into())
@@ -212,7 +225,8 @@ impl<T: Send + 'static> Wal<T> {
     }
 
     /// Appends one record (one insert batch). Concurrent callers' records share one write and
-    /// one fsync (group commit). Returns the record's seq once it is durable and applied.
+    /// one fsync (group commit). Returns the record's seq once it is durable; it is applied
+    /// soon after, in seq order, and [`Applied::wait`] waits for that.
     ///
     /// A payload over `max_record_bytes` is refused with `Error::BadValue` before anything is
     /// written. After any write or sync failure every caller of the failing group gets `Err`
@@ -241,6 +255,11 @@ impl<T: Send + 'static> Wal<T> {
     /// Seq of the last record appended and applied (or recovered; the checkpoint if higher).
     pub fn last_seq(&self) -> u64 {
         self.shared.last_seq.load(Ordering::SeqCst)
+    }
+
+    /// A handle that waits for the applier; it outlives the log's threads.
+    pub fn applied(&self) -> Applied {
+        Applied(self.shared.clone())
     }
 
     /// Starts a new file at the next record (if the current one holds any record `<= upto`) and

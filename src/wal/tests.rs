@@ -60,10 +60,12 @@ fn open(vfs: &MemFs) -> Result<(Wal<u64>, Replayed, Applied)> {
 }
 
 /// Appends records `from..=to`, passing the expected seq as the item.
+/// Appends records `from..=to` and waits until they are applied.
 fn append_range(wal: &Wal<u64>, from: u64, to: u64) {
     for i in from..=to {
         assert_eq!(wal.append(payload(i), i).unwrap(), i);
     }
+    wal.applied().wait();
 }
 
 fn expected(from: u64, to: u64) -> Replayed {
@@ -989,6 +991,7 @@ fn concurrent_appends_get_unique_seqs_and_apply_in_order() {
         hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     let total = (THREADS * PER) as u64;
+    wal.applied().wait();
     assert_eq!(wal.last_seq(), total);
     // apply saw every record exactly once, in seq order, with its own item.
     let applied = applied_items.lock().clone();
@@ -1052,7 +1055,11 @@ fn panicking_apply_poisons_instead_of_hanging() {
     .unwrap();
     assert_eq!(wal.append(vec![1], 0).unwrap(), 1);
     assert_eq!(wal.append(vec![2], 0).unwrap(), 2);
-    assert!(wal.append(vec![3], 0).is_err());
+    // Durable, so acknowledged; the applier panics on it after the reply.
+    assert_eq!(wal.append(vec![3], 0).unwrap(), 3);
+    // Readers waiting for record 3 to be applied are let go once the log is poisoned.
+    wal.applied().wait();
+    assert_eq!(wal.last_seq(), 2);
     assert!(matches!(wal.append(vec![4], 0), Err(Error::Poisoned(_))));
     drop(wal);
     let (_, replayed, _) = open(&fs).unwrap();

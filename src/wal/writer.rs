@@ -3,10 +3,13 @@
 //! One thread owns the open WAL file. Callers hand it records through a channel and wait for a
 //! reply. The thread takes everything queued (up to [`MAX_GROUP_BYTES`]), assigns consecutive
 //! seqs, writes the group with one `append` and makes it durable with one `sync_data`. It then
-//! hands the group to a second thread, the applier, which applies the records in seq order and
-//! only then answers each caller: a reply of `Ok(seq)` means the record is durable (under
-//! `SyncMode::Always`) and applied. With two threads the fsync of one group overlaps applying
-//! the group before it, so concurrent writers are not held up by both in turn.
+//! hands the group to a second thread, the applier, which applies the records in seq order, and
+//! answers each caller: a reply of `Ok(seq)` means the record is durable (under
+//! `SyncMode::Always`) and will be applied. A caller does not wait for the applier: its next
+//! batch is prepared while this one is applied, and the fsync of one group overlaps applying
+//! the group before it. Reads instead wait for the applier to catch up with every record
+//! acknowledged so far ([`Shared::wait_applied`]), so an insert that returned is visible to any
+//! read that starts after it.
 //!
 //! After a failed write or sync the on-disk state is unknown: after a failed fsync the kernel
 //! may already have dropped the dirty pages, so a retry could "succeed" without the data
@@ -19,7 +22,7 @@ use super::SyncMode;
 use crate::vfs::{Vfs, WritableFile};
 use crate::{Error, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +54,13 @@ pub enum Msg<T> {
 pub struct Shared {
     /// Seq of the last record appended and applied (or recovered).
     pub last_seq: AtomicU64,
+    /// Seq of the last record acknowledged to its caller (or recovered): durable, and applied
+    /// once `last_seq` reaches it.
+    pub acked: AtomicU64,
+    /// Held while the applier announces progress, so that a reader that found `last_seq`
+    /// behind cannot miss the wake-up.
+    applied_lock: Mutex<()>,
+    applied: Condvar,
     /// Why the log refuses writes, once it does.
     pub poisoned: Mutex<Option<String>>,
     /// Bytes of all log files, kept by the writer so that asking costs no file-system calls.
@@ -66,9 +76,38 @@ impl Shared {
         }
     }
     fn poison(&self, why: String) {
-        let mut p = self.poisoned.lock();
-        if p.is_none() {
-            *p = Some(why);
+        {
+            let mut p = self.poisoned.lock();
+            if p.is_none() {
+                *p = Some(why);
+            }
+        }
+        // A poisoned log may never apply what it acknowledged: waiting readers stop waiting.
+        self.announce();
+    }
+
+    /// Records that every record up to `seq` is applied.
+    fn set_applied(&self, seq: u64) {
+        self.last_seq.store(seq, Ordering::SeqCst);
+        self.announce();
+    }
+
+    fn announce(&self) {
+        let _held = self.applied_lock.lock();
+        self.applied.notify_all();
+    }
+
+    /// Waits until every record acknowledged before the call is applied. Returns early once
+    /// the log is poisoned: a panicked applier never gets there, and the caller then reads
+    /// what was applied (the database refuses writes, and reopening replays the rest).
+    pub fn wait_applied(&self) {
+        let target = self.acked.load(Ordering::SeqCst);
+        if self.last_seq.load(Ordering::SeqCst) >= target {
+            return;
+        }
+        let mut held = self.applied_lock.lock();
+        while self.last_seq.load(Ordering::SeqCst) < target && self.poisoned.lock().is_none() {
+            self.applied.wait(&mut held);
         }
     }
 }
@@ -110,27 +149,36 @@ pub fn create_file(
 type Item<T> = (Vec<u8>, T, Sender<Result<u64>>);
 
 /// A durable group on its way to the applier: the seq of its first record and its records.
-pub type Durable<T> = (u64, Vec<Item<T>>);
+pub type Durable<T> = (u64, Vec<(Vec<u8>, T)>);
 
-/// The applier thread's main loop: applies each durable group in seq order and answers its
-/// callers. A panic in `apply` poisons the log before any caller of the group learns of it,
-/// so no later append is written after it.
+/// Durable groups the writer may hand on before it waits for the applier: bounds the memory
+/// of records acknowledged but not yet applied.
+pub const APPLIER_QUEUE: usize = 4;
+
+/// The applier thread's main loop: applies each durable group in seq order. A panic in
+/// `apply` poisons the log, so no later append is written after it.
 pub fn run_applier<T>(
     rx: Receiver<Durable<T>>,
     mut apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
     shared: Arc<Shared>,
 ) {
     for (first, group) in rx {
-        for (seq, (payload, item, reply)) in (first..).zip(group) {
+        let mut last = None;
+        for (seq, (payload, item)) in (first..).zip(group) {
             let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 apply(seq, item, payload)
             }));
             if applied.is_err() {
+                if let Some(done) = last {
+                    shared.set_applied(done);
+                }
                 shared.poison("the WAL applier panicked".into());
                 return;
             }
-            shared.last_seq.store(seq, Ordering::SeqCst);
-            let _ = reply.send(Ok(seq));
+            last = Some(seq);
+        }
+        if let Some(done) = last {
+            shared.set_applied(done);
         }
     }
 }
@@ -272,15 +320,28 @@ impl<T: Send + 'static> Writer<T> {
         let Some(applier) = &self.applier else {
             return;
         };
-        if let Err(crossbeam_channel::SendError((_, group))) = applier.send((first, group)) {
+        let (records, replies): (Vec<_>, Vec<_>) = group
+            .into_iter()
+            .map(|(payload, item, reply)| ((payload, item), reply))
+            .unzip();
+        if applier.send((first, records)).is_err() {
             // The applier is gone (it panicked): the group is on disk but cannot be applied.
             self.shared
                 .poison("the WAL applier thread has stopped".into());
-            for (_, _, reply) in group {
+            for reply in replies {
                 let _ = reply.send(Err(Error::Poisoned(
                     "the WAL applier thread has stopped".into(),
                 )));
             }
+            return;
+        }
+        // Published before any reply: a read that starts after an insert returned waits for
+        // at least this seq to be applied.
+        self.shared
+            .acked
+            .store(first + replies.len() as u64 - 1, Ordering::SeqCst);
+        for (seq, reply) in (first..).zip(replies) {
+            let _ = reply.send(Ok(seq));
         }
     }
 

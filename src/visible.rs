@@ -1,0 +1,36 @@
+//! The state every handle shares, behind a lock that first waits for the log's applier.
+//!
+//! An insert returns once its batch is durable, before the applier has put it in the bucket
+//! catalog (so the caller prepares its next batch meanwhile). Everything that reads or changes
+//! the shared state therefore goes through [`StateLock`], which waits until every insert
+//! acknowledged so far is applied: an insert is visible to any read that starts after it
+//! returned, in its own thread or another. The applier itself takes the lock directly.
+
+use crate::db::Shared;
+use crate::wal::Applied;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+
+/// The shared state, reached only after every acknowledged insert is applied.
+pub(crate) struct StateLock {
+    lock: Arc<RwLock<Shared>>,
+    applied: Applied,
+}
+
+impl StateLock {
+    pub fn new(lock: Arc<RwLock<Shared>>, applied: Applied) -> StateLock {
+        StateLock { lock, applied }
+    }
+
+    /// Reads the state once every insert acknowledged before the call is applied.
+    pub fn read(&self) -> RwLockReadGuard<'_, Shared> {
+        self.applied.wait();
+        self.lock.read()
+    }
+
+    /// Changes the state once every insert acknowledged before the call is applied.
+    pub fn write(&self) -> RwLockWriteGuard<'_, Shared> {
+        self.applied.wait();
+        self.lock.write()
+    }
+}
