@@ -6,6 +6,7 @@
 pub mod buffers;
 mod encode;
 mod ids;
+mod prefetch;
 mod series;
 mod shape;
 mod validate;
@@ -101,6 +102,7 @@ pub fn prepare_batch(
     let mut block = IdBlock::reserve(docs.len());
     let mut shape = ShapeBuilder::default();
     for (index, doc) in docs.iter().enumerate() {
+        prefetch::ahead(docs, index);
         let (p, id) = encode_one(doc, &mut out, index, fields, &mut block, &mut shape)?;
         prepared.push(p);
         ids.push(id);

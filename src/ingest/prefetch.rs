@@ -1,0 +1,88 @@
+//! Prefetching the documents of a batch ahead of encoding them.
+//!
+//! A `Document` is a tree of separate heap objects: its entry array, each name, each string
+//! value, each embedded document's entry array and so on. A batch built before the insert is
+//! cold in cache, and walking it is a chain of dependent misses (the entry holds the name's
+//! address, the embedded document's entries hold their names' addresses). Encoding document
+//! `i` therefore asks for the entry arrays of a document a few places ahead, for the names,
+//! strings and embedded entry arrays of a nearer one (whose entries have arrived by then), and
+//! for the embedded names and strings of the next one, so that each level is in cache by the
+//! time the encoder gets there.
+
+use bson::{Bson, Document};
+
+/// How far ahead of the document being encoded each level is asked for (measured with
+/// `examples/ingest_timing`: 4/2/1 and 12/6/3 did about as well, without the nested level
+/// about 3% worse).
+const ENTRIES_AHEAD: usize = 8;
+const NAMES_AHEAD: usize = 4;
+const NESTED_AHEAD: usize = 2;
+/// Cache lines of one entry array asked for at most: the start of a large document is enough
+/// for the hardware prefetcher to follow.
+const MAX_LINES: usize = 64;
+
+/// Asks for the levels of the documents ahead of `docs[i]`.
+#[inline]
+pub fn ahead(docs: &[Document], i: usize) {
+    if let Some(d) = docs.get(i + ENTRIES_AHEAD) {
+        entries(d);
+    }
+    if let Some(d) = docs.get(i + NAMES_AHEAD) {
+        names_and_values(d);
+    }
+    if let Some(d) = docs.get(i + NESTED_AHEAD) {
+        for (_, v) in d {
+            if let Bson::Document(sub) = v {
+                names_and_values(sub);
+            }
+        }
+    }
+}
+
+/// The cache lines of a document's entry array (names and values inline).
+#[inline]
+fn entries(d: &Document) {
+    let mut it = d.iter();
+    let Some((first, _)) = it.next() else {
+        return;
+    };
+    let start = first as *const String as usize;
+    // The distance between two entries' names is the entry size, whatever the map's layout.
+    let stride = it.next().map_or(64, |(k, _)| {
+        (k as *const String as usize).wrapping_sub(start)
+    });
+    let bytes = stride.saturating_mul(d.len()).min(MAX_LINES * 64);
+    let end = start.saturating_add(bytes);
+    let mut at = start & !63;
+    while at < end {
+        line(at as *const u8);
+        at += 64;
+    }
+}
+
+/// The names and string values a document's entries point to, and its embedded documents'
+/// entry arrays.
+#[inline]
+fn names_and_values(d: &Document) {
+    for (k, v) in d {
+        line(k.as_ptr());
+        match v {
+            Bson::String(s) => line(s.as_ptr()),
+            Bson::Document(sub) => entries(sub),
+            _ => {}
+        }
+    }
+}
+
+/// Asks for the cache line holding `p`.
+#[inline(always)]
+fn line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the program,
+    // whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
