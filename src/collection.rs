@@ -277,7 +277,7 @@ impl Collection {
     /// measurements, where its shape allows. Unsupported stages, operators or expressions are
     /// `Error::BadValue`.
     pub fn aggregate(&self, pipeline: Vec<Document>) -> Result<Cursor> {
-        Ok(Cursor::from_docs(self.run_pipeline(&pipeline, true)?.0))
+        Ok(Cursor::from_output(self.run_pipeline(&pipeline, true)?.0))
     }
 
     /// How the pipeline's scan is carried out: buckets in all, pruned, taken whole, unpacked,
@@ -291,14 +291,14 @@ impl Collection {
     /// reference the columnar path is checked against.
     #[doc(hidden)]
     pub fn aggregate_unpacked(&self, pipeline: Vec<Document>) -> Result<Cursor> {
-        Ok(Cursor::from_docs(self.run_pipeline(&pipeline, false)?.0))
+        Ok(Cursor::from_output(self.run_pipeline(&pipeline, false)?.0))
     }
 
     fn run_pipeline(
         &self,
         pipeline: &[Document],
         columnar: bool,
-    ) -> Result<(Vec<Document>, Explain)> {
+    ) -> Result<(agg::Output, Explain)> {
         let p = Pipeline::parse(pipeline)?;
         let (plan, route, scans, ex) = self.with_state(|c| {
             let o = &c.entry.options;

@@ -573,3 +573,11 @@ fn stats_gauges_follow_open_archived_and_flushed_buckets() {
     assert_eq!(s.avg_bucket_bytes, s.segment_bytes / 2);
     assert!(s.avg_bucket_bytes > 0);
 }
+
+#[test]
+fn handles_and_cursors_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<tsbucket::Cursor>();
+    send::<tsbucket::Collection>();
+    send::<Database>();
+}

@@ -7,7 +7,7 @@
 use super::accum::{Acc, AccOp};
 use super::expr::Expr;
 use super::fastgroup::FastGroup;
-use super::group::{GroupSpec, GroupTable};
+use super::group::{GroupDocs, GroupSpec, GroupTable};
 use super::options::sort_docs;
 use super::pipeline::Stage;
 use super::read::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
@@ -55,6 +55,14 @@ impl Route {
     }
 }
 
+/// What a pipeline gives.
+pub(crate) enum Output {
+    /// Documents, all built.
+    Docs(Vec<Document>),
+    /// The output of a final `$group`, built as it is read.
+    Groups(Box<GroupDocs>),
+}
+
 /// Runs `stages` along `route` over the buckets `scans` chosen by `plan` (whose filter is the
 /// pipeline's leading `$match`). Returns the output documents and how the scan was carried out.
 pub(crate) fn execute(
@@ -64,7 +72,7 @@ pub(crate) fn execute(
     stages: &[Stage],
     route: Route,
     threads: usize,
-) -> Result<(Vec<Document>, Explain)> {
+) -> Result<(Output, Explain)> {
     match route {
         Route::Count => {
             if let Some(Stage::Group(spec)) = stages.first() {
@@ -73,19 +81,23 @@ pub(crate) fn execute(
                     ex.buckets_from_stats =
                         scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
                     let rest = stages.get(1..).unwrap_or_default();
-                    return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
+                    let docs = run_stages(Box::new(docs.into_iter().map(Ok)), rest)?;
+                    return Ok((Output::Docs(docs), ex));
                 }
             }
         }
         Route::Fast(fast, used) => {
             let (docs, ex) = fast.run(scans, explain, threads)?;
             let rest = stages.get(used..).unwrap_or_default();
-            return Ok((run_stages(Box::new(docs.into_iter().map(Ok)), rest)?, ex));
+            if rest.is_empty() {
+                return Ok((Output::Groups(Box::new(docs)), ex));
+            }
+            return Ok((Output::Docs(run_stages(Box::new(docs), rest)?), ex));
         }
         Route::Docs => {}
     }
     let cursor = Cursor::new(scans, plan);
-    Ok((run_stages(Box::new(cursor), stages)?, explain))
+    Ok((Output::Docs(run_stages(Box::new(cursor), stages)?), explain))
 }
 
 /// The key and the summed constants of a `$group` whose key is a constant and whose
@@ -164,7 +176,7 @@ pub(crate) fn run_stages(input: Docs<'_>, stages: &[Stage]) -> Result<Vec<Docume
                 for d in it {
                     table.feed_doc(spec, &d?)?;
                 }
-                Box::new(table.into_docs()?.into_iter().map(Ok))
+                Box::new(table.into_docs_ranked(&[], Box::new(|_, _| None)))
             }
         };
     }

@@ -3,7 +3,9 @@
 //! on the time field alone streams in time order across buckets; other sorts read every match
 //! (keeping only the first `skip + limit` when there is a limit).
 
+use super::agg::Output;
 use super::filter::Filter;
+use super::group::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::{top_sorted, Projection};
 use super::read::{count_of, Plan, Scans, Verdict};
@@ -38,6 +40,7 @@ impl std::fmt::Debug for Cursor {
             Mode::Scan(_) => "scan",
             Mode::Merge(_) => "time merge",
             Mode::Docs(_) => "sorted",
+            Mode::Groups(_) => "groups",
         };
         f.debug_struct("Cursor")
             .field("mode", &mode)
@@ -50,6 +53,7 @@ enum Mode {
     Scan(ScanState),
     Merge(TimeMerge),
     Docs(VecDeque<Document>),
+    Groups(Box<GroupDocs>),
 }
 
 /// Buckets read in the order `select` returned them.
@@ -152,6 +156,20 @@ impl Cursor {
         }
     }
 
+    /// A cursor over a pipeline's output.
+    pub(crate) fn from_output(out: Output) -> Cursor {
+        match out {
+            Output::Docs(docs) => Cursor::from_docs(docs),
+            Output::Groups(groups) => Cursor {
+                mode: Mode::Groups(groups),
+                projection: None,
+                skip: 0,
+                left: u64::MAX,
+                failed: false,
+            },
+        }
+    }
+
     pub(crate) fn from_docs(docs: Vec<Document>) -> Cursor {
         Cursor {
             mode: Mode::Docs(docs.into()),
@@ -220,7 +238,7 @@ impl Cursor {
         match &self.mode {
             Mode::Scan(s) => s.buckets_read,
             Mode::Merge(m) => m.buckets_read,
-            Mode::Docs(_) => 0,
+            Mode::Docs(_) | Mode::Groups(_) => 0,
         }
     }
 
@@ -233,6 +251,14 @@ impl Cursor {
                     continue;
                 }
                 return Some(Ok(doc));
+            },
+            Mode::Groups(g) => loop {
+                let doc = g.next()?;
+                if self.skip > 0 && doc.is_ok() {
+                    self.skip -= 1;
+                    continue;
+                }
+                return Some(doc);
             },
             Mode::Scan(s) => {
                 if s.ready.is_empty() {

@@ -32,7 +32,7 @@ use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
 use super::filter::Filter;
 use super::fromstats::{Feed, StatArg, StatContext};
-use super::group::{GroupSpec, GroupTable};
+use super::group::{GroupDocs, GroupSpec, GroupTable, OwnedRealize};
 use super::keycache::KeyCache;
 use super::parallel;
 use super::pipeline::Stage;
@@ -486,9 +486,15 @@ impl FastGroup {
             let g = match table.find_key(&key) {
                 Some(g) => Some(g),
                 None if !create => return Ok(None),
-                None => cache
-                    .id_value(p, &self.spec.id, &self.time_field, starts)
-                    .map(|id| table.insert_key(&key, id)),
+                // The `_id` is built at the end, only for the groups that are output.
+                None if cache.builds_id(p, starts.len()) => {
+                    table.insert_key_template(&key, p, starts).or_else(|| {
+                        cache
+                            .id_value(p, &self.spec.id, &self.time_field, starts)
+                            .map(|id| table.insert_key(&key, id))
+                    })
+                }
+                None => None,
             };
             if let Some(g) = g {
                 cache.put(p, starts, g);
@@ -782,13 +788,13 @@ impl FastGroup {
     }
 
     /// Runs the group over the selected buckets on up to `threads` threads; returns its
-    /// output documents.
+    /// output documents, built as they are read.
     pub(crate) fn run(
         &self,
         scans: Scans,
         mut ex: Explain,
         threads: usize,
-    ) -> Result<(Vec<Document>, Explain)> {
+    ) -> Result<(GroupDocs, Explain)> {
         let order = self.visit_order(&scans)?;
         let threads = match self.arrival_order() {
             true => 1,
@@ -808,24 +814,33 @@ impl FastGroup {
         // appearance within its parts; a group's rank (part, place in it) orders it among all.
         // One thread's table is in order already: ranks are for merging.
         let merging = done.len() > 1;
-        let mut out: Option<(GroupTable, Vec<u64>)> = None;
+        // The first table, its ranks and the key cache that builds its `_id`s.
+        let mut out: Option<(GroupTable, Vec<u64>, KeyCache)> = None;
         for v in done {
-            let (t, tally, starts) = self.finish(v);
+            let (t, tally, starts, cache) = self.finish(v);
             tally.apply(&mut ex);
             let r = match merging {
                 true => first_seen(&starts, t.len()),
                 false => Vec::new(),
             };
             out = Some(match out {
-                None => (t, r),
-                Some((mut table, mut rank)) => {
-                    table.merge(&mut rank, t, &r);
-                    (table, rank)
+                None => (t, r, cache),
+                Some((mut table, mut rank, first)) => {
+                    table.merge(&mut rank, t, &r, &|p, s| self.id_of(&cache, p, s))?;
+                    (table, rank, first)
                 }
             });
         }
-        let (table, rank) = out.unwrap_or_else(|| (self.empty_part().0, Vec::new()));
-        Ok((table.into_docs_ranked(&rank)?, ex))
+        let (table, rank, cache) =
+            out.unwrap_or_else(|| (self.empty_part().0, Vec::new(), KeyCache::default()));
+        let (id, time_field) = (self.spec.id.clone(), self.time_field.clone());
+        let realize: OwnedRealize = Box::new(move |p, s| cache.id_value(p, &id, &time_field, s));
+        Ok((table.into_docs_ranked(&rank, realize), ex))
+    }
+
+    /// The `_id` of the key of template `part` of `cache` with bin starts `starts`.
+    fn id_of(&self, cache: &KeyCache, part: u32, starts: &[i64]) -> Option<Bson> {
+        cache.id_value(part, &self.spec.id, &self.time_field, starts)
     }
 
     /// A fresh group table and an empty tally.
@@ -869,13 +884,13 @@ impl FastGroup {
     }
 
     /// The visitor's table and tally, once it has visited its buckets.
-    fn finish(&self, v: Visitor<'_>) -> (GroupTable, Tally, Vec<(usize, usize)>) {
+    fn finish(&self, v: Visitor<'_>) -> (GroupTable, Tally, Vec<(usize, usize)>, KeyCache) {
         let (mut table, mut tally) = (v.table, v.tally);
         if let (Some(lane), Some(consts)) = (v.lane, v.lane_consts) {
             lane.finish(&mut table, &consts);
             tally.from_stats += lane.buckets;
         }
-        (table, tally, v.starts)
+        (table, tally, v.starts, v.cache)
     }
 
     /// Groups the buckets `scans[i]` for `i` in `order`, in that order, into the visitor's

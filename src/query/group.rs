@@ -8,7 +8,7 @@
 use super::accum::{Acc, AccSpec};
 use super::expr::{Expr, Row};
 use super::keyset::KeySet;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
 
@@ -21,13 +21,37 @@ pub struct GroupSpec {
     pub accs: Vec<AccSpec>,
 }
 
+/// Builds a group's `_id` from a key cache's template: the template's part and the bin
+/// starts of the key's time leaves (see [`super::keycache::KeyCache::id_value`]); `None` when
+/// it cannot.
+pub type Realize<'a> = &'a dyn Fn(u32, &[i64]) -> Option<Bson>;
+
+/// [`Realize`], owned, for output built as it is read ([`GroupDocs`]).
+pub type OwnedRealize = Box<dyn Fn(u32, &[i64]) -> Option<Bson> + Send + Sync>;
+
+/// A group's `_id`: built, or the template part and bin starts (up to two) to build it from at
+/// the end, so that the tables of a parallel group build no `_id` that a merge drops, and
+/// hold 24 bytes per group instead of a `Bson`'s 112 meanwhile.
+#[derive(Debug, Clone, Copy)]
+enum GroupId {
+    /// Index in `GroupTable::built`.
+    Built(u32),
+    Template {
+        part: u32,
+        n: u8,
+        starts: [i64; 2],
+    },
+}
+
 /// Groups by canonical key. Keys live in one byte arena and states in one flat vector
 /// (`accs[g * width..]`), so that many groups cost few allocations to build and drop.
 pub struct GroupTable {
     /// The groups' keys, numbered as the groups.
     keys: KeySet,
-    /// The `_id` value first seen, per group.
-    ids: Vec<Bson>,
+    /// The `_id` of the first appearance, per group.
+    ids: Vec<GroupId>,
+    /// The `_id` values built so far.
+    built: Vec<Bson>,
     accs: Vec<Acc>,
     fresh: Vec<Acc>,
     names: Vec<String>,
@@ -40,6 +64,7 @@ impl GroupTable {
         GroupTable {
             keys: KeySet::default(),
             ids: Vec::new(),
+            built: Vec::new(),
             accs: Vec::new(),
             fresh,
             names,
@@ -61,19 +86,26 @@ impl GroupTable {
 
     /// Adds a group with fresh states.
     fn insert(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
+        let id = self.keep(id);
         let g = self.push_key(h, key, id);
         self.accs.extend_from_slice(&self.fresh);
         g
     }
 
+    /// Keeps a built `_id`.
+    fn keep(&mut self, id: Bson) -> GroupId {
+        self.built.push(id);
+        GroupId::Built(self.built.len() as u32 - 1)
+    }
+
     /// Adds a group's key and `_id`, not its states.
-    fn push_key(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
+    fn push_key(&mut self, h: u64, key: &[u8], id: GroupId) -> u32 {
         self.ids.push(id);
         self.keys.insert_hashed(h, key)
     }
 
     /// [`GroupTable::insert`] with the group's states given.
-    fn append(&mut self, h: u64, key: &[u8], id: Bson, states: impl Iterator<Item = Acc>) {
+    fn append(&mut self, h: u64, key: &[u8], id: GroupId, states: impl Iterator<Item = Acc>) {
         self.push_key(h, key, id);
         let w = self.fresh.len();
         let before = self.accs.len();
@@ -92,6 +124,39 @@ impl GroupTable {
     pub fn insert_key(&mut self, key: &[u8], id: Bson) -> u32 {
         let h = self.keys.hash(key);
         self.insert(h, key, id)
+    }
+
+    /// [`GroupTable::insert_key`] with the `_id` built at the end from template `part` and
+    /// the bin starts `starts` (see [`Realize`]); `None` for more than two starts.
+    pub fn insert_key_template(&mut self, key: &[u8], part: u32, starts: &[i64]) -> Option<u32> {
+        let (n, starts) = match *starts {
+            [] => (0, [0, 0]),
+            [a] => (1, [a, 0]),
+            [a, b] => (2, [a, b]),
+            _ => return None,
+        };
+        let h = self.keys.hash(key);
+        let g = self.push_key(h, key, GroupId::Template { part, n, starts });
+        self.accs.extend_from_slice(&self.fresh);
+        Some(g)
+    }
+
+    /// Takes the `_id` of group `id` out of the table, built with `realize` if it is not yet.
+    fn take_id(&mut self, id: GroupId, realize: Realize<'_>) -> Result<Bson> {
+        match id {
+            GroupId::Built(i) => Ok(self
+                .built
+                .get_mut(i as usize)
+                .map(std::mem::take)
+                .unwrap_or_default()),
+            GroupId::Template { part, n, starts } => {
+                realize(part, starts.get(..usize::from(n)).unwrap_or_default()).ok_or_else(|| {
+                    Error::BadValue(format!(
+                        "internal error: the $group _id of key template {part} cannot be built"
+                    ))
+                })
+            }
+        }
     }
 
     /// The index of the group of `id`, created if new.
@@ -178,18 +243,31 @@ impl GroupTable {
     /// the earlier one's first ([`Acc::merge`]); `later`'s other groups are added, and `rank`
     /// grows with them. [`GroupTable::into_docs_ranked`] then gives the groups in the order of
     /// the whole input.
-    pub fn merge(&mut self, rank: &mut Vec<u64>, later: GroupTable, later_rank: &[u64]) {
+    ///
+    /// `_id`s that `later` would build at the end are built with `later_ids`, the builder of
+    /// `later`'s templates, when this table takes them: template numbers differ between tables.
+    pub fn merge(
+        &mut self,
+        rank: &mut Vec<u64>,
+        mut later: GroupTable,
+        later_rank: &[u64],
+        later_ids: Realize<'_>,
+    ) -> Result<()> {
         let w = self.fresh.len();
         self.ids.reserve(later.ids.len());
         self.keys.reserve(later.ids.len(), later.keys.bytes());
         self.accs.reserve(later.accs.len());
         rank.reserve(later.ids.len());
-        let mut states = later.accs.into_iter();
-        for (k, (key, id)) in later.keys.iter().zip(later.ids).enumerate() {
+        let mut states = std::mem::take(&mut later.accs).into_iter();
+        let later_keys = std::mem::take(&mut later.keys);
+        let later_group_ids = std::mem::take(&mut later.ids);
+        for (k, (key, id)) in later_keys.iter().zip(later_group_ids).enumerate() {
             let r = later_rank.get(k).copied().unwrap_or(u64::MAX);
             let (h, g) = self.lookup(key);
             let Some(g) = g else {
                 rank.push(r);
+                let id = later.take_id(id, later_ids)?;
+                let id = self.keep(id);
                 self.append(h, key, id, states.by_ref().take(w));
                 continue;
             };
@@ -199,6 +277,8 @@ impl GroupTable {
                 earlier
             });
             if earlier {
+                let id = later.take_id(id, later_ids)?;
+                let id = self.keep(id);
                 if let Some(x) = self.ids.get_mut(g as usize) {
                     *x = id;
                 }
@@ -215,27 +295,26 @@ impl GroupTable {
                 }
             }
         }
+        Ok(())
     }
 
-    /// [`GroupTable::into_docs`] in order of `rank` (see [`GroupTable::merge`]); in the
-    /// table's order when `rank` is empty.
-    pub fn into_docs_ranked(self, rank: &[u64]) -> Result<Vec<Document>> {
-        if rank.is_empty() {
-            return self.into_docs();
+    /// The output documents in order of `rank` (see [`GroupTable::merge`]), or in the
+    /// table's order when `rank` is empty, each built when it is read (see [`GroupDocs`]).
+    pub fn into_docs_ranked(self, rank: &[u64], realize: OwnedRealize) -> GroupDocs {
+        let mut order: Vec<u32> = Vec::new();
+        if !rank.is_empty() {
+            order = (0..self.ids.len() as u32).collect();
+            order.sort_unstable_by_key(|&g| rank.get(g as usize).copied().unwrap_or(u64::MAX));
+            if order.iter().enumerate().all(|(i, &g)| i == g as usize) {
+                order = Vec::new();
+            }
         }
-        let mut order: Vec<u32> = (0..self.ids.len() as u32).collect();
-        order.sort_unstable_by_key(|&g| rank.get(g as usize).copied().unwrap_or(u64::MAX));
-        // Built in the table's order, which reads the states and `_id`s in sequence, then moved
-        // into place.
-        let docs = self.into_docs()?;
-        if order.iter().enumerate().all(|(i, &g)| i == g as usize) {
-            return Ok(docs);
+        GroupDocs {
+            table: self,
+            order,
+            next: 0,
+            realize,
         }
-        let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
-        Ok(order
-            .iter()
-            .filter_map(|&g| docs.get_mut(g as usize).and_then(Option::take))
-            .collect())
     }
 
     fn doc(&self, id: Bson, accs: &[Acc]) -> Result<Document> {
@@ -248,15 +327,53 @@ impl GroupTable {
     }
 
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
-    pub fn into_docs(mut self) -> Result<Vec<Document>> {
+    pub fn into_docs(self) -> Result<Vec<Document>> {
+        self.into_docs_ranked(&[], Box::new(|_, _| None)).collect()
+    }
+
+    /// The output document of group `g`, its `_id` taken out of the table.
+    fn take_doc(&mut self, g: u32, realize: Realize<'_>) -> Result<Document> {
+        let id = self
+            .ids
+            .get(g as usize)
+            .copied()
+            .unwrap_or(GroupId::Built(u32::MAX));
+        let id = self.take_id(id, realize)?;
         let w = self.fresh.len();
-        let mut out = Vec::with_capacity(self.ids.len());
-        let ids = std::mem::take(&mut self.ids);
-        for (g, id) in ids.into_iter().enumerate() {
-            let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
-            out.push(self.doc(id, accs)?);
-        }
-        Ok(out)
+        let g = g as usize;
+        let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
+        self.doc(id, accs)
+    }
+}
+
+/// The output documents of a [`GroupTable`], each built when it is read. A reader that drops
+/// each document before taking the next (counting, writing out, folding) reuses the same few
+/// freed blocks for the next one's dozen small allocations, where building them all first and
+/// dropping them all later made the allocator split, spread and then coalesce tens of
+/// megabytes.
+pub struct GroupDocs {
+    table: GroupTable,
+    /// Groups in output order; empty for the table's order.
+    order: Vec<u32>,
+    next: usize,
+    realize: OwnedRealize,
+}
+
+impl Iterator for GroupDocs {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        let g = match self.order.is_empty() {
+            true => (self.next < self.table.len()).then_some(self.next as u32)?,
+            false => *self.order.get(self.next)?,
+        };
+        self.next += 1;
+        Some(self.table.take_doc(g, &*self.realize))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.table.len().saturating_sub(self.next);
+        (left, Some(left))
     }
 }
 
@@ -481,6 +598,15 @@ mod tests {
         }
     }
 
+    /// Builds no template `_id` (the tables here have none).
+    const NONE: Realize<'static> = &|_, _| None;
+
+    fn ranked(t: GroupTable, rank: &[u64]) -> Vec<Document> {
+        t.into_docs_ranked(rank, Box::new(|_, _| None))
+            .collect::<Result<_>>()
+            .unwrap()
+    }
+
     /// Ranks of the groups of a table that saw the input from position `from` on, in order.
     fn ranks(t: &GroupTable, from: u64) -> Vec<u64> {
         (0..t.len() as u64).map(|g| from + g).collect()
@@ -508,16 +634,12 @@ mod tests {
             let (mut first, later) = split(cut);
             let (rf, rl) = (ranks(&first, 0), ranks(&later, 100));
             let mut rank = rf.clone();
-            first.merge(&mut rank, later, &rl);
-            assert_eq!(first.into_docs_ranked(&rank).unwrap(), want, "cut {cut}");
+            first.merge(&mut rank, later, &rl, NONE).unwrap();
+            assert_eq!(ranked(first, &rank), want, "cut {cut}");
             let (first, mut later) = split(cut);
             let mut rank = rl;
-            later.merge(&mut rank, first, &rf);
-            assert_eq!(
-                later.into_docs_ranked(&rank).unwrap(),
-                want,
-                "cut {cut}, reversed"
-            );
+            later.merge(&mut rank, first, &rf, NONE).unwrap();
+            assert_eq!(ranked(later, &rank), want, "cut {cut}, reversed");
         }
         // Numerically equal keys are one group; the `_id` first seen stays, whichever table
         // saw it.
@@ -528,19 +650,69 @@ mod tests {
         };
         let mut a = one(Bson::Int32(1), 1);
         let mut rank = vec![0];
-        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1]);
-        assert_eq!(
-            a.into_docs_ranked(&rank).unwrap(),
-            vec![doc! {"_id": 1, "n": 3}]
-        );
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], NONE)
+            .unwrap();
+        assert_eq!(ranked(a, &rank), vec![doc! {"_id": 1, "n": 3}]);
         let mut a = one(Bson::Int32(1), 1);
         let mut rank = vec![5];
-        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1]);
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], NONE)
+            .unwrap();
         assert_eq!(rank, vec![1]);
+        assert_eq!(ranked(a, &rank), vec![doc! {"_id": 1.0, "n": 3}]);
+    }
+
+    #[test]
+    fn template_ids_are_built_by_their_own_table_s_builder() {
+        let spec = sum_by_k(Expr::Const(Bson::Int32(1)));
+        // Each table numbers its templates itself: part 1 is "a" in one and "b" in the other.
+        let names = |t: &'static [&'static str]| -> OwnedRealize {
+            Box::new(move |part, starts| {
+                let name = t.get((part as usize).checked_sub(1)?)?;
+                let at = bson::DateTime::from_millis(*starts.first()?);
+                Some(Bson::Document(doc! {"k": *name, "t": at}))
+            })
+        };
+        // Keys encode the `_id`, not the template's number.
+        let fill = |names: &[&str], parts: &[(u32, i64)]| {
+            let mut t = GroupTable::for_spec(&spec);
+            for &(p, start) in parts {
+                let name = names.get(p as usize - 1).copied().unwrap_or("?");
+                let k = key(Bson::String(format!("{name}/{start}")));
+                let g = t.insert_key_template(&k, p, &[start]).unwrap();
+                t.accs(g)[0].feed(Some(&Bson::Int32(1)));
+            }
+            t
+        };
+        let (a_names, b_names): (&[&str], &[&str]) = (&["a", "b"], &["b", "a"]);
+        let mut a = fill(a_names, &[(1, 10), (2, 20)]);
+        // The same two groups in the other table's numbering, and one new one.
+        let b = fill(b_names, &[(2, 10), (1, 20), (1, 30)]);
+        // "a" at 10 was seen first by the other table, whose `_id` then replaces this one's.
+        let mut rank = vec![5, 1];
+        let b_realize = names(b_names);
+        a.merge(&mut rank, b, &[2, 3, 4], &*b_realize).unwrap();
+        assert_eq!(rank, vec![2, 1, 4]);
+        let got: Vec<Document> = a
+            .into_docs_ranked(&rank, names(a_names))
+            .collect::<Result<_>>()
+            .unwrap();
+        let at = bson::DateTime::from_millis;
         assert_eq!(
-            a.into_docs_ranked(&rank).unwrap(),
-            vec![doc! {"_id": 1.0, "n": 3}]
+            got,
+            vec![
+                doc! {"_id": {"k": "b", "t": at(20)}, "n": 2},
+                doc! {"_id": {"k": "a", "t": at(10)}, "n": 2},
+                doc! {"_id": {"k": "b", "t": at(30)}, "n": 1},
+            ]
         );
+        // A template its builder cannot build is an error, not a wrong `_id`.
+        let t = fill(&["a", "b", "c"], &[(3, 10)]);
+        let r: Result<Vec<Document>> = t.into_docs_ranked(&[], names(a_names)).collect();
+        assert!(r.is_err());
+        // More than two bin starts are not kept as a template.
+        let mut t = GroupTable::for_spec(&spec);
+        assert_eq!(t.insert_key_template(b"k", 1, &[1, 2, 3]), None);
+        assert_eq!(t.len(), 0);
     }
 
     fn key(v: Bson) -> Vec<u8> {

@@ -58,6 +58,9 @@ struct Template {
     key: Box<[u8]>,
     at: Vec<usize>,
     id: Bson,
+    /// `id` takes bin starts for its time leaves (the number in `at`): whether it does
+    /// depends on the shapes of the key and the value only, not on the starts.
+    builds: bool,
 }
 
 /// Groups by (meta-dependent part of the key, bin starts).
@@ -113,12 +116,28 @@ impl KeyCache {
         self.parts_made += 1;
         let p = self.parts_made;
         self.parts.insert(self.buf.as_slice().into(), p);
+        let id = e.eval(row)?.unwrap_or(Bson::Null);
+        let builds = {
+            let zeros = vec![0; self.at.len()];
+            let mut probe = id.clone();
+            let mut next = zeros.iter();
+            set_leaves(e, &mut probe, time_field, &mut next) && next.next().is_none()
+        };
         self.templates.push(Template {
             key: self.buf.as_slice().into(),
             at: self.at.clone(),
-            id: e.eval(row)?.unwrap_or(Bson::Null),
+            id,
+            builds,
         });
         Ok(Some(p))
+    }
+
+    /// True when [`KeyCache::id_value`] builds the `_id` of `part` with `n` bin starts.
+    pub fn builds_id(&self, part: u32, n: usize) -> bool {
+        (part as usize)
+            .checked_sub(1)
+            .and_then(|i| self.templates.get(i))
+            .is_some_and(|t| t.builds && t.at.len() == n)
     }
 
     /// Writes to `out` the encoding of the key of `part` whose time leaves fall in bins
