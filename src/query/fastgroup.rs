@@ -814,8 +814,10 @@ impl FastGroup {
         // appearance within its parts; a group's rank (part, place in it) orders it among all.
         // One thread's table is in order already: ranks are for merging.
         let merging = done.len() > 1;
-        // The first table, its ranks and the key cache that builds its `_id`s.
-        let mut out: Option<(GroupTable, Vec<u64>, KeyCache)> = None;
+        // The first table and its ranks; the key caches that build the `_id`s of each table's
+        // templates, by the table's number in the merge.
+        let mut out: Option<(GroupTable, Vec<u64>)> = None;
+        let mut caches = Vec::with_capacity(done.len());
         for v in done {
             let (t, tally, starts, cache) = self.finish(v);
             tally.apply(&mut ex);
@@ -823,24 +825,26 @@ impl FastGroup {
                 true => first_seen(&starts, t.len()),
                 false => Vec::new(),
             };
+            let origin = u16::try_from(caches.len()).map_err(|_| {
+                crate::Error::BadValue("a $group ran on more than 65,535 threads".into())
+            })?;
+            caches.push(cache);
             out = Some(match out {
-                None => (t, r, cache),
-                Some((mut table, mut rank, first)) => {
-                    table.merge(&mut rank, t, &r, &|p, s| self.id_of(&cache, p, s))?;
-                    (table, rank, first)
+                None => (t, r),
+                Some((mut table, mut rank)) => {
+                    table.merge(&mut rank, t, &r, origin);
+                    (table, rank)
                 }
             });
         }
-        let (table, rank, cache) =
-            out.unwrap_or_else(|| (self.empty_part().0, Vec::new(), KeyCache::default()));
+        let (table, rank) = out.unwrap_or_else(|| (self.empty_part().0, Vec::new()));
         let (id, time_field) = (self.spec.id.clone(), self.time_field.clone());
-        let realize: OwnedRealize = Box::new(move |p, s| cache.id_value(p, &id, &time_field, s));
+        let realize: OwnedRealize = Box::new(move |origin, part, starts| {
+            caches
+                .get(usize::from(origin))?
+                .id_value(part, &id, &time_field, starts)
+        });
         Ok((table.into_docs_ranked(&rank, realize), ex))
-    }
-
-    /// The `_id` of the key of template `part` of `cache` with bin starts `starts`.
-    fn id_of(&self, cache: &KeyCache, part: u32, starts: &[i64]) -> Option<Bson> {
-        cache.id_value(part, &self.spec.id, &self.time_field, starts)
     }
 
     /// A fresh group table and an empty tally.

@@ -21,24 +21,26 @@ pub struct GroupSpec {
     pub accs: Vec<AccSpec>,
 }
 
-/// Builds a group's `_id` from a key cache's template: the template's part and the bin
-/// starts of the key's time leaves (see [`super::keycache::KeyCache::id_value`]); `None` when
-/// it cannot.
-pub type Realize<'a> = &'a dyn Fn(u32, &[i64]) -> Option<Bson>;
+/// Builds a group's `_id` from a key cache's template: the table the template belongs to
+/// (0 for the table's own, else the number given to [`GroupTable::merge`]), the template's
+/// part and the bin starts of the key's time leaves (see
+/// [`super::keycache::KeyCache::id_value`]); `None` when it cannot.
+pub type Realize<'a> = &'a dyn Fn(u16, u32, &[i64]) -> Option<Bson>;
 
 /// [`Realize`], owned, for output built as it is read ([`GroupDocs`]).
-pub type OwnedRealize = Box<dyn Fn(u32, &[i64]) -> Option<Bson> + Send + Sync>;
+pub type OwnedRealize = Box<dyn Fn(u16, u32, &[i64]) -> Option<Bson> + Send + Sync>;
 
-/// A group's `_id`: built, or the template part and bin starts (up to two) to build it from at
-/// the end, so that the tables of a parallel group build no `_id` that a merge drops, and
-/// hold 24 bytes per group instead of a `Bson`'s 112 meanwhile.
+/// A group's `_id`: built, or the template (its table, its part) and bin starts (up to two) to
+/// build it from when it is output, so that the tables of a parallel group build no `_id`
+/// that a merge drops, and hold 24 bytes per group instead of a `Bson`'s 112 meanwhile.
 #[derive(Debug, Clone, Copy)]
 enum GroupId {
     /// Index in `GroupTable::built`.
     Built(u32),
     Template {
-        part: u32,
+        origin: u16,
         n: u8,
+        part: u32,
         starts: [i64; 2],
     },
 }
@@ -136,7 +138,13 @@ impl GroupTable {
             _ => return None,
         };
         let h = self.keys.hash(key);
-        let g = self.push_key(h, key, GroupId::Template { part, n, starts });
+        let id = GroupId::Template {
+            origin: 0,
+            n,
+            part,
+            starts,
+        };
+        let g = self.push_key(h, key, id);
         self.accs.extend_from_slice(&self.fresh);
         Some(g)
     }
@@ -149,13 +157,22 @@ impl GroupTable {
                 .get_mut(i as usize)
                 .map(std::mem::take)
                 .unwrap_or_default()),
-            GroupId::Template { part, n, starts } => {
-                realize(part, starts.get(..usize::from(n)).unwrap_or_default()).ok_or_else(|| {
-                    Error::BadValue(format!(
-                        "internal error: the $group _id of key template {part} cannot be built"
-                    ))
-                })
-            }
+            GroupId::Template {
+                origin,
+                n,
+                part,
+                starts,
+            } => realize(
+                origin,
+                part,
+                starts.get(..usize::from(n)).unwrap_or_default(),
+            )
+            .ok_or_else(|| {
+                Error::BadValue(format!(
+                    "internal error: the $group _id of key template {origin}/{part} cannot \
+                         be built"
+                ))
+            }),
         }
     }
 
@@ -244,20 +261,20 @@ impl GroupTable {
     /// grows with them. [`GroupTable::into_docs_ranked`] then gives the groups in the order of
     /// the whole input.
     ///
-    /// `_id`s that `later` would build at the end are built with `later_ids`, the builder of
-    /// `later`'s templates, when this table takes them: template numbers differ between tables.
+    /// `_id`s that `later` would build from its own key templates are still built at output,
+    /// by the builder of table `later_origin` (see [`Realize`]): template numbers differ
+    /// between tables.
+    ///
+    /// Nothing is reserved for `later`'s groups: most of them are usually this table's too,
+    /// and growing the vectors and the key set to the sum cost a copy and a rehash of them.
     pub fn merge(
         &mut self,
         rank: &mut Vec<u64>,
         mut later: GroupTable,
         later_rank: &[u64],
-        later_ids: Realize<'_>,
-    ) -> Result<()> {
+        later_origin: u16,
+    ) {
         let w = self.fresh.len();
-        self.ids.reserve(later.ids.len());
-        self.keys.reserve(later.ids.len(), later.keys.bytes());
-        self.accs.reserve(later.accs.len());
-        rank.reserve(later.ids.len());
         let mut states = std::mem::take(&mut later.accs).into_iter();
         let later_keys = std::mem::take(&mut later.keys);
         let later_group_ids = std::mem::take(&mut later.ids);
@@ -266,8 +283,7 @@ impl GroupTable {
             let (h, g) = self.lookup(key);
             let Some(g) = g else {
                 rank.push(r);
-                let id = later.take_id(id, later_ids)?;
-                let id = self.keep(id);
+                let id = self.adopt(&mut later, id, later_origin);
                 self.append(h, key, id, states.by_ref().take(w));
                 continue;
             };
@@ -277,8 +293,7 @@ impl GroupTable {
                 earlier
             });
             if earlier {
-                let id = later.take_id(id, later_ids)?;
-                let id = self.keep(id);
+                let id = self.adopt(&mut later, id, later_origin);
                 if let Some(x) = self.ids.get_mut(g as usize) {
                     *x = id;
                 }
@@ -295,7 +310,25 @@ impl GroupTable {
                 }
             }
         }
-        Ok(())
+    }
+
+    /// `later`'s `_id` `id`, for this table: a built one moves, a template is marked with its
+    /// table.
+    fn adopt(&mut self, later: &mut GroupTable, id: GroupId, origin: u16) -> GroupId {
+        match id {
+            GroupId::Built(i) => {
+                let v = later.built.get_mut(i as usize).map(std::mem::take);
+                self.keep(v.unwrap_or_default())
+            }
+            GroupId::Template {
+                n, part, starts, ..
+            } => GroupId::Template {
+                origin,
+                n,
+                part,
+                starts,
+            },
+        }
     }
 
     /// The output documents in order of `rank` (see [`GroupTable::merge`]), or in the
@@ -328,7 +361,8 @@ impl GroupTable {
 
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
     pub fn into_docs(self) -> Result<Vec<Document>> {
-        self.into_docs_ranked(&[], Box::new(|_, _| None)).collect()
+        self.into_docs_ranked(&[], Box::new(|_, _, _| None))
+            .collect()
     }
 
     /// The output document of group `g`, its `_id` taken out of the table.
@@ -598,11 +632,8 @@ mod tests {
         }
     }
 
-    /// Builds no template `_id` (the tables here have none).
-    const NONE: Realize<'static> = &|_, _| None;
-
     fn ranked(t: GroupTable, rank: &[u64]) -> Vec<Document> {
-        t.into_docs_ranked(rank, Box::new(|_, _| None))
+        t.into_docs_ranked(rank, Box::new(|_, _, _| None))
             .collect::<Result<_>>()
             .unwrap()
     }
@@ -634,11 +665,11 @@ mod tests {
             let (mut first, later) = split(cut);
             let (rf, rl) = (ranks(&first, 0), ranks(&later, 100));
             let mut rank = rf.clone();
-            first.merge(&mut rank, later, &rl, NONE).unwrap();
+            first.merge(&mut rank, later, &rl, 1);
             assert_eq!(ranked(first, &rank), want, "cut {cut}");
             let (first, mut later) = split(cut);
             let mut rank = rl;
-            later.merge(&mut rank, first, &rf, NONE).unwrap();
+            later.merge(&mut rank, first, &rf, 1);
             assert_eq!(ranked(later, &rank), want, "cut {cut}, reversed");
         }
         // Numerically equal keys are one group; the `_id` first seen stays, whichever table
@@ -650,13 +681,11 @@ mod tests {
         };
         let mut a = one(Bson::Int32(1), 1);
         let mut rank = vec![0];
-        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], NONE)
-            .unwrap();
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], 1);
         assert_eq!(ranked(a, &rank), vec![doc! {"_id": 1, "n": 3}]);
         let mut a = one(Bson::Int32(1), 1);
         let mut rank = vec![5];
-        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], NONE)
-            .unwrap();
+        a.merge(&mut rank, one(Bson::Double(1.0), 2), &[1], 1);
         assert_eq!(rank, vec![1]);
         assert_eq!(ranked(a, &rank), vec![doc! {"_id": 1.0, "n": 3}]);
     }
@@ -664,9 +693,11 @@ mod tests {
     #[test]
     fn template_ids_are_built_by_their_own_table_s_builder() {
         let spec = sum_by_k(Expr::Const(Bson::Int32(1)));
-        // Each table numbers its templates itself: part 1 is "a" in one and "b" in the other.
-        let names = |t: &'static [&'static str]| -> OwnedRealize {
-            Box::new(move |part, starts| {
+        // Each table numbers its templates itself: part 1 is "a" in table 0 and "b" in
+        // table 1.
+        let names = |tables: &'static [&'static [&'static str]]| -> OwnedRealize {
+            Box::new(move |origin, part, starts| {
+                let t = tables.get(usize::from(origin))?;
                 let name = t.get((part as usize).checked_sub(1)?)?;
                 let at = bson::DateTime::from_millis(*starts.first()?);
                 Some(Bson::Document(doc! {"k": *name, "t": at}))
@@ -689,11 +720,10 @@ mod tests {
         let b = fill(b_names, &[(2, 10), (1, 20), (1, 30)]);
         // "a" at 10 was seen first by the other table, whose `_id` then replaces this one's.
         let mut rank = vec![5, 1];
-        let b_realize = names(b_names);
-        a.merge(&mut rank, b, &[2, 3, 4], &*b_realize).unwrap();
+        a.merge(&mut rank, b, &[2, 3, 4], 1);
         assert_eq!(rank, vec![2, 1, 4]);
         let got: Vec<Document> = a
-            .into_docs_ranked(&rank, names(a_names))
+            .into_docs_ranked(&rank, names(&[&["a", "b"], &["b", "a"]]))
             .collect::<Result<_>>()
             .unwrap();
         let at = bson::DateTime::from_millis;
@@ -707,7 +737,7 @@ mod tests {
         );
         // A template its builder cannot build is an error, not a wrong `_id`.
         let t = fill(&["a", "b", "c"], &[(3, 10)]);
-        let r: Result<Vec<Document>> = t.into_docs_ranked(&[], names(a_names)).collect();
+        let r: Result<Vec<Document>> = t.into_docs_ranked(&[], names(&[&["a", "b"]])).collect();
         assert!(r.is_err());
         // More than two bin starts are not kept as a template.
         let mut t = GroupTable::for_spec(&spec);

@@ -70,11 +70,6 @@ impl KeySet {
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.len() as u32).filter_map(|k| self.get(k))
     }
-
-    /// Bytes of all keys together.
-    pub fn bytes(&self) -> usize {
-        self.bytes.len()
-    }
 }
 
 #[cfg(test)]
