@@ -1,7 +1,8 @@
 //! Times inserts of the devops-cpu workload (TSBS shape, tags as meta, batches of 1000) with the
 //! documents generated up front, so only the engine is measured. Prints the median rate over
 //! several runs, each into a fresh database, and the CPU time each thread spent per batch: the
-//! inserting threads (validation and encoding), the log writer (write, fsync, catalog insert)
+//! inserting threads (validation and encoding, and the wait for the log's reply), the log
+//! writer (`tsbucket-wal`: write, fsync), its applier (`tsbucket-apply`: the bucket catalog)
 //! and the flusher (segment encoding). CPU figures hold up better than wall time on a busy
 //! machine.
 //!
