@@ -176,7 +176,7 @@ pub(crate) fn run_stages(input: Docs<'_>, stages: &[Stage]) -> Result<Vec<Docume
                 for d in it {
                     table.feed_doc(spec, &d?)?;
                 }
-                Box::new(table.into_docs_ranked(&[], Box::new(|_, _, _| None)))
+                Box::new(table.docs())
             }
         };
     }

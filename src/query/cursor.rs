@@ -160,19 +160,18 @@ impl Cursor {
     pub(crate) fn from_output(out: Output) -> Cursor {
         match out {
             Output::Docs(docs) => Cursor::from_docs(docs),
-            Output::Groups(groups) => Cursor {
-                mode: Mode::Groups(groups),
-                projection: None,
-                skip: 0,
-                left: u64::MAX,
-                failed: false,
-            },
+            Output::Groups(groups) => Cursor::all_of(Mode::Groups(groups)),
         }
     }
 
     pub(crate) fn from_docs(docs: Vec<Document>) -> Cursor {
+        Cursor::all_of(Mode::Docs(docs.into()))
+    }
+
+    /// Every document `mode` gives, as it gives them.
+    fn all_of(mode: Mode) -> Cursor {
         Cursor {
-            mode: Mode::Docs(docs.into()),
+            mode,
             projection: None,
             skip: 0,
             left: u64::MAX,

@@ -89,6 +89,11 @@ impl GroupTable {
     /// Adds a group with fresh states.
     fn insert(&mut self, h: u64, key: &[u8], id: Bson) -> u32 {
         let id = self.keep(id);
+        self.add(h, key, id)
+    }
+
+    /// Adds a group with `_id` `id` and fresh states.
+    fn add(&mut self, h: u64, key: &[u8], id: GroupId) -> u32 {
         let g = self.push_key(h, key, id);
         self.accs.extend_from_slice(&self.fresh);
         g
@@ -144,9 +149,7 @@ impl GroupTable {
             part,
             starts,
         };
-        let g = self.push_key(h, key, id);
-        self.accs.extend_from_slice(&self.fresh);
-        Some(g)
+        Some(self.add(h, key, id))
     }
 
     /// Takes the `_id` of group `id` out of the table, built with `realize` if it is not yet.
@@ -361,17 +364,20 @@ impl GroupTable {
 
     /// The output documents `{_id, field: value, ...}`, in order of first appearance.
     pub fn into_docs(self) -> Result<Vec<Document>> {
+        self.docs().collect()
+    }
+
+    /// [`GroupTable::into_docs`], each built when it is read, for a table whose `_id`s were
+    /// all given built.
+    pub fn docs(self) -> GroupDocs {
         self.into_docs_ranked(&[], Box::new(|_, _, _| None))
-            .collect()
     }
 
     /// The output document of group `g`, its `_id` taken out of the table.
     fn take_doc(&mut self, g: u32, realize: Realize<'_>) -> Result<Document> {
-        let id = self
-            .ids
-            .get(g as usize)
-            .copied()
-            .unwrap_or(GroupId::Built(u32::MAX));
+        let id = self.ids.get(g as usize).copied().ok_or_else(|| {
+            Error::BadValue(format!("internal error: the $group has no group {g}"))
+        })?;
         let id = self.take_id(id, realize)?;
         let w = self.fresh.len();
         let g = g as usize;
