@@ -143,6 +143,17 @@ pub(crate) fn feed_bucket(
     inputs: &[Input<'_>],
     mut create: impl FnMut(&mut GroupTable, i64) -> Result<u32>,
 ) -> Result<()> {
+    if let (Times::Progression { first, step, rows }, Bins::Fixed { width, .. }) = (times, bins) {
+        let regular = Regular {
+            first,
+            step,
+            rows,
+            width: *width,
+        };
+        if step > 0 && regular.feed(groups, table, bins, inputs, &mut create)? {
+            return Ok(());
+        }
+    }
     // The group of the rows gathered so far, and their first row.
     let mut cur: Option<(u32, usize)> = None;
     let (mut k, mut len) = (0, 0);
@@ -163,6 +174,79 @@ pub(crate) fn feed_bucket(
         feed(table, g, from..times.len(), inputs);
     }
     Ok(())
+}
+
+/// Rising regular times under bins of one width: a bucket's runs are its consecutive bins,
+/// taken by bin number, and a run's length follows from the last one's with no division.
+struct Regular {
+    first: i64,
+    step: i64,
+    rows: usize,
+    width: i64,
+}
+
+impl Regular {
+    /// Feeds the rows; false, having fed nothing, when the first time's bin is not the
+    /// arithmetic one (near the ends of time, where [`Bins::of`] falls back).
+    #[inline(always)]
+    fn feed(
+        &self,
+        groups: &mut BinGroups,
+        table: &mut GroupTable,
+        bins: &Bins<'_>,
+        inputs: &[Input<'_>],
+        create: &mut impl FnMut(&mut GroupTable, i64) -> Result<u32>,
+    ) -> Result<bool> {
+        let Regular {
+            first,
+            step,
+            rows,
+            width,
+        } = *self;
+        let (mut lo, mut hi) = bins.of(first)?;
+        // Bins are numbered only where they are whole arithmetic ones: the last bin before
+        // the end of time, cut short, is found by its start.
+        let mut n = bins.number((lo, hi));
+        if n.is_none() {
+            return Ok(false);
+        }
+        let (mut k, mut t, mut len) = (0usize, first, 0usize);
+        while k < rows {
+            // Rows `k..k + len` lie in `[t, hi)`: `len` is `(hi - t) / step` rounded up,
+            // mostly the last run's length, which two products confirm.
+            let dist = hi - t;
+            let fits = |h: usize| {
+                let h = h as i64;
+                h > 0 && (h - 1).saturating_mul(step) < dist && h.saturating_mul(step) >= dist
+            };
+            if !fits(len) {
+                len = ((dist - 1) / step + 1) as usize;
+            }
+            // At least one row, so that a bin not holding `t` (which arithmetic bins cannot
+            // give) could not stall the loop.
+            let run = len.clamp(1, rows - k);
+            let g = match n {
+                Some(n) => groups.numbered(n, (lo, hi), |start| create(table, start))?,
+                None => groups.group((lo, hi), |start| create(table, start))?,
+            };
+            feed(table, g, k..k + run, inputs);
+            k += run;
+            if k >= rows {
+                break;
+            }
+            t = first + step * k as i64;
+            if t < hi.saturating_add(width) {
+                lo = hi;
+                hi = hi.saturating_add(width);
+                n = n.and_then(|n| n.checked_add(1));
+            } else {
+                // A gap of whole bins (a step wider than a bin).
+                (lo, hi) = bins.of(t)?;
+                n = bins.number((lo, hi));
+            }
+        }
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
@@ -247,6 +331,115 @@ mod tests {
             let p = Times::progression(first, step, rows).unwrap();
             proptest::prop_assert_eq!(runs_of(p, width, skew), runs_of(Times::Values(&values), width, 0));
         }
+    }
+
+    /// Feeds buckets of regular times given as progressions and as decoded values, in the
+    /// same order into fresh tables, and returns both tables' documents.
+    fn both_ways(
+        buckets: &[(i64, i64, usize)],
+        width: i64,
+        origin: i64,
+    ) -> (Vec<bson::Document>, Vec<bson::Document>) {
+        let range = |t: i64| {
+            let s = t - (t - origin).rem_euclid(width);
+            Ok((s, s.saturating_add(width)))
+        };
+        let bins = Bins::Fixed {
+            width,
+            origin,
+            range: &range,
+        };
+        let one = Bson::Int32(1);
+        let mut out = Vec::new();
+        for regular in [true, false] {
+            let (mut t, mut groups) = (table(), BinGroups::default());
+            for (b, &(first, step, rows)) in buckets.iter().enumerate() {
+                let vals: Vec<i64> = (0..rows as i64).map(|i| i * 7 - b as i64).collect();
+                let inputs = [
+                    Input::column(AccOp::Sum, Values::Int64(SlotsRef::Dense(&vals))),
+                    Input::Const(&one),
+                    Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
+                    Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
+                ];
+                let ts: Vec<i64> = (0..rows as i64).map(|i| first + i * step).collect();
+                let times = match regular {
+                    true => Times::progression(first, step, rows).unwrap(),
+                    false => Times::Values(&ts),
+                };
+                feed_bucket(&mut groups, &mut t, &bins, times, &inputs, |t, s| {
+                    Ok(t.slot(&Bson::Int64(s)))
+                })
+                .unwrap();
+            }
+            out.push(t.into_docs().unwrap());
+        }
+        let values = out.pop().unwrap();
+        (out.pop().unwrap(), values)
+    }
+
+    proptest::proptest! {
+        /// Rising regular times walk their bins by number; the answers are those of the same
+        /// times walked one run at a time: steps within, across and wider than bins, buckets
+        /// revisiting earlier bins, bins on either side of zero.
+        #[test]
+        fn regular_times_feed_the_groups_their_values_would(
+            buckets in proptest::collection::vec(
+                (-5_000_000i64..5_000_000, 1i64..200_000, 1usize..200), 1..6),
+            width in proptest::sample::select(vec![1i64, 7, 1000, 60_000, 3_600_000]),
+            origin in -100_000i64..100_000,
+        ) {
+            let (regular, values) = both_ways(&buckets, width, origin);
+            proptest::prop_assert_eq!(regular, values);
+        }
+    }
+
+    #[test]
+    fn regular_times_near_the_end_of_time_feed_their_bins() {
+        // The last bin is cut short at the end of time: found by its start, not its number,
+        // whether a bucket steps into it or starts in it.
+        let width = 3_600_000;
+        let first = i64::MAX - 5 * width / 2;
+        let buckets = [
+            (first, width / 3, 7),
+            (first, 1000, 3),
+            (i64::MAX - 10, 1, 5),
+            (first, width / 2, 6),
+        ];
+        let (regular, values) = both_ways(&buckets, width, 0);
+        assert_eq!(regular, values);
+        assert_eq!(regular.len(), 4);
+    }
+
+    #[test]
+    fn bin_numbers_grow_both_ways_up_to_their_limit() {
+        let bins = Bins::Fixed {
+            width: 10,
+            origin: 3,
+            range: &|t| Ok((t, t)),
+        };
+        assert_eq!(bins.number((13, 23)), Some(1));
+        assert_eq!(bins.number((-7, 3)), Some(-1));
+        assert_eq!(bins.number((14, 24)), None);
+        assert_eq!(bins.number((13, 22)), None);
+        let mut groups = BinGroups::default();
+        let mut made = Vec::new();
+        let mut find = |groups: &mut BinGroups, n: i64| {
+            groups
+                .numbered(n, (n * 10 + 3, n * 10 + 13), |s| {
+                    made.push(s);
+                    Ok(made.len() as u32 - 1)
+                })
+                .unwrap()
+        };
+        assert_eq!(find(&mut groups, 5), 0);
+        assert_eq!(find(&mut groups, 2), 1);
+        assert_eq!(find(&mut groups, 5), 0);
+        assert_eq!(find(&mut groups, 2), 1);
+        // Far beyond the numbered range: kept by start only, and still found.
+        assert_eq!(find(&mut groups, 1 << 40), 2);
+        assert_eq!(find(&mut groups, 1 << 40), 2);
+        assert_eq!(find(&mut groups, 3), 3);
+        assert_eq!(made, vec![53, 23, (1i64 << 40) * 10 + 3, 33]);
     }
 
     #[test]

@@ -58,6 +58,23 @@ impl Bins<'_> {
     }
 }
 
+impl Bins<'_> {
+    /// The number `k` of `bin` when the bins have one width and it is the whole bin
+    /// `[origin + k * width, origin + (k + 1) * width)`.
+    pub(crate) fn number(&self, (lo, hi): (i64, i64)) -> Option<i64> {
+        let Bins::Fixed { width, origin, .. } = *self else {
+            return None;
+        };
+        let off = i128::from(lo) - i128::from(origin);
+        let whole = width > 0
+            && hi.checked_sub(lo) == Some(width)
+            && off.rem_euclid(i128::from(width)) == 0;
+        whole
+            .then(|| i64::try_from(off / i128::from(width)).ok())
+            .flatten()
+    }
+}
+
 /// Slots of the direct-mapped cache of groups by bin start.
 const RECENT: usize = 256;
 
@@ -72,7 +89,15 @@ pub(crate) struct BinGroups {
     /// The recent groups by bin start, in front of `groups`.
     recent: Box<[(i64, u32); RECENT]>,
     groups: foldhash::HashMap<i64, u32>,
+    /// Groups of fixed-width bins by bin number, from bin `numbered_from`; `u32::MAX` where
+    /// the bin has no group yet. A bucket of regular times steps through consecutive bin
+    /// numbers, so its runs find their groups here with no hashing.
+    numbered: Vec<u32>,
+    numbered_from: i64,
 }
+
+/// Most bin numbers kept in [`BinGroups::numbered`] (1 MiB): bins beyond go to the hash map.
+const MAX_NUMBERED: usize = 1 << 18;
 
 impl Default for BinGroups {
     fn default() -> Self {
@@ -80,6 +105,8 @@ impl Default for BinGroups {
             last: None,
             recent: Box::new([(0, u32::MAX); RECENT]),
             groups: Default::default(),
+            numbered: Vec::new(),
+            numbered_from: 0,
         }
     }
 }
@@ -128,6 +155,55 @@ impl BinGroups {
         };
         self.last = Some((bin, g));
         Ok(g)
+    }
+
+    /// The group of fixed-width bin number `n`, which is `bin`: as [`BinGroups::group`], but
+    /// found by number where it can be. The last bin is left as it was.
+    #[inline]
+    pub fn numbered(
+        &mut self,
+        n: i64,
+        bin: (i64, i64),
+        create: impl FnOnce(i64) -> Result<u32>,
+    ) -> Result<u32> {
+        let at = n.wrapping_sub(self.numbered_from) as u64;
+        if let Some(&g) = self.numbered.get(at as usize) {
+            if g != u32::MAX {
+                return Ok(g);
+            }
+        }
+        let g = self.group(bin, create)?;
+        self.number(n, g);
+        Ok(g)
+    }
+
+    /// Keeps group `g` under bin number `n`, unless that would stretch the numbered range
+    /// past [`MAX_NUMBERED`].
+    fn number(&mut self, n: i64, g: u32) {
+        if self.numbered.is_empty() {
+            self.numbered_from = n;
+        }
+        let from = self.numbered_from.min(n);
+        let end = (self
+            .numbered_from
+            .saturating_add(self.numbered.len() as i64))
+        .max(n.saturating_add(1));
+        let Ok(span) = usize::try_from(i128::from(end) - i128::from(from)) else {
+            return;
+        };
+        if span > MAX_NUMBERED {
+            return;
+        }
+        if from < self.numbered_from {
+            let grow = (self.numbered_from - from) as usize;
+            self.numbered
+                .splice(0..0, std::iter::repeat_n(u32::MAX, grow));
+            self.numbered_from = from;
+        }
+        self.numbered.resize(span, u32::MAX);
+        if let Some(slot) = self.numbered.get_mut((n - from) as usize) {
+            *slot = g;
+        }
     }
 
     /// The bin of `t` and its group (see [`BinGroups::group`]).
