@@ -229,7 +229,15 @@ impl Regular {
                 Some(n) => groups.numbered(n, (lo, hi), |start| create(table, start))?,
                 None => groups.group((lo, hi), |start| create(table, start))?,
             };
-            feed(table, g, k..k + run, inputs);
+            match inputs {
+                [Input::IntSum(vals, wide)] => {
+                    let s = vals.get(k.min(vals.len())..(k + run).min(vals.len()));
+                    let s = s.unwrap_or_default();
+                    let total = s.iter().map(|&x| i128::from(x)).sum();
+                    groups.add_sum(g, total, s.len() as u64, *wide);
+                }
+                _ => feed(table, g, k..k + run, inputs),
+            }
             k += run;
             if k >= rows {
                 break;
@@ -334,11 +342,14 @@ mod tests {
     }
 
     /// Feeds buckets of regular times given as progressions and as decoded values, in the
-    /// same order into fresh tables, and returns both tables' documents.
+    /// same order into fresh tables, and returns both tables' documents. With `one`, the
+    /// table has that one accumulator over the values (int32 and int64 buckets in turn, some
+    /// near the ends of i64); without, four over several inputs.
     fn both_ways(
         buckets: &[(i64, i64, usize)],
         width: i64,
         origin: i64,
+        one: Option<AccOp>,
     ) -> (Vec<bson::Document>, Vec<bson::Document>) {
         let range = |t: i64| {
             let s = t - (t - origin).rem_euclid(width);
@@ -349,28 +360,45 @@ mod tests {
             origin,
             range: &range,
         };
-        let one = Bson::Int32(1);
+        let c = Bson::Int32(1);
         let mut out = Vec::new();
         for regular in [true, false] {
-            let (mut t, mut groups) = (table(), BinGroups::default());
+            let mut t = match one {
+                Some(op) => GroupTable::new(vec!["s".into()], vec![Acc::new(op)]),
+                None => table(),
+            };
+            let mut groups = BinGroups::default();
             for (b, &(first, step, rows)) in buckets.iter().enumerate() {
-                let vals: Vec<i64> = (0..rows as i64).map(|i| i * 7 - b as i64).collect();
-                let inputs = [
+                let vals: Vec<i64> = match b % 3 {
+                    2 if one.is_some() => (0..rows as i64).map(|i| i64::MAX - i).collect(),
+                    _ => (0..rows as i64).map(|i| i * 7 - b as i64).collect(),
+                };
+                let v = match b % 2 {
+                    0 if one.is_some() => Values::Int32(SlotsRef::Dense(&vals)),
+                    _ => Values::Int64(SlotsRef::Dense(&vals)),
+                };
+                let several = [
                     Input::column(AccOp::Sum, Values::Int64(SlotsRef::Dense(&vals))),
-                    Input::Const(&one),
+                    Input::Const(&c),
                     Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
                     Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
                 ];
+                let single = one.map(|op| [Input::column(op, v)]);
+                let inputs = match &single {
+                    Some(s) => &s[..],
+                    None => &several[..],
+                };
                 let ts: Vec<i64> = (0..rows as i64).map(|i| first + i * step).collect();
                 let times = match regular {
                     true => Times::progression(first, step, rows).unwrap(),
                     false => Times::Values(&ts),
                 };
-                feed_bucket(&mut groups, &mut t, &bins, times, &inputs, |t, s| {
+                feed_bucket(&mut groups, &mut t, &bins, times, inputs, |t, s| {
                     Ok(t.slot(&Bson::Int64(s)))
                 })
                 .unwrap();
             }
+            groups.flush_sums(&mut t);
             out.push(t.into_docs().unwrap());
         }
         let values = out.pop().unwrap();
@@ -387,8 +415,9 @@ mod tests {
                 (-5_000_000i64..5_000_000, 1i64..200_000, 1usize..200), 1..6),
             width in proptest::sample::select(vec![1i64, 7, 1000, 60_000, 3_600_000]),
             origin in -100_000i64..100_000,
+            one in proptest::sample::select(vec![None, Some(AccOp::Sum), Some(AccOp::Avg)]),
         ) {
-            let (regular, values) = both_ways(&buckets, width, origin);
+            let (regular, values) = both_ways(&buckets, width, origin, one);
             proptest::prop_assert_eq!(regular, values);
         }
     }
@@ -405,7 +434,7 @@ mod tests {
             (i64::MAX - 10, 1, 5),
             (first, width / 2, 6),
         ];
-        let (regular, values) = both_ways(&buckets, width, 0);
+        let (regular, values) = both_ways(&buckets, width, 0, None);
         assert_eq!(regular, values);
         assert_eq!(regular.len(), 4);
     }

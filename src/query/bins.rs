@@ -4,6 +4,7 @@
 //! map, so that a step costs a few nanoseconds where building and looking up the key costs a
 //! hundred.
 
+use super::group::GroupTable;
 use crate::error::Result;
 
 /// How the key bins a time.
@@ -94,6 +95,9 @@ pub(crate) struct BinGroups {
     /// numbers, so its runs find their groups here with no hashing.
     numbered: Vec<u32>,
     numbered_from: i64,
+    /// Integer sums not yet added to their groups, by group: (total, rows, an int64 seen).
+    /// See [`BinGroups::add_sum`].
+    pending: Vec<(i128, u64, bool)>,
 }
 
 /// Most bin numbers kept in [`BinGroups::numbered`] (1 MiB): bins beyond go to the hash map.
@@ -107,6 +111,7 @@ impl Default for BinGroups {
             groups: Default::default(),
             numbered: Vec::new(),
             numbered_from: 0,
+            pending: Vec::new(),
         }
     }
 }
@@ -175,6 +180,35 @@ impl BinGroups {
         let g = self.group(bin, create)?;
         self.number(n, g);
         Ok(g)
+    }
+
+    /// Adds `total` over `rows` rows (`wide`: from int64 values) to group `g`'s integer sum,
+    /// to be fed to its one accumulator by [`BinGroups::flush_sums`]. Integer sums are exact
+    /// whatever their order, so gathering them per group first gives the same answer as
+    /// feeding each run, without reaching the group's accumulator once per run.
+    #[inline]
+    pub fn add_sum(&mut self, g: u32, total: i128, rows: u64, wide: bool) {
+        let g = g as usize;
+        if self.pending.len() <= g {
+            self.pending.resize(g + 1, (0, 0, false));
+        }
+        if let Some(p) = self.pending.get_mut(g) {
+            p.0 += total;
+            p.1 += rows;
+            p.2 |= wide;
+        }
+    }
+
+    /// Feeds the sums gathered by [`BinGroups::add_sum`] to the first accumulator of their
+    /// groups in `table`.
+    pub fn flush_sums(&mut self, table: &mut GroupTable) {
+        for (g, (total, rows, wide)) in self.pending.drain(..).enumerate() {
+            if rows > 0 {
+                if let Some(acc) = table.accs(g as u32).first_mut() {
+                    acc.add_ints(total, rows, wide);
+                }
+            }
+        }
     }
 
     /// Keeps group `g` under bin number `n`, unless that would stretch the numbered range

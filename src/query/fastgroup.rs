@@ -890,6 +890,9 @@ impl FastGroup {
     /// The visitor's table and tally, once it has visited its buckets.
     fn finish(&self, v: Visitor<'_>) -> (GroupTable, Tally, Vec<(usize, usize)>, KeyCache) {
         let (mut table, mut tally) = (v.table, v.tally);
+        if let Some(mut groups) = v.bin_lane {
+            groups.flush_sums(&mut table);
+        }
         if let (Some(lane), Some(consts)) = (v.lane, v.lane_consts) {
             lane.finish(&mut table, &consts);
             tally.from_stats += lane.buckets;
