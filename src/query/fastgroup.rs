@@ -652,33 +652,21 @@ impl FastGroup {
         (table, cache, groups): &mut (&mut GroupTable, &mut KeyCache, &mut BinGroups),
         scan: &Scan,
         st: &BucketStats<'_>,
-        col_names: &[&str],
+        (names, slots): (&[&str], &[usize]),
     ) -> Result<bool> {
         let (Some(leaf), Some(time_col)) = (self.leaves.first(), self.time_col) else {
             return Ok(false);
         };
-        let mut names = Vec::with_capacity(col_names.len());
-        let mut slots = Vec::with_capacity(col_names.len());
-        for (c, name) in col_names.iter().enumerate() {
-            if self.group_cols.get(c).copied().unwrap_or(false) {
-                names.push(*name);
-                slots.push(c);
-            }
-        }
         // Regular dates come back as (first, step), the rest decoded, in one read.
-        let loaded: Vec<LaneCol> = match &scan.src {
-            Source::Seg(seg, i) => seg
-                .read_columns_with(*i as usize, &names, |data, rows| {
-                    Ok(match decode_date_progression(data, rows)? {
-                        Some((first, step)) => LaneCol::Steps(first, step),
-                        None => LaneCol::Col(Col::decode(data, rows)?),
-                    })
-                })?
-                .into_iter()
-                .map(|c| c.unwrap_or(LaneCol::Col(Col::Missing)))
-                .collect(),
-            Source::Mem(_) => (columns::load(&scan.src, &names)?.into_iter())
-                .map(LaneCol::Col)
+        let loaded: Vec<Option<LaneCol>> = match &scan.src {
+            Source::Seg(seg, i) => seg.read_columns_with(*i as usize, names, |data, rows| {
+                Ok(match decode_date_progression(data, rows)? {
+                    Some((first, step)) => LaneCol::Steps(first, step),
+                    None => LaneCol::Col(Col::decode(data, rows)?),
+                })
+            })?,
+            Source::Mem(_) => (columns::load(&scan.src, names)?.into_iter())
+                .map(|c| Some(LaneCol::Col(c)))
                 .collect(),
         };
         // Regular times are not decoded, unless an accumulator reads them: each bin's rows
@@ -689,7 +677,7 @@ impl FastGroup {
         let mut progression = None;
         let mut cols = Vec::with_capacity(loaded.len());
         for (k, c) in loaded.into_iter().enumerate() {
-            cols.push(match c {
+            cols.push(match c.unwrap_or(LaneCol::Col(Col::Missing)) {
                 LaneCol::Col(c) => c,
                 LaneCol::Steps(first, step) => {
                     if Some(k) == time_at {
@@ -905,6 +893,14 @@ impl FastGroup {
     fn visit_into(&self, v: &mut Visitor<'_>, scans: &Scans, order: &[usize]) -> Result<()> {
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
         let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
+        // The columns the bin lane reads, and their positions among `col_names`.
+        let (mut lane_names, mut lane_slots) = (Vec::new(), Vec::new());
+        for (c, name) in col_names.iter().enumerate() {
+            if self.group_cols.get(c).copied().unwrap_or(false) {
+                lane_names.push(*name);
+                lane_slots.push(c);
+            }
+        }
         let Visitor {
             table,
             tally,
@@ -990,7 +986,7 @@ impl FastGroup {
                         || (self.row_filter.reads_meta() && meta_varies)));
             if let (Some(groups), true) = (bin_lane.as_mut(), whole && !key_const) {
                 let mut sink = (&mut *table, &mut *cache, groups);
-                if self.bin_lane_take(&mut sink, scan, &st, &col_names)? {
+                if self.bin_lane_take(&mut sink, scan, &st, (&lane_names, &lane_slots))? {
                     continue;
                 }
             }
