@@ -57,9 +57,7 @@ impl Bins<'_> {
         }
         self.of(t)
     }
-}
 
-impl Bins<'_> {
     /// The number `k` of `bin` when the bins have one width and it is the whole bin
     /// `[origin + k * width, origin + (k + 1) * width)`.
     pub(crate) fn number(&self, (lo, hi): (i64, i64)) -> Option<i64> {
