@@ -177,7 +177,7 @@ pub(crate) fn feed_bucket(
 }
 
 /// Rising regular times under bins of one width: a bucket's runs are its consecutive bins,
-/// taken by bin number, and a run's length follows from the last one's with no division.
+/// taken by bin number, each run's length found from the last one's ([`Times::run`]).
 struct Regular {
     first: i64,
     step: i64,
@@ -210,21 +210,11 @@ impl Regular {
         if n.is_none() {
             return Ok(false);
         }
-        let (mut k, mut t, mut len) = (0usize, first, 0usize);
+        let times = Times::Progression { first, step, rows };
+        let (mut k, mut t, mut run) = (0usize, first, 0usize);
         while k < rows {
-            // Rows `k..k + len` lie in `[t, hi)`: `len` is `(hi - t) / step` rounded up,
-            // mostly the last run's length, which two products confirm.
-            let dist = hi - t;
-            let fits = |h: usize| {
-                let h = h as i64;
-                h > 0 && (h - 1).saturating_mul(step) < dist && h.saturating_mul(step) >= dist
-            };
-            if !fits(len) {
-                len = ((dist - 1) / step + 1) as usize;
-            }
-            // At least one row, so that a bin not holding `t` (which arithmetic bins cannot
-            // give) could not stall the loop.
-            let run = len.clamp(1, rows - k);
+            // The rows in `[t, hi)`, from the last run's length (see `Times::run`).
+            run = times.run(k, t, (lo, hi), run);
             let g = match n {
                 Some(n) => groups.numbered(n, (lo, hi), |start| create(table, start))?,
                 None => groups.group((lo, hi), |start| create(table, start))?,

@@ -161,7 +161,7 @@ impl BinGroups {
     }
 
     /// The group of fixed-width bin number `n`, which is `bin`: as [`BinGroups::group`], but
-    /// found by number where it can be. The last bin is left as it was.
+    /// found by number where it can be (and then the last bin is left as it was).
     #[inline]
     pub fn numbered(
         &mut self,
