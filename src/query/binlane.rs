@@ -211,8 +211,34 @@ impl Regular {
             return Ok(false);
         }
         let times = Times::Progression { first, step, rows };
+        // A lone integer sum over bins of a whole number of steps: from the first row of a
+        // bin on, every bin holds `per_bin` rows, summed in one tight loop.
+        let lone = match inputs {
+            [Input::IntSum(vals, wide)] => Some((*vals, *wide)),
+            _ => None,
+        };
+        let per_bin = (width % step == 0)
+            .then(|| (width / step) as usize)
+            .filter(|&l| l > 0);
         let (mut k, mut t, mut run) = (0usize, first, 0usize);
         while k < rows {
+            if let (Some((vals, wide)), Some(l), Some(bin_n)) = (lone, per_bin, n) {
+                let whole = rows.min(vals.len()).saturating_sub(k) / l;
+                if t - lo < step && whole > 1 {
+                    let vals = vals.get(k..k + whole * l).unwrap_or_default();
+                    whole_bins(groups, table, vals, l, wide, (bin_n, lo, width), create)?;
+                    k += whole * l;
+                    if k >= rows {
+                        break;
+                    }
+                    // Row `k` is the first of the next bin (see above).
+                    t = first + step * k as i64;
+                    lo += whole as i64 * width;
+                    hi = lo.saturating_add(width);
+                    n = Some(bin_n + whole as i64);
+                    run = l;
+                }
+            }
             // The rows in `[t, hi)`, from the last run's length (see `Times::run`).
             run = times.run(k, t, (lo, hi), run);
             let g = match n {
@@ -245,6 +271,32 @@ impl Regular {
         }
         Ok(true)
     }
+}
+
+/// Adds `vals`, runs of `per_bin` rows in consecutive whole bins from bin number `n` (whose
+/// start is `lo`), to the pending sums of the bins' groups.
+#[inline(always)]
+fn whole_bins(
+    groups: &mut BinGroups,
+    table: &mut GroupTable,
+    vals: &[i64],
+    per_bin: usize,
+    wide: bool,
+    (mut n, mut lo, width): (i64, i64, i64),
+    create: &mut impl FnMut(&mut GroupTable, i64) -> Result<u32>,
+) -> Result<()> {
+    if groups.add_sums_numbered(n, vals, per_bin, wide) {
+        return Ok(());
+    }
+    for run in vals.chunks_exact(per_bin) {
+        let g = groups.numbered(n, (lo, lo.saturating_add(width)), |start| {
+            create(table, start)
+        })?;
+        groups.add_sum(g, exact_sum(run), per_bin as u64, wide);
+        n += 1;
+        lo = lo.wrapping_add(width);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -410,6 +462,29 @@ mod tests {
             let (regular, values) = both_ways(&buckets, width, origin, one);
             proptest::prop_assert_eq!(regular, values);
         }
+
+        /// Steps that divide the bins, as devops times do minutes: a lone sum takes the runs
+        /// of whole bins in one loop, and from the second bucket over the same bins finds
+        /// their groups by number alone. Buckets start at, inside and past a bin's first
+        /// step, and hold from part of a bin to many bins.
+        #[test]
+        fn regular_times_in_whole_bins_feed_the_groups_their_values_would(
+            buckets in proptest::collection::vec(
+                (-4i64..4, 0i64..15, 1usize..150, 1i64..13), 1..6),
+            width in proptest::sample::select(vec![1i64, 12, 1000, 60_000, 3_600_000]),
+            origin in -100_000i64..100_000,
+            one in proptest::sample::select(vec![Some(AccOp::Sum), Some(AccOp::Avg), None]),
+        ) {
+            let buckets: Vec<(i64, i64, usize)> = buckets
+                .iter()
+                .map(|&(bin, offset, rows, per_bin)| {
+                    let step = (width / per_bin).max(1);
+                    (origin + bin * width + offset * step, step, rows)
+                })
+                .collect();
+            let (regular, values) = both_ways(&buckets, width, origin, one);
+            proptest::prop_assert_eq!(regular, values);
+        }
     }
 
     #[test]
@@ -424,7 +499,21 @@ mod tests {
             (i64::MAX - 10, 1, 5),
             (first, width / 2, 6),
         ];
-        let (regular, values) = both_ways(&buckets, width, 0, None);
+        for one in [None, Some(AccOp::Sum)] {
+            let (regular, values) = both_ways(&buckets, width, 0, one);
+            assert_eq!(regular, values);
+            assert_eq!(regular.len(), 4);
+        }
+        // Whole bins of a lone sum, up to the last one.
+        let step = width / 4;
+        let first = i64::MAX - i64::MAX.rem_euclid(width) - 3 * width;
+        // Thirteen rows reach the start of the last bin, cut short.
+        let buckets = [
+            (first, step, 13),
+            (first + step, step, 12),
+            (first, step, 13),
+        ];
+        let (regular, values) = both_ways(&buckets, width, 0, Some(AccOp::Sum));
         assert_eq!(regular, values);
         assert_eq!(regular.len(), 4);
     }
