@@ -423,8 +423,19 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
         _ if plain => {
             let k_at = r.offset();
             let k = u32::from(r.u8()?);
-            let used = rice::decode(r.peek_rest(), k, res)
-                .ok_or_else(|| CodecError::new(k_at, "corrupt Rice codes"))?;
+            let corrupt = || CodecError::new(k_at, "corrupt Rice codes");
+            if scale.is_none() {
+                // The quotients join the low bits in the differencing pass.
+                let mut stack = [0u8; rice::STACK_Q + 8];
+                let mut heap = Vec::new();
+                let q =
+                    rice::quotient_buffer(res.len(), &mut stack, &mut heap).ok_or_else(corrupt)?;
+                let used = rice::decode_split(r.peek_rest(), k, res, q).ok_or_else(corrupt)?;
+                r.bytes(used)?;
+                undo_differencing_joining(order, &mut buf, q, k);
+                return Ok(buf.into_iter().map(|v| v as i64).collect());
+            }
+            let used = rice::decode(r.peek_rest(), k, res).ok_or_else(corrupt)?;
             r.bytes(used)?;
         }
         _ => {
@@ -620,6 +631,45 @@ fn undo_differencing(order: u8, buf: &mut [u64]) {
             *second = prev as u64;
             for z in res.iter_mut() {
                 prev_d = prev_d.wrapping_add(unzigzag(*z));
+                prev = prev.wrapping_add(prev_d);
+                *z = prev as u64;
+            }
+        }
+    }
+}
+
+/// [`undo_differencing`] of residuals whose Rice codes were left in halves by
+/// [`rice::decode_split`]: `buf` holds the heads, then the low bits of each residual, whose
+/// quotient is the same-numbered byte of `q` (shifted by `k`).
+fn undo_differencing_joining(order: u8, buf: &mut [u64], q: &[u8], k: u32) {
+    let join = |z: u64, qi: u8| z | (u64::from(qi) << k);
+    match order {
+        0 => {
+            for (z, &qi) in buf.iter_mut().zip(q) {
+                *z = unzigzag(join(*z, qi)) as u64;
+            }
+        }
+        1 => {
+            let Some((first, res)) = buf.split_first_mut() else {
+                return;
+            };
+            let mut prev = *first as i64;
+            for (z, &qi) in res.iter_mut().zip(q) {
+                prev = prev.wrapping_add(unzigzag(join(*z, qi)));
+                *z = prev as u64;
+            }
+        }
+        _ => {
+            let [first, second, res @ ..] = buf else {
+                // No residuals: the heads are the values (see `undo_differencing`).
+                undo_differencing(order, buf);
+                return;
+            };
+            let mut prev_d = *second as i64;
+            let mut prev = (*first as i64).wrapping_add(prev_d);
+            *second = prev as u64;
+            for (z, &qi) in res.iter_mut().zip(q) {
+                prev_d = prev_d.wrapping_add(unzigzag(join(*z, qi)));
                 prev = prev.wrapping_add(prev_d);
                 *z = prev as u64;
             }
@@ -902,6 +952,18 @@ mod tests {
         assert_eq!(decode(&mut r, vals.len()).ok().as_deref(), Some(vals));
         assert!(r.finish().is_ok());
         last.len()
+    }
+
+    #[test]
+    fn sequences_longer_than_the_stack_buffer_match_the_reference() {
+        for kind in 0..7 {
+            let vals = sequence(kind, 42, rice::STACK_Q * 2 + 3);
+            rt(&vals);
+            let mut buf = Vec::new();
+            encode(&vals, &mut buf);
+            same_as_reference(&buf, vals.len());
+            same_as_reference(&buf[..buf.len() / 2], vals.len());
+        }
     }
 
     #[test]

@@ -113,35 +113,67 @@ const BYTE_CODES: [ByteCodes; 256] = {
     t
 };
 
-/// Quotients gathered by [`decode`]'s byte loop before they are merged with the low bits:
-/// a stack buffer, with room for the seven codes a last byte may add beyond the block and for
-/// the 8-byte store of each byte's codes.
-const Q_BLOCK: usize = 256;
+/// Quotients a stack buffer holds in [`decode`] (a bucket's column is at most a few thousand
+/// values); longer sequences get a heap buffer.
+pub(crate) const STACK_Q: usize = 2048;
+
+/// Bytes of quotient buffer [`decode_split`] needs for `n` codes: one per code and room for
+/// the 8-byte store of the last byte's codes.
+pub(crate) fn quotient_room(n: usize) -> usize {
+    n + 8
+}
 
 /// Decodes `out.len()` residuals from the start of `data`; returns the bytes the codes took,
 /// or `None` when `k` is out of range, a quotient is too large or the data ends first.
+pub(crate) fn decode(data: &[u8], k: u32, out: &mut [u64]) -> Option<usize> {
+    let mut stack = [0u8; STACK_Q + 8];
+    let mut heap = Vec::new();
+    let q = quotient_buffer(out.len(), &mut stack, &mut heap)?;
+    let used = decode_split(data, k, out, q)?;
+    for (slot, &qi) in out.iter_mut().zip(q.iter()) {
+        *slot |= u64::from(qi) << k;
+    }
+    Some(used)
+}
+
+/// A quotient buffer for `n` codes: in `stack` when it fits, else in `heap`.
+pub(crate) fn quotient_buffer<'a>(
+    n: usize,
+    stack: &'a mut [u8],
+    heap: &'a mut Vec<u8>,
+) -> Option<&'a mut [u8]> {
+    let room = quotient_room(n);
+    if room <= stack.len() {
+        return stack.get_mut(..room);
+    }
+    heap.resize(room, 0);
+    Some(heap.as_mut_slice())
+}
+
+/// [`decode`] with the two halves of each code left apart: the low bits in `low` (one per
+/// code, `low.len()` codes) and the quotients in `q`, a byte each (quotients never exceed
+/// [`MAX_Q`] = 255; `q` has at least [`quotient_room`] bytes). A caller that transforms the
+/// residuals anyway joins them in its own pass (`low | q << k`) instead of a pass here.
 ///
 /// The low bits unpack like PACK. The unary stream is read a byte at a time through
-/// [`BYTE_CODES`]: one lookup gives every quotient ending in the byte, written to a buffer of
-/// byte-wide quotients with one 8-byte store (quotients never exceed [`MAX_Q`] = 255), so the
-/// loop's dependency chain is per byte, not per code; a second, branch-free loop shifts them
-/// into place.
-pub(crate) fn decode(data: &[u8], k: u32, out: &mut [u64]) -> Option<usize> {
+/// [`BYTE_CODES`]: one lookup gives every quotient ending in the byte, written with one
+/// 8-byte store, so the loop's dependency chain is per byte, not per code.
+pub(crate) fn decode_split(data: &[u8], k: u32, low: &mut [u64], q: &mut [u8]) -> Option<usize> {
     if k > MAX_K {
         return None;
     }
-    let n_low = low_len(out.len(), k)?;
-    bits::unpack(data.get(..n_low)?, k, out)?;
+    let n = low.len();
+    if q.len() < quotient_room(n) {
+        return None;
+    }
+    let n_low = low_len(n, k)?;
+    bits::unpack(data.get(..n_low)?, k, low)?;
     let unary = data.get(n_low..)?;
-    let n = out.len();
     if n == 0 {
         return Some(n_low);
     }
-    let mut q = [0u8; Q_BLOCK + 8];
-    // Quotients in `q` not yet merged (all of them are merged at once: `q` has room for a
-    // byte's codes past the block), codes merged so far, and zero bits of the current code
-    // seen in earlier bytes.
-    let (mut held, mut done, mut carry) = (0usize, 0usize, 0u64);
+    // Codes found so far, and zero bits of the current code seen in earlier bytes.
+    let (mut held, mut carry) = (0usize, 0u64);
     for (bi, &byte) in unary.iter().enumerate() {
         let e = BYTE_CODES.get(usize::from(byte))?;
         if e.ones == 0 {
@@ -160,17 +192,8 @@ pub(crate) fn decode(data: &[u8], k: u32, out: &mut [u64]) -> Option<usize> {
             .copy_from_slice(&packed.to_le_bytes());
         held += usize::from(e.ones);
         carry = u64::from(e.tail);
-        if held >= Q_BLOCK || done + held >= n {
-            let take = held.min(n - done);
-            let slots = out.get_mut(done..done + take)?;
-            for (slot, &qi) in slots.iter_mut().zip(&q) {
-                *slot |= u64::from(qi) << k;
-            }
-            done += take;
-            if done == n {
-                return Some(n_low + bi + 1);
-            }
-            held = 0;
+        if held >= n {
+            return Some(n_low + bi + 1);
         }
     }
     None
@@ -261,6 +284,29 @@ mod tests {
                 agrees_with_the_reference(&flipped, k, vals.len());
             }
         }
+    }
+
+    #[test]
+    fn long_sequences_decode_through_a_heap_buffer() {
+        let vals: Vec<u64> = (0..3 * STACK_Q as u64).map(|i| (i * 7919) % 13).collect();
+        let (k, size) = choose(&vals, 2).unwrap();
+        let mut buf = Vec::new();
+        encode(&vals, k, &mut buf);
+        let mut got = vec![0; vals.len()];
+        assert_eq!(decode(&buf, k, &mut got), Some(size));
+        assert_eq!(got, vals);
+        // Split, with a quotient buffer one byte short, then long enough.
+        let mut low = vec![0; vals.len()];
+        let mut q = vec![0; quotient_room(vals.len()) - 1];
+        assert_eq!(decode_split(&buf, k, &mut low, &mut q), None);
+        q.push(0);
+        assert_eq!(decode_split(&buf, k, &mut low, &mut q), Some(size));
+        let joined: Vec<u64> = low
+            .iter()
+            .zip(&q)
+            .map(|(&l, &h)| l | u64::from(h) << k)
+            .collect();
+        assert_eq!(joined, vals);
     }
 
     #[test]
