@@ -426,13 +426,14 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
             let corrupt = || CodecError::new(k_at, "corrupt Rice codes");
             if scale.is_none() {
                 // The quotients join the low bits in the differencing pass.
-                let mut stack = [0u8; rice::STACK_Q + 8];
-                let mut heap = Vec::new();
-                let q =
-                    rice::quotient_buffer(res.len(), &mut stack, &mut heap).ok_or_else(corrupt)?;
-                let used = rice::decode_split(r.peek_rest(), k, res, q).ok_or_else(corrupt)?;
+                let used = rice::with_quotient_buffer(res.len(), |q| {
+                    let res = buf.get_mut(nheads..)?;
+                    let used = rice::decode_split(r.peek_rest(), k, res, q)?;
+                    undo_differencing_joining(order, &mut buf, q, k);
+                    Some(used)
+                })
+                .ok_or_else(corrupt)?;
                 r.bytes(used)?;
-                undo_differencing_joining(order, &mut buf, q, k);
                 return Ok(buf.into_iter().map(|v| v as i64).collect());
             }
             let used = rice::decode(r.peek_rest(), k, res).ok_or_else(corrupt)?;

@@ -113,8 +113,8 @@ const BYTE_CODES: [ByteCodes; 256] = {
     t
 };
 
-/// Quotients a stack buffer holds in [`decode`] (a bucket's column is at most a few thousand
-/// values); longer sequences get a heap buffer.
+/// Most codes whose quotients [`with_quotient_buffer`] keeps on the stack (a bucket's column
+/// is at most a few thousand values); longer sequences get a heap buffer.
 pub(crate) const STACK_Q: usize = 2048;
 
 /// Bytes of quotient buffer [`decode_split`] needs for `n` codes: one per code and room for
@@ -126,28 +126,32 @@ pub(crate) fn quotient_room(n: usize) -> usize {
 /// Decodes `out.len()` residuals from the start of `data`; returns the bytes the codes took,
 /// or `None` when `k` is out of range, a quotient is too large or the data ends first.
 pub(crate) fn decode(data: &[u8], k: u32, out: &mut [u64]) -> Option<usize> {
-    let mut stack = [0u8; STACK_Q + 8];
-    let mut heap = Vec::new();
-    let q = quotient_buffer(out.len(), &mut stack, &mut heap)?;
-    let used = decode_split(data, k, out, q)?;
-    for (slot, &qi) in out.iter_mut().zip(q.iter()) {
-        *slot |= u64::from(qi) << k;
-    }
-    Some(used)
+    with_quotient_buffer(out.len(), |q| {
+        let used = decode_split(data, k, out, q)?;
+        for (slot, &qi) in out.iter_mut().zip(q.iter()) {
+            *slot |= u64::from(qi) << k;
+        }
+        Some(used)
+    })
 }
 
-/// A quotient buffer for `n` codes: in `stack` when it fits, else in `heap`.
-pub(crate) fn quotient_buffer<'a>(
-    n: usize,
-    stack: &'a mut [u8],
-    heap: &'a mut Vec<u8>,
-) -> Option<&'a mut [u8]> {
+/// Calls `f` with a quotient buffer of [`quotient_room`]`(n)` bytes: on the stack, in the
+/// smallest of a few sizes that holds it (a buffer is zeroed before use, and most sequences
+/// are short: nested run lengths, buckets of a few rows), else on the heap.
+pub(crate) fn with_quotient_buffer<R>(n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     let room = quotient_room(n);
-    if room <= stack.len() {
-        return stack.get_mut(..room);
+    if room <= 128 {
+        let mut b = [0u8; 128];
+        f(b.get_mut(..room).unwrap_or_default())
+    } else if room <= 512 {
+        let mut b = [0u8; 512];
+        f(b.get_mut(..room).unwrap_or_default())
+    } else if room <= STACK_Q + 8 {
+        let mut b = [0u8; STACK_Q + 8];
+        f(b.get_mut(..room).unwrap_or_default())
+    } else {
+        f(&mut vec![0u8; room])
     }
-    heap.resize(room, 0);
-    Some(heap.as_mut_slice())
 }
 
 /// [`decode`] with the two halves of each code left apart: the low bits in `low` (one per
