@@ -389,8 +389,10 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
                 .collect(),
         });
     }
-    // Heads first, then the residuals; the differencing is undone in place.
-    let mut buf = vec![0u64; n];
+    // Heads first, then the residuals; the differencing is undone in place, on the bits of
+    // the output vector.
+    let mut out = super::spare::zeroed(n);
+    let buf: &mut [u64] = bytemuck::cast_slice_mut(&mut out);
     let (heads, res) = buf.split_at_mut(nheads);
     for h in heads.iter_mut() {
         *h = r.svarint()? as u64;
@@ -429,12 +431,12 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
                 let used = rice::with_quotient_buffer(res.len(), |q| {
                     let res = buf.get_mut(nheads..)?;
                     let used = rice::decode_split(r.peek_rest(), k, res, q)?;
-                    undo_differencing_joining(order, &mut buf, q, k);
+                    undo_differencing_joining(order, buf, q, k);
                     Some(used)
                 })
                 .ok_or_else(corrupt)?;
                 r.bytes(used)?;
-                return Ok(buf.into_iter().map(|v| v as i64).collect());
+                return Ok(out);
             }
             let used = rice::decode(r.peek_rest(), k, res).ok_or_else(corrupt)?;
             r.bytes(used)?;
@@ -461,9 +463,8 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
     if let Some(g) = scale {
         unscale(res, g);
     }
-    undo_differencing(order, &mut buf);
-    // Same size and alignment: this reuses the buffer.
-    Ok(buf.into_iter().map(|v| v as i64).collect())
+    undo_differencing(order, buf);
+    Ok(out)
 }
 
 /// `(first, step)` when the `n` values are stored as an arithmetic progression, value `i`
@@ -540,6 +541,8 @@ pub(crate) fn decode_runs(r: &mut Reader, n: usize) -> Result<Option<Vec<(i64, u
                 next = i + 1;
             }
             runs.push((v, (n - start) as u32));
+            super::spare::give_back(gaps);
+            super::spare::give_back(vals);
             Ok(Some(runs))
         }
         _ => Ok(None),
@@ -555,7 +558,8 @@ fn decode_sparse(
     scaled: bool,
 ) -> Result<Vec<i64>, CodecError> {
     let nheads = (order as usize).min(n);
-    let mut buf = vec![0u64; n];
+    let mut out = super::spare::zeroed(n);
+    let buf: &mut [u64] = bytemuck::cast_slice_mut(&mut out);
     let (heads, res) = buf.split_at_mut(nheads);
     for h in heads.iter_mut() {
         *h = r.svarint()? as u64;
@@ -580,11 +584,13 @@ fn decode_sparse(
         *z = zigzag(v);
         next = i + 1;
     }
+    super::spare::give_back(gaps);
+    super::spare::give_back(vals);
     if let Some(g) = scale {
         unscale(res, g);
     }
-    undo_differencing(order, &mut buf);
-    Ok(buf.into_iter().map(|v| v as i64).collect())
+    undo_differencing(order, buf);
+    Ok(out)
 }
 
 /// Reads the common factor of a scaled sequence: at least 2 and a positive i64.

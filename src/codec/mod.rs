@@ -20,6 +20,7 @@ mod oid;
 mod presence;
 mod rc;
 mod rice;
+pub mod spare;
 mod string;
 mod zstd_body;
 

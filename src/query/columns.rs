@@ -33,6 +33,17 @@ pub enum Col {
 }
 
 impl Col {
+    /// Hands a decoded integer or date column's vector back for the next decode on this
+    /// thread (see [`crate::codec::spare`]); a reader calls it when done with a bucket.
+    pub fn recycle(self) {
+        if let Col::Int32(Slots::Dense(v))
+        | Col::Int64(Slots::Dense(v))
+        | Col::Date(Slots::Dense(v)) = self
+        {
+            crate::codec::spare::give_back(v);
+        }
+    }
+
     /// The values in borrowed form for accumulators.
     pub fn values(&self) -> Values<'_> {
         match self {

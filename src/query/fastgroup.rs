@@ -724,6 +724,8 @@ impl FastGroup {
             let g = self.group_of(table, cache, part, &[start], meta, Some(start), true)?;
             Ok(g.unwrap_or(0))
         })?;
+        drop(inputs);
+        cols.into_iter().for_each(Col::recycle);
         Ok(true)
     }
 

@@ -520,5 +520,8 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
         }
     }
     let refs: Vec<&Col> = cols.iter().collect();
-    Ok(rf.count(st.meta, &refs, st.count as usize, settled) as u64)
+    let n = rf.count(st.meta, &refs, st.count as usize, settled) as u64;
+    drop(refs);
+    cols.into_iter().for_each(Col::recycle);
+    Ok(n)
 }
