@@ -972,11 +972,18 @@ fn kept_pages_give_the_answers_of_pages_read_afresh() {
 fn groups_on_time_bins_over_regular_times() {
     let mut rng = Rng::new(5);
     let mut docs = Vec::new();
-    for s in 0..6i64 {
+    for s in 0..8i64 {
         // Steps that divide a minute, steps that do not, and one series going back in time
-        // (rows are sorted at close; open buckets keep them as inserted).
-        let step = [10_000, 7_000, 60_000, 1_000, 45_000, -13_000][s as usize];
-        let start = BASE + s * 3_600_000 + if step < 0 { 5_000_000 } else { 0 };
+        // (rows are sorted at close; open buckets keep them as inserted). The last two share
+        // the first one's minutes, one of them starting within its first minute's first step.
+        let step = [
+            10_000, 7_000, 60_000, 1_000, 45_000, -13_000, 20_000, 10_000,
+        ][s as usize];
+        let start = match s {
+            6 => BASE + 5_000,
+            7 => BASE + 1_800_000,
+            _ => BASE + s * 3_600_000 + if step < 0 { 5_000_000 } else { 0 },
+        };
         for r in 0..400i64 {
             let mut d = doc! {
                 "t": date(start + r * step),
@@ -1003,7 +1010,14 @@ fn groups_on_time_bins_over_regular_times() {
     let mut without = with_times.clone();
     without.remove("t0");
     without.remove("t1");
-    for accs in [with_times, without] {
+    // A lone integer sum or average takes the runs of whole bins in one loop where the step
+    // divides the bin, and from the second bucket on finds their groups by number alone.
+    let lone = [
+        doc! {"s": {"$sum": "$i"}},
+        doc! {"s": {"$sum": "$n"}},
+        doc! {"a": {"$avg": "$n"}},
+    ];
+    for accs in [with_times, without].into_iter().chain(lone) {
         for (unit, bin) in [("minute", 1), ("minute", 7), ("hour", 1), ("second", 90)] {
             let mut group =
                 doc! {"_id": {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": bin}}};
