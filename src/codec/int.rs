@@ -431,7 +431,7 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
                 let used = rice::with_quotient_buffer(res.len(), |q| {
                     let res = buf.get_mut(nheads..)?;
                     let used = rice::decode_split(r.peek_rest(), k, res, q)?;
-                    undo_differencing_joining(order, buf, q, k);
+                    undo_differencing_joining(order, buf, q.iter().map(|&qi| u64::from(qi) << k));
                     Some(used)
                 })
                 .ok_or_else(corrupt)?;
@@ -616,15 +616,26 @@ fn unscale(res: &mut [u64], g: i64) {
 /// Turns `buf` (heads, then zigzagged residuals) into the values, in place and as bits, with
 /// the wrapping arithmetic [`residuals`] differenced them with; one loop per order.
 fn undo_differencing(order: u8, buf: &mut [u64]) {
+    undo_differencing_joining(order, buf, std::iter::repeat(0));
+}
+
+/// [`undo_differencing`] of residuals stored in halves: `buf` holds the heads, then the low
+/// bits of each residual, and `high` gives the rest of each residual's bits in turn (the
+/// Rice quotients [`rice::decode_split`] left apart, shifted into place), ORed in on the way.
+fn undo_differencing_joining(order: u8, buf: &mut [u64], high: impl Iterator<Item = u64>) {
     match order {
-        0 => buf.iter_mut().for_each(|z| *z = unzigzag(*z) as u64),
+        0 => {
+            for (z, h) in buf.iter_mut().zip(high) {
+                *z = unzigzag(*z | h) as u64;
+            }
+        }
         1 => {
             let Some((first, res)) = buf.split_first_mut() else {
                 return;
             };
             let mut prev = *first as i64;
-            for z in res.iter_mut() {
-                prev = prev.wrapping_add(unzigzag(*z));
+            for (z, h) in res.iter_mut().zip(high) {
+                prev = prev.wrapping_add(unzigzag(*z | h));
                 *z = prev as u64;
             }
         }
@@ -636,47 +647,8 @@ fn undo_differencing(order: u8, buf: &mut [u64]) {
             let mut prev_d = *second as i64;
             let mut prev = (*first as i64).wrapping_add(prev_d);
             *second = prev as u64;
-            for z in res.iter_mut() {
-                prev_d = prev_d.wrapping_add(unzigzag(*z));
-                prev = prev.wrapping_add(prev_d);
-                *z = prev as u64;
-            }
-        }
-    }
-}
-
-/// [`undo_differencing`] of residuals whose Rice codes were left in halves by
-/// [`rice::decode_split`]: `buf` holds the heads, then the low bits of each residual, whose
-/// quotient is the same-numbered byte of `q` (shifted by `k`).
-fn undo_differencing_joining(order: u8, buf: &mut [u64], q: &[u8], k: u32) {
-    let join = |z: u64, qi: u8| z | (u64::from(qi) << k);
-    match order {
-        0 => {
-            for (z, &qi) in buf.iter_mut().zip(q) {
-                *z = unzigzag(join(*z, qi)) as u64;
-            }
-        }
-        1 => {
-            let Some((first, res)) = buf.split_first_mut() else {
-                return;
-            };
-            let mut prev = *first as i64;
-            for (z, &qi) in res.iter_mut().zip(q) {
-                prev = prev.wrapping_add(unzigzag(join(*z, qi)));
-                *z = prev as u64;
-            }
-        }
-        _ => {
-            let [first, second, res @ ..] = buf else {
-                // No residuals: the heads are the values (see `undo_differencing`).
-                undo_differencing(order, buf);
-                return;
-            };
-            let mut prev_d = *second as i64;
-            let mut prev = (*first as i64).wrapping_add(prev_d);
-            *second = prev as u64;
-            for (z, &qi) in res.iter_mut().zip(q) {
-                prev_d = prev_d.wrapping_add(unzigzag(join(*z, qi)));
+            for (z, h) in res.iter_mut().zip(high) {
+                prev_d = prev_d.wrapping_add(unzigzag(*z | h));
                 prev = prev.wrapping_add(prev_d);
                 *z = prev as u64;
             }
