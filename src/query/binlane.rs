@@ -248,9 +248,7 @@ impl Regular {
             match inputs {
                 [Input::IntSum(vals, wide)] => {
                     let s = vals.get(k.min(vals.len())..(k + run).min(vals.len()));
-                    let s = s.unwrap_or_default();
-                    let total = s.iter().map(|&x| i128::from(x)).sum();
-                    groups.add_sum(g, total, s.len() as u64, *wide);
+                    groups.add_run(g, s.unwrap_or_default(), *wide);
                 }
                 _ => feed(table, g, k..k + run, inputs),
             }
@@ -285,14 +283,14 @@ fn whole_bins(
     (mut n, mut lo, width): (i64, i64, i64),
     create: &mut impl FnMut(&mut GroupTable, i64) -> Result<u32>,
 ) -> Result<()> {
-    if groups.add_sums_numbered(n, vals, per_bin, wide) {
+    if groups.add_runs_numbered(n, vals, per_bin, wide) {
         return Ok(());
     }
     for run in vals.chunks_exact(per_bin) {
         let g = groups.numbered(n, (lo, lo.saturating_add(width)), |start| {
             create(table, start)
         })?;
-        groups.add_sum(g, exact_sum(run), per_bin as u64, wide);
+        groups.add_run(g, run, wide);
         n += 1;
         lo = lo.wrapping_add(width);
     }

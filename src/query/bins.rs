@@ -94,12 +94,21 @@ pub(crate) struct BinGroups {
     numbered: Vec<u32>,
     numbered_from: i64,
     /// Integer sums not yet added to their groups, by group: (total, rows, an int64 seen).
-    /// See [`BinGroups::add_sum`].
+    /// See [`BinGroups::add_run`].
     pending: Vec<(i128, u64, bool)>,
 }
 
 /// Most bin numbers kept in [`BinGroups::numbered`] (1 MiB): bins beyond go to the hash map.
 const MAX_NUMBERED: usize = 1 << 18;
+
+/// Adds a run's values to a pending integer sum (see [`BinGroups::add_run`]): an exact
+/// 128-bit total, the row count, whether an int64 was among them.
+#[inline(always)]
+fn pend(p: &mut (i128, u64, bool), run: &[i64], wide: bool) {
+    p.0 += run.iter().map(|&x| i128::from(x)).sum::<i128>();
+    p.1 += run.len() as u64;
+    p.2 |= wide;
+}
 
 impl Default for BinGroups {
     fn default() -> Self {
@@ -180,29 +189,27 @@ impl BinGroups {
         Ok(g)
     }
 
-    /// Adds `total` over `rows` rows (`wide`: from int64 values) to group `g`'s integer sum,
-    /// to be fed to its one accumulator by [`BinGroups::flush_sums`]. Integer sums are exact
-    /// whatever their order, so gathering them per group first gives the same answer as
-    /// feeding each run, without reaching the group's accumulator once per run.
+    /// Adds the values of one run (`wide`: int64 values) to group `g`'s integer sum, to be fed
+    /// to its one accumulator by [`BinGroups::flush_sums`]. Integer sums are exact whatever
+    /// their order, so gathering them per group first gives the same answer as feeding each
+    /// run, without reaching the group's accumulator once per run.
     #[inline]
-    pub fn add_sum(&mut self, g: u32, total: i128, rows: u64, wide: bool) {
+    pub fn add_run(&mut self, g: u32, run: &[i64], wide: bool) {
         let g = g as usize;
         if self.pending.len() <= g {
             self.pending.resize(g + 1, (0, 0, false));
         }
         if let Some(p) = self.pending.get_mut(g) {
-            p.0 += total;
-            p.1 += rows;
-            p.2 |= wide;
+            pend(p, run, wide);
         }
     }
 
-    /// [`BinGroups::add_sum`] of each run of `per_bin` values in `vals` to the group of bin
+    /// [`BinGroups::add_run`] of each run of `per_bin` values in `vals` to the group of bin
     /// number `n`, `n + 1`, ...; false, having added nothing, unless every one of those bins
     /// already has its group here by number. One loop over the runs with nothing to look up
     /// but the groups' numbers: a devops bucket is sixty runs of six rows.
     #[inline(never)]
-    pub fn add_sums_numbered(&mut self, n: i64, vals: &[i64], per_bin: usize, wide: bool) -> bool {
+    pub fn add_runs_numbered(&mut self, n: i64, vals: &[i64], per_bin: usize, wide: bool) -> bool {
         if per_bin == 0 {
             return false;
         }
@@ -221,15 +228,13 @@ impl BinGroups {
         }
         for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
             if let Some(p) = self.pending.get_mut(g as usize) {
-                p.0 += run.iter().map(|&x| i128::from(x)).sum::<i128>();
-                p.1 += per_bin as u64;
-                p.2 |= wide;
+                pend(p, run, wide);
             }
         }
         true
     }
 
-    /// Feeds the sums gathered by [`BinGroups::add_sum`] to the first accumulator of their
+    /// Feeds the sums gathered by [`BinGroups::add_run`] to the first accumulator of their
     /// groups in `table`.
     pub fn flush_sums(&mut self, table: &mut GroupTable) {
         for (g, (total, rows, wide)) in self.pending.drain(..).enumerate() {
