@@ -173,9 +173,18 @@ pub(crate) fn decode_split(data: &[u8], k: u32, low: &mut [u64], q: &mut [u8]) -
     }
     let n_low = low_len(n, k)?;
     bits::unpack(data.get(..n_low)?, k, low)?;
-    let unary = data.get(n_low..)?;
+    Some(n_low + decode_quotients(data.get(n_low..)?, n, q)?)
+}
+
+/// The quotients of [`decode_split`] alone: `n` of them from the unary stream at the start of
+/// `unary`, a byte each into `q` (at least [`quotient_room`]`(n)` bytes); returns the bytes
+/// they took. With `k = 0` they are the whole codes.
+pub(crate) fn decode_quotients(unary: &[u8], n: usize, q: &mut [u8]) -> Option<usize> {
+    if q.len() < quotient_room(n) {
+        return None;
+    }
     if n == 0 {
-        return Some(n_low);
+        return Some(0);
     }
     // Codes found so far, and zero bits of the current code seen in earlier bytes.
     let (mut held, mut carry) = (0usize, 0u64);
@@ -198,7 +207,7 @@ pub(crate) fn decode_split(data: &[u8], k: u32, low: &mut [u64], q: &mut [u8]) -
         held += usize::from(e.ones);
         carry = u64::from(e.tail);
         if held >= n {
-            return Some(n_low + bi + 1);
+            return Some(bi + 1);
         }
     }
     None

@@ -29,7 +29,24 @@ pub(crate) fn zeroed(n: usize) -> Vec<i64> {
     }
 }
 
-/// Keeps `v` for a later [`zeroed`] on this thread, unless enough are kept or it is large.
+/// A vector of `n` values for a decoder that writes every one of them before reading any:
+/// a spare one keeps whatever its earlier column left (any `i64` is a valid value, so this
+/// is stale data, never undefined), which spares the pass [`zeroed`] makes over it.
+pub(crate) fn reused(n: usize) -> Vec<i64> {
+    match SPARE.with(|s| s.borrow_mut().pop()) {
+        Some(mut v) => {
+            if v.len() >= n {
+                v.truncate(n);
+            } else {
+                v.resize(n, 0);
+            }
+            v
+        }
+        None => vec![0; n],
+    }
+}
+
+/// Keeps `v` for a later [`zeroed`] or [`reused`] on this thread, unless enough are kept or it is large.
 pub fn give_back(v: Vec<i64>) {
     if v.capacity() == 0 || v.capacity() > KEPT_LEN {
         return;
@@ -59,6 +76,12 @@ mod tests {
         assert_eq!(w, vec![0; 200]);
         give_back(w);
         assert_eq!(zeroed(500), vec![0; 500]);
+        // A reused vector has the asked length, whatever it held.
+        let mut v = zeroed(400);
+        v.fill(9);
+        give_back(v);
+        assert_eq!(reused(100).len(), 100);
+        assert_eq!(reused(700).len(), 700);
         // Large vectors are not kept.
         give_back(vec![7; KEPT_LEN + 1]);
         assert!(zeroed(3).capacity() <= KEPT_LEN);
