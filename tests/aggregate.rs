@@ -991,6 +991,8 @@ fn groups_on_time_bins_over_regular_times() {
                 "i": (rng.below(1000) as i64) - 300,
                 "f": rng.below(10_000) as f64 / 100.0,
                 "n": (rng.below(50) as i32),
+                // Near a quarter of the int64 range: four rows of a bin overflow a 64-bit sum.
+                "w": i64::MAX / 4 - (rng.below(1000) as i64) * r,
             };
             if s == 3 && r % 5 == 0 {
                 d.remove("i");
@@ -1016,6 +1018,7 @@ fn groups_on_time_bins_over_regular_times() {
         doc! {"s": {"$sum": "$i"}},
         doc! {"s": {"$sum": "$n"}},
         doc! {"a": {"$avg": "$n"}},
+        doc! {"w": {"$sum": "$w"}},
     ];
     for accs in [with_times, without].into_iter().chain(lone) {
         for (unit, bin) in [("minute", 1), ("minute", 7), ("hour", 1), ("second", 90)] {

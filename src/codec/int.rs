@@ -348,6 +348,43 @@ pub(crate) fn decode(r: &mut Reader, n: usize) -> Result<Vec<i64>, CodecError> {
     decode_with(r, n, true)
 }
 
+/// A bound on the magnitude of every value of the `n`-value sequence at the start of `r`,
+/// read from its header alone, when it is stored as plain unscaled Rice codes; `None` for
+/// any other mode. It holds for a sequence that decodes: the decoder refuses a quotient over
+/// [`rice::MAX_Q`], so each zigzagged residual is under `2^(k + 8)` and its magnitude at most
+/// `2^(k + 7)`, and the values lie within the heads plus `n` such steps (of steps, for order
+/// 2). Where that bound stays below `2^63` the wrapping arithmetic never wrapped.
+pub(crate) fn magnitude_bound(r: &mut Reader, n: usize) -> Option<u64> {
+    if n == 0 {
+        return Some(0);
+    }
+    let mode = r.u8().ok()?;
+    let order = mode & 3;
+    if mode & !3 != PLAIN_MODE | (KIND_RICE << 2) || order > 2 {
+        return None;
+    }
+    let nheads = (order as usize).min(n);
+    let mut heads = [0u128; 2];
+    for h in heads.iter_mut().take(nheads) {
+        *h = u128::from(r.svarint().ok()?.unsigned_abs());
+    }
+    let k = u32::from(r.u8().ok()?);
+    if k > rice::MAX_K {
+        return None;
+    }
+    let step = 1u128 << (k + 7);
+    let n = n as u128;
+    let bound = match order {
+        0 => step,
+        1 => heads[0].checked_add((n - 1).checked_mul(step)?)?,
+        _ => {
+            let diff = heads[1].checked_add(n.saturating_sub(2).checked_mul(step)?)?;
+            heads[0].checked_add((n - 1).checked_mul(diff)?)?
+        }
+    };
+    u64::try_from(bound).ok().filter(|&b| b <= i64::MAX as u64)
+}
+
 /// [`decode`], refusing the sparse and scaled modes when `top` is false (inside a sparse body).
 fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecError> {
     if n == 0 {
@@ -938,6 +975,69 @@ mod tests {
         ) {
             same_as_reference(&data, n);
         }
+    }
+
+    proptest::proptest! {
+        /// The bound read from a header holds for every value decoded after it, and is found
+        /// for small walks stored as plain Rice codes, like devops metrics.
+        #[test]
+        fn magnitude_bounds_hold_for_the_decoded_values(
+            kind in 0u8..7,
+            seed in proptest::prelude::any::<u64>(),
+            n in 1usize..700,
+        ) {
+            let vals = sequence(kind, seed, n);
+            let mut buf = Vec::new();
+            encode(&vals, &mut buf);
+            let bound = magnitude_bound(&mut Reader::new(&buf, 0), n);
+            if let Some(b) = bound {
+                let top = vals.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+                proptest::prop_assert!(top <= b, "{top} > {b}");
+            }
+            // Plain Rice codes of a small walk always have one.
+            let plain_rice = buf[0] & !3 == PLAIN_MODE | (KIND_RICE << 2);
+            if plain_rice && kind == 1 {
+                proptest::prop_assert!(bound.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn magnitude_bounds_cover_every_order_to_the_limit() {
+        // Residuals at the largest quotient, for each order: the bound is reached or passed.
+        for order in 0..=2u8 {
+            for k in [0u32, 3, 20] {
+                let n = 50usize;
+                let mut vals = vec![0u64; n];
+                // Heads large enough that a bound leaving one out falls short.
+                let heads = [(-(1i64 << 41)) as u64, 1 << 40];
+                let nheads = (order as usize).min(n);
+                vals[..nheads].copy_from_slice(&heads[..nheads]);
+                // The zigzag code of -2^(k+7) is 2^(k+8) - 1: quotient 255, low bits all ones.
+                for z in vals.iter_mut().skip(nheads) {
+                    *z = (1u64 << (k + 8)) - 1;
+                }
+                let mut buf = vec![PLAIN_MODE | (KIND_RICE << 2) | order];
+                for &h in &heads[..nheads] {
+                    put_svarint(&mut buf, h as i64);
+                }
+                buf.push(k as u8);
+                let mut codes = Vec::new();
+                rice::encode(&vals[nheads..], k, &mut codes);
+                buf.extend_from_slice(&codes);
+                let b = magnitude_bound(&mut Reader::new(&buf, 0), n).unwrap();
+                let got = decode(&mut Reader::new(&buf, 0), n).unwrap();
+                let top = got.iter().map(|v| v.unsigned_abs()).max().unwrap();
+                assert!(top <= b, "order {order}, k {k}: {top} > {b}");
+                // Order 2 reaches about half its bound (a sum of steps growing by one).
+                assert!(top * 3 > b, "order {order}, k {k}: {top} far under {b}");
+            }
+        }
+        // Other modes have no bound; a bound at or past 2^63 is none.
+        let mut buf = Vec::new();
+        encode(&[i64::MAX, i64::MIN, 0, 5], &mut buf);
+        assert_eq!(magnitude_bound(&mut Reader::new(&buf, 0), 4), None);
+        assert_eq!(magnitude_bound(&mut Reader::new(&[], 0), 0), Some(0));
     }
 
     fn rt(vals: &[i64]) -> usize {

@@ -581,6 +581,19 @@ pub fn decode_date_progression(data: &[u8], rows: usize) -> Result<Option<(i64, 
     Ok(p)
 }
 
+/// A bound on the magnitude of every value of an Int32 or Int64 column with a value in every
+/// row, read from the column's header without decoding it; `None` unless the column is stored
+/// as plain Rice codes, the usual form of a metric that moves by small steps. It holds for a
+/// column that decodes. A sum of `n` values under it fits in an `i64` when `n` times it does.
+pub fn int_magnitude_bound(data: &[u8], rows: usize) -> Option<u64> {
+    let mut r = Reader::new(data, 0);
+    // Flags (presence, zstd) are the tag's high bits: none here.
+    match r.u8().ok()? {
+        ids::INT32 | ids::INT64 => int::magnitude_bound(&mut r, rows),
+        _ => None,
+    }
+}
+
 /// The codec id (see [`ids`]) of an encoded column, from its tag byte; `None` when empty.
 pub fn column_codec(data: &[u8]) -> Option<u8> {
     data.first().map(|t| t & ID_MASK)

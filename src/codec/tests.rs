@@ -440,6 +440,37 @@ const GOLDEN: (usize, u32) = (6575, 0x170f_7cd8);
 const GOLDEN_V4: (usize, u32) = (6527, 0x02f7_4ef3);
 
 #[test]
+fn int_magnitude_bounds_hold_and_are_found_for_walks() {
+    for col in golden_columns() {
+        let mut buf = Vec::new();
+        encode_column(&col, &mut buf);
+        let Some(b) = int_magnitude_bound(&buf, col.len()) else {
+            continue;
+        };
+        let vals = decode_i64_dense(&buf, col.len()).unwrap().unwrap();
+        assert_eq!(vals.present, None);
+        assert!(vals.values.iter().all(|v| v.unsigned_abs() <= b));
+    }
+    // A devops-like metric: an int64 walk over an hour of 10 s steps.
+    let col = walk(5, 360, false);
+    let mut buf = Vec::new();
+    encode_column(&col, &mut buf);
+    let b = int_magnitude_bound(&buf, 360).unwrap();
+    let vals = decode_i64_dense(&buf, 360).unwrap().unwrap().values;
+    assert!(vals.iter().all(|v| v.unsigned_abs() <= b));
+    // Columns with absent rows, or of other types, have none.
+    let mut sparse = col.clone();
+    sparse[3] = None;
+    buf.clear();
+    encode_column(&sparse, &mut buf);
+    assert_eq!(int_magnitude_bound(&buf, 360), None);
+    let floats: Vec<Option<Bson>> = (0..360).map(|i| Some(Bson::Double(f64::from(i)))).collect();
+    buf.clear();
+    encode_column(&floats, &mut buf);
+    assert_eq!(int_magnitude_bound(&buf, 360), None);
+}
+
+#[test]
 fn dense_decoders_give_present_values_and_flags() {
     for col in golden_columns() {
         let mut buf = Vec::new();

@@ -1,10 +1,11 @@
 //! `codec_decode`: arbitrary bytes given to every column decoder must yield `Ok` or `Err`,
-//! never a panic, a hang or an allocation the row count does not justify.
+//! never a panic, a hang or an allocation the row count does not justify; the readers that
+//! skip work must agree with the full decoders.
 
 use super::Input;
 use crate::codec::{
     decode_column, decode_date_progression, decode_date_runs, decode_f64, decode_f64_dense,
-    decode_i64, decode_i64_dense, encode_column,
+    decode_i64, decode_i64_dense, encode_column, int_magnitude_bound,
 };
 use crate::query::columns::Col;
 
@@ -40,6 +41,14 @@ pub fn run(data: &[u8]) {
             Some(expanded),
             values(),
             "progression disagrees with values"
+        );
+    }
+    // A bound read from the header holds for whatever the column decodes to: sums trust it.
+    if let (Some(b), Ok(Some(d))) = (int_magnitude_bound(col, rows), decode_i64_dense(col, rows)) {
+        let top = d.values.iter().map(|v| v.unsigned_abs()).max();
+        assert!(
+            top.is_none_or(|t| t <= b),
+            "value {top:?} over the bound {b}"
         );
     }
     // Whatever decodes is a valid column: it must survive a round trip of its own.

@@ -24,17 +24,19 @@ pub(crate) enum Input<'a> {
     /// A column's values.
     Column(Values<'a>),
     /// A column of integers in every row (`true`: int64), for a sum or an average: the
-    /// common case, added without going through [`Values`].
-    IntSum(&'a [i64], bool),
+    /// common case, added without going through [`Values`]; with a bound on the values'
+    /// magnitude when one is known.
+    IntSum(&'a [i64], bool, Option<u64>),
 }
 
 impl<'a> Input<'a> {
-    /// The input of an accumulator `op` reading column values `vals`.
-    pub fn column(op: AccOp, vals: Values<'a>) -> Input<'a> {
+    /// The input of an accumulator `op` reading column values `vals`, known to lie within
+    /// `bound` in magnitude when it is `Some`.
+    pub fn bounded(op: AccOp, vals: Values<'a>, bound: Option<u64>) -> Input<'a> {
         let sum = matches!(op, AccOp::Sum | AccOp::Avg);
         match vals {
-            Values::Int32(SlotsRef::Dense(s)) if sum => Input::IntSum(s, false),
-            Values::Int64(SlotsRef::Dense(s)) if sum => Input::IntSum(s, true),
+            Values::Int32(SlotsRef::Dense(s)) if sum => Input::IntSum(s, false, bound),
+            Values::Int64(SlotsRef::Dense(s)) if sum => Input::IntSum(s, true, bound),
             _ => Input::Column(vals),
         }
     }
@@ -122,7 +124,7 @@ fn feed(table: &mut GroupTable, g: u32, rows: Range<usize>, inputs: &[Input<'_>]
         match input {
             Input::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
             Input::Column(vals) => acc.feed_span(vals, rows.clone()),
-            Input::IntSum(s, wide) => {
+            Input::IntSum(s, wide, _) => {
                 // Rows past the end of the values have none.
                 let s = s.get(rows.start.min(s.len())..rows.end.min(s.len()));
                 let s = s.unwrap_or_default();
@@ -214,7 +216,7 @@ impl Regular {
         // A lone integer sum over bins of a whole number of steps: from the first row of a
         // bin on, every bin holds `per_bin` rows, summed in one tight loop.
         let lone = match inputs {
-            [Input::IntSum(vals, wide)] => Some((*vals, *wide)),
+            [Input::IntSum(vals, wide, bound)] => Some((*vals, *wide, *bound)),
             _ => None,
         };
         let per_bin = (width % step == 0)
@@ -222,11 +224,12 @@ impl Regular {
             .filter(|&l| l > 0);
         let (mut k, mut t, mut run) = (0usize, first, 0usize);
         while k < rows {
-            if let (Some((vals, wide)), Some(l), Some(bin_n)) = (lone, per_bin, n) {
+            if let (Some((vals, wide, bound)), Some(l), Some(bin_n)) = (lone, per_bin, n) {
                 let whole = rows.min(vals.len()).saturating_sub(k) / l;
                 if t - lo < step && whole > 1 {
                     let vals = vals.get(k..k + whole * l).unwrap_or_default();
-                    whole_bins(groups, table, vals, l, wide, (bin_n, lo, width), create)?;
+                    let sums = (wide, bound);
+                    whole_bins(groups, table, vals, l, sums, (bin_n, lo, width), create)?;
                     k += whole * l;
                     if k >= rows {
                         break;
@@ -246,7 +249,7 @@ impl Regular {
                 None => groups.group((lo, hi), |start| create(table, start))?,
             };
             match inputs {
-                [Input::IntSum(vals, wide)] => {
+                [Input::IntSum(vals, wide, _)] => {
                     let s = vals.get(k.min(vals.len())..(k + run).min(vals.len()));
                     groups.add_run(g, s.unwrap_or_default(), *wide);
                 }
@@ -272,18 +275,19 @@ impl Regular {
 }
 
 /// Adds `vals`, runs of `per_bin` rows in consecutive whole bins from bin number `n` (whose
-/// start is `lo`), to the pending sums of the bins' groups.
+/// start is `lo`), to the pending sums of the bins' groups. `(wide, bound)`: int64 values,
+/// and a bound on their magnitude when known.
 #[inline(always)]
 fn whole_bins(
     groups: &mut BinGroups,
     table: &mut GroupTable,
     vals: &[i64],
     per_bin: usize,
-    wide: bool,
+    (wide, bound): (bool, Option<u64>),
     (mut n, mut lo, width): (i64, i64, i64),
     create: &mut impl FnMut(&mut GroupTable, i64) -> Result<u32>,
 ) -> Result<()> {
-    if groups.add_runs_numbered(n, vals, per_bin, wide) {
+    if groups.add_runs_numbered(n, vals, per_bin, (wide, bound)) {
         return Ok(());
     }
     for run in vals.chunks_exact(per_bin) {
@@ -417,13 +421,17 @@ mod tests {
                     0 if one.is_some() => Values::Int32(SlotsRef::Dense(&vals)),
                     _ => Values::Int64(SlotsRef::Dense(&vals)),
                 };
+                // The regular times' lone sum is told the values' bound (the decoder's is
+                // looser): runs whose sums fit are added in 64 bits, the others in 128.
+                let bound = Some(vals.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0))
+                    .filter(|_| regular);
                 let several = [
-                    Input::column(AccOp::Sum, Values::Int64(SlotsRef::Dense(&vals))),
+                    Input::bounded(AccOp::Sum, Values::Int64(SlotsRef::Dense(&vals)), None),
                     Input::Const(&c),
                     Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
                     Input::Column(Values::Int64(SlotsRef::Dense(&vals))),
                 ];
-                let single = one.map(|op| [Input::column(op, v)]);
+                let single = one.map(|op| [Input::bounded(op, v, bound)]);
                 let inputs = match &single {
                     Some(s) => &s[..],
                     None => &several[..],

@@ -207,9 +207,16 @@ impl BinGroups {
     /// [`BinGroups::add_run`] of each run of `per_bin` values in `vals` to the group of bin
     /// number `n`, `n + 1`, ...; false, having added nothing, unless every one of those bins
     /// already has its group here by number. One loop over the runs with nothing to look up
-    /// but the groups' numbers: a devops bucket is sixty runs of six rows.
+    /// but the groups' numbers: a devops bucket is sixty runs of six rows. `(wide, bound)`:
+    /// int64 values, and a bound on their magnitude when known.
     #[inline(never)]
-    pub fn add_runs_numbered(&mut self, n: i64, vals: &[i64], per_bin: usize, wide: bool) -> bool {
+    pub fn add_runs_numbered(
+        &mut self,
+        n: i64,
+        vals: &[i64],
+        per_bin: usize,
+        (wide, bound): (bool, Option<u64>),
+    ) -> bool {
         if per_bin == 0 {
             return false;
         }
@@ -226,9 +233,22 @@ impl BinGroups {
         if self.pending.len() <= top as usize {
             self.pending.resize(top as usize + 1, (0, 0, false));
         }
-        for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
-            if let Some(p) = self.pending.get_mut(g as usize) {
-                pend(p, run, wide);
+        // A run of values under the bound sums within an i64 when `per_bin` times the bound
+        // does: then each run is added in 64 bits, about a third of the work of 128.
+        let narrow = bound.is_some_and(|b| u128::from(b) * per_bin as u128 <= i64::MAX as u128);
+        if narrow {
+            for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
+                if let Some(p) = self.pending.get_mut(g as usize) {
+                    p.0 += i128::from(run.iter().fold(0i64, |a, &x| a.wrapping_add(x)));
+                    p.1 += run.len() as u64;
+                    p.2 |= wide;
+                }
+            }
+        } else {
+            for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
+                if let Some(p) = self.pending.get_mut(g as usize) {
+                    pend(p, run, wide);
+                }
             }
         }
         true

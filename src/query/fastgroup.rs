@@ -57,10 +57,11 @@ enum Arg {
 }
 
 /// A column as the bin lane reads it: dates stored as a progression (regular times) as
-/// `(first, step)`, anything else decoded.
+/// `(first, step)`, anything else decoded, with a bound on its integers' magnitude when the
+/// column's header gives one ([`crate::codec::int_magnitude_bound`]).
 enum LaneCol {
     Steps(i64, i64),
-    Col(Col),
+    Col(Col, Option<u64>),
 }
 
 /// A use of the time field in the group key.
@@ -662,11 +663,14 @@ impl FastGroup {
             Source::Seg(seg, i) => seg.read_columns_with(*i as usize, names, |data, rows| {
                 Ok(match decode_date_progression(data, rows)? {
                     Some((first, step)) => LaneCol::Steps(first, step),
-                    None => LaneCol::Col(Col::decode(data, rows)?),
+                    None => LaneCol::Col(
+                        Col::decode(data, rows)?,
+                        crate::codec::int_magnitude_bound(data, rows),
+                    ),
                 })
             })?,
             Source::Mem(_) => (columns::load(&scan.src, names)?.into_iter())
-                .map(|c| Some(LaneCol::Col(c)))
+                .map(|c| Some(LaneCol::Col(c, None)))
                 .collect(),
         };
         // Regular times are not decoded, unless an accumulator reads them: each bin's rows
@@ -676,9 +680,15 @@ impl FastGroup {
         let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
         let mut progression = None;
         let mut cols = Vec::with_capacity(loaded.len());
+        let mut bounds = Vec::with_capacity(loaded.len());
         for (k, c) in loaded.into_iter().enumerate() {
-            cols.push(match c.unwrap_or(LaneCol::Col(Col::Missing)) {
-                LaneCol::Col(c) => c,
+            let c = c.unwrap_or(LaneCol::Col(Col::Missing, None));
+            bounds.push(match c {
+                LaneCol::Col(_, b) => b,
+                LaneCol::Steps(..) => None,
+            });
+            cols.push(match c {
+                LaneCol::Col(c, _) => c,
                 LaneCol::Steps(first, step) => {
                     if Some(k) == time_at {
                         progression = Times::progression(first, step, n);
@@ -695,7 +705,8 @@ impl FastGroup {
                 }
             });
         }
-        let col = |c: usize| slots.iter().position(|&s| s == c).and_then(|k| cols.get(k));
+        let at = |c: usize| slots.iter().position(|&s| s == c);
+        let col = |c: usize| at(c).and_then(|k| cols.get(k));
         let times = match (progression, col(time_col)) {
             (Some(p), _) => p,
             (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == n => Times::Values(ts),
@@ -705,7 +716,11 @@ impl FastGroup {
         for (arg, a) in self.args.iter().zip(&self.spec.accs) {
             inputs.push(match arg {
                 Arg::Const(v) => Input::Const(v),
-                Arg::Column(c) => Input::column(a.op, col(*c).map_or(Values::Missing, Col::values)),
+                Arg::Column(c) => Input::bounded(
+                    a.op,
+                    col(*c).map_or(Values::Missing, Col::values),
+                    at(*c).and_then(|k| bounds.get(k).copied().flatten()),
+                ),
                 Arg::Meta(_) => return Ok(false),
             });
         }
