@@ -46,7 +46,8 @@ pub(crate) fn reused(n: usize) -> Vec<i64> {
     }
 }
 
-/// Keeps `v` for a later [`zeroed`] or [`reused`] on this thread, unless enough are kept or it is large.
+/// Keeps `v` for a later [`zeroed`] or [`reused`] on this thread, unless enough are kept or it
+/// is large.
 pub fn give_back(v: Vec<i64>) {
     if v.capacity() == 0 || v.capacity() > KEPT_LEN {
         return;

@@ -317,6 +317,37 @@ impl BinGroups {
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn bin_numbers_agree_with_exact_arithmetic_at_the_ends_of_time() {
+        let exact = |origin: i64, width: i64, (lo, hi): (i64, i64)| {
+            let off = i128::from(lo) - i128::from(origin);
+            let w = i128::from(width);
+            (i128::from(hi) - i128::from(lo) == w && off.rem_euclid(w) == 0)
+                .then(|| i64::try_from(off.div_euclid(w)).ok())
+                .flatten()
+        };
+        for origin in [0, 7, -3, i64::MAX - 5, i64::MIN + 5] {
+            for width in [1, 10, 60_000, i64::MAX] {
+                let bins = Bins::Fixed {
+                    width,
+                    origin,
+                    range: &|t| Ok((t, t)),
+                };
+                let mut bins_at = vec![0, 17, -60_000, i64::MIN, i64::MIN + 1, i64::MAX - width];
+                // Whole bins before the origin, some of them too far for 64 bits.
+                bins_at.extend(
+                    [1, 2, 1 << 40].map(|k: i64| origin.wrapping_sub(k.wrapping_mul(width))),
+                );
+                for lo in bins_at {
+                    for hi in [lo.saturating_add(width), lo.saturating_add(width - 1)] {
+                        let want = exact(origin, width, (lo, hi));
+                        assert_eq!(bins.number((lo, hi)), want, "{origin} {width} {lo} {hi}");
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) fn minute(t: i64) -> Result<(i64, i64)> {
         let s = t - t.rem_euclid(60_000);
         Ok((s, s + 60_000))
