@@ -975,9 +975,7 @@ mod tests {
         ) {
             same_as_reference(&data, n);
         }
-    }
 
-    proptest::proptest! {
         /// The bound read from a header holds for every value decoded after it, and is found
         /// for small walks stored as plain Rice codes, like devops metrics.
         #[test]
