@@ -102,12 +102,32 @@ pub(crate) struct BinGroups {
 const MAX_NUMBERED: usize = 1 << 18;
 
 /// Adds a run's values to a pending integer sum (see [`BinGroups::add_run`]): an exact
-/// 128-bit total, the row count, whether an int64 was among them.
+/// 128-bit total, the row count, whether an int64 was among them. `NARROW`: the run is known
+/// to sum within an i64, and is added in 64 bits, about a third of the work of 128.
 #[inline(always)]
-fn pend(p: &mut (i128, u64, bool), run: &[i64], wide: bool) {
-    p.0 += run.iter().map(|&x| i128::from(x)).sum::<i128>();
+fn pend<const NARROW: bool>(p: &mut (i128, u64, bool), run: &[i64], wide: bool) {
+    p.0 += match NARROW {
+        true => i128::from(run.iter().fold(0i64, |a, &x| a.wrapping_add(x))),
+        false => run.iter().map(|&x| i128::from(x)).sum::<i128>(),
+    };
     p.1 += run.len() as u64;
     p.2 |= wide;
+}
+
+/// [`pend`] of each run of `per_bin` values in `vals` to the group in `groups` at its place.
+#[inline(always)]
+fn pend_runs<const NARROW: bool>(
+    pending: &mut [(i128, u64, bool)],
+    vals: &[i64],
+    per_bin: usize,
+    groups: &[u32],
+    wide: bool,
+) {
+    for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
+        if let Some(p) = pending.get_mut(g as usize) {
+            pend::<NARROW>(p, run, wide);
+        }
+    }
 }
 
 impl Default for BinGroups {
@@ -200,7 +220,7 @@ impl BinGroups {
             self.pending.resize(g + 1, (0, 0, false));
         }
         if let Some(p) = self.pending.get_mut(g) {
-            pend(p, run, wide);
+            pend::<false>(p, run, wide);
         }
     }
 
@@ -234,22 +254,10 @@ impl BinGroups {
             self.pending.resize(top as usize + 1, (0, 0, false));
         }
         // A run of values under the bound sums within an i64 when `per_bin` times the bound
-        // does: then each run is added in 64 bits, about a third of the work of 128.
-        let narrow = bound.is_some_and(|b| u128::from(b) * per_bin as u128 <= i64::MAX as u128);
-        if narrow {
-            for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
-                if let Some(p) = self.pending.get_mut(g as usize) {
-                    p.0 += i128::from(run.iter().fold(0i64, |a, &x| a.wrapping_add(x)));
-                    p.1 += run.len() as u64;
-                    p.2 |= wide;
-                }
-            }
-        } else {
-            for (run, &g) in vals.chunks_exact(per_bin).zip(groups) {
-                if let Some(p) = self.pending.get_mut(g as usize) {
-                    pend(p, run, wide);
-                }
-            }
+        // does.
+        match bound.is_some_and(|b| u128::from(b) * per_bin as u128 <= i64::MAX as u128) {
+            true => pend_runs::<true>(&mut self.pending, vals, per_bin, groups, wide),
+            false => pend_runs::<false>(&mut self.pending, vals, per_bin, groups, wide),
         }
         true
     }

@@ -679,21 +679,16 @@ impl FastGroup {
         let time_at = slots.iter().position(|&s| s == time_col);
         let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
         let mut progression = None;
+        // Each column with its bound (see `LaneCol`).
         let mut cols = Vec::with_capacity(loaded.len());
-        let mut bounds = Vec::with_capacity(loaded.len());
         for (k, c) in loaded.into_iter().enumerate() {
-            let c = c.unwrap_or(LaneCol::Col(Col::Missing, None));
-            bounds.push(match c {
-                LaneCol::Col(_, b) => b,
-                LaneCol::Steps(..) => None,
-            });
-            cols.push(match c {
-                LaneCol::Col(c, _) => c,
+            cols.push(match c.unwrap_or(LaneCol::Col(Col::Missing, None)) {
+                LaneCol::Col(c, bound) => (c, bound),
                 LaneCol::Steps(first, step) => {
                     if Some(k) == time_at {
                         progression = Times::progression(first, step, n);
                     }
-                    match Some(k) == time_at && progression.is_some() && !times_read {
+                    let col = match Some(k) == time_at && progression.is_some() && !times_read {
                         true => Col::Missing,
                         // What `Col::decode` gives for the same bytes.
                         false => Col::Date(Slots::Dense(
@@ -701,12 +696,13 @@ impl FastGroup {
                                 .map(|i| first.wrapping_add(step.wrapping_mul(i)))
                                 .collect(),
                         )),
-                    }
+                    };
+                    (col, None)
                 }
             });
         }
-        let at = |c: usize| slots.iter().position(|&s| s == c);
-        let col = |c: usize| at(c).and_then(|k| cols.get(k));
+        let at = |c: usize| slots.iter().position(|&s| s == c).and_then(|k| cols.get(k));
+        let col = |c: usize| at(c).map(|(col, _)| col);
         let times = match (progression, col(time_col)) {
             (Some(p), _) => p,
             (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == n => Times::Values(ts),
@@ -719,7 +715,7 @@ impl FastGroup {
                 Arg::Column(c) => Input::bounded(
                     a.op,
                     col(*c).map_or(Values::Missing, Col::values),
-                    at(*c).and_then(|k| bounds.get(k).copied().flatten()),
+                    at(*c).and_then(|&(_, bound)| bound),
                 ),
                 Arg::Meta(_) => return Ok(false),
             });
@@ -740,7 +736,7 @@ impl FastGroup {
             Ok(g.unwrap_or(0))
         })?;
         drop(inputs);
-        cols.into_iter().for_each(Col::recycle);
+        cols.into_iter().for_each(|(c, _)| c.recycle());
         Ok(true)
     }
 
