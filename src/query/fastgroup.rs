@@ -862,10 +862,16 @@ impl FastGroup {
     fn visitor(&self) -> Visitor<'_> {
         let (table, tally) = self.empty_part();
         let lane_consts = self.lane_consts();
+        let mut cache = KeyCache::default();
+        if let ([leaf], true) = (self.leaves.as_slice(), self.reads_meta) {
+            if let Some((width, origin)) = leaf.fixed_bins() {
+                cache.number_bins(width, origin);
+            }
+        }
         Visitor {
             table,
             tally,
-            cache: KeyCache::default(),
+            cache,
             // The fields whose statistics a bucket may be judged or answered from, and their
             // bounds and sums per segment, gathered in one pass over each segment's directory.
             bounds: SegmentBounds::new(

@@ -52,6 +52,80 @@ fn recent_slot(part: u32, s: &Starts) -> usize {
     (h >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
 }
 
+/// Most slots of [`KeyCache::numbered`] over all parts (16 MiB).
+const NUMBERED_ROOM: usize = 1 << 22;
+
+/// Parts numbered in [`KeyCache::numbered`]; parts after them keep their bins in the map.
+const NUMBERED_PARTS: usize = 1 << 18;
+
+/// A part's groups by bin number, from bin `from`; `u32::MAX` where the bin has no group here.
+#[derive(Default)]
+struct PartBins {
+    from: i64,
+    groups: Vec<u32>,
+    /// Groups held.
+    held: usize,
+}
+
+impl PartBins {
+    fn get(&self, n: i64) -> Option<u32> {
+        let at = n.wrapping_sub(self.from) as u64;
+        let g = *self.groups.get(usize::try_from(at).ok()?)?;
+        (g != u32::MAX).then_some(g)
+    }
+
+    /// Holds group `g` for bin `n`, growing the slots (and taking them from `room`) when the
+    /// part would stay dense enough: a part whose few bins lie far apart keeps them in the
+    /// hash map instead. False when `n` is not held.
+    fn set(&mut self, n: i64, g: u32, room: &mut usize) -> bool {
+        if self.groups.is_empty() {
+            self.from = n;
+        }
+        let len = self.groups.len() as i128;
+        let (from, n128) = (i128::from(self.from), i128::from(n));
+        let lo = from.min(n128);
+        let hi = (from + len).max(n128 + 1);
+        let grow = hi - lo - len;
+        if grow > 0 {
+            let limit = 1024 + 16 * (self.held as i128 + 1);
+            if hi - lo > limit || grow > *room as i128 {
+                return false;
+            }
+            if n128 < from {
+                // Room on the left for the bins before this one too: buckets of a series
+                // read newest first step down one bin at a time.
+                let slack = (len / 2)
+                    .min(limit - (hi - lo))
+                    .min(*room as i128 - grow)
+                    .max(0);
+                let Ok(new_from) = i64::try_from(lo - slack) else {
+                    return false;
+                };
+                let added = (from - i128::from(new_from)) as usize;
+                let mut groups = vec![u32::MAX; added];
+                groups.extend_from_slice(&self.groups);
+                self.groups = groups;
+                self.from = new_from;
+                *room -= added;
+            } else {
+                self.groups.resize((hi - from) as usize, u32::MAX);
+                *room -= grow as usize;
+            }
+        }
+        let at = (n128 - i128::from(self.from)) as usize;
+        match self.groups.get_mut(at) {
+            Some(slot) => {
+                if *slot == u32::MAX {
+                    self.held += 1;
+                }
+                *slot = g;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// What a part knows of its keys: the encoding with the times zeroed, where the times go, and
 /// the `_id` value of one of its keys (whose times are replaced for another).
 struct Template {
@@ -79,6 +153,15 @@ pub struct KeyCache {
     /// look up one group per time bin, and the few bins a query touches at a time stay in
     /// it, where a probe of `bins` was a branchy search of a table of every group.
     recent: Vec<Recent>,
+    /// Groups by part and bin number, when the key has one time leaf whose bins have one
+    /// width (see [`KeyCache::number_bins`]): in front of `bins`, and in its place while
+    /// room lasts. The groups of one part over consecutive bins lie side by side, where
+    /// `bins` scattered them over a table of every group that did not fit in a cache.
+    numbered: Vec<PartBins>,
+    /// `(width, origin)` of the bins numbered in `numbered`.
+    numbering: Option<(i64, i64)>,
+    /// Slots `numbered` may still add.
+    numbered_room: usize,
     /// Meta projections by source (see [`KeyCache::projected`]).
     projections: foldhash::HashMap<usize, Arc<MetaProjection>>,
     /// Parts handed out so far (part 0 is the key that does not read meta).
@@ -207,8 +290,36 @@ impl KeyCache {
         }
     }
 
+    /// Numbers the bins of a key of one time leaf: bins `[origin + k * width, origin + (k +
+    /// 1) * width)` are remembered by part and `k`.
+    pub fn number_bins(&mut self, width: i64, origin: i64) {
+        if width > 0 {
+            self.numbering = Some((width, origin));
+            self.numbered_room = NUMBERED_ROOM;
+        }
+    }
+
+    /// The number of the bin starting at `starts`, when bins are numbered and it is one.
+    #[inline]
+    fn bin_number(&self, starts: &[i64]) -> Option<i64> {
+        let ((width, origin), &[s]) = (self.numbering?, starts) else {
+            return None;
+        };
+        let off = s.checked_sub(origin)?;
+        (off % width == 0).then_some(off / width)
+    }
+
     /// The group remembered for `part` and bin starts `starts`.
     pub fn get(&mut self, part: u32, starts: &[i64]) -> Option<u32> {
+        if let Some(n) = self.bin_number(starts) {
+            let held = self.numbered.get(part as usize).and_then(|p| p.get(n));
+            return match held {
+                Some(g) => Some(g),
+                // Bins that did not fit are in the map.
+                None if self.bins.is_empty() => None,
+                None => starts_key(starts).and_then(|k| self.bins.get(&(part, k)).copied()),
+            };
+        }
         let k = starts_key(starts)?;
         let slot = recent_slot(part, &k);
         if let Some(r) = self.recent.get(slot) {
@@ -223,6 +334,21 @@ impl KeyCache {
 
     /// Remembers group `g` for `part` and `starts`.
     pub fn put(&mut self, part: u32, starts: &[i64], g: u32) {
+        if let Some(n) = self.bin_number(starts) {
+            let p = part as usize;
+            if self.numbered.len() <= p && p < NUMBERED_PARTS {
+                self.numbered.resize_with(p + 1, PartBins::default);
+            }
+            if let Some(bins) = self.numbered.get_mut(p) {
+                if bins.set(n, g, &mut self.numbered_room) {
+                    return;
+                }
+            }
+            if let Some(k) = starts_key(starts) {
+                self.bins.insert((part, k), g);
+            }
+            return;
+        }
         if let Some(k) = starts_key(starts) {
             self.bins.insert((part, k), g);
             self.keep_recent(recent_slot(part, &k), part, k, g);
@@ -376,6 +502,71 @@ mod tests {
         assert_eq!(c.get(2, &[7, 8]), Some(9));
         assert_eq!(c.get(2, &[8, 7]), None);
         assert_eq!(c.get(2, &[7, 8, 9]), None, "three bins are never cached");
+    }
+
+    #[test]
+    fn numbered_bins_find_every_group_in_any_order_and_at_any_distance() {
+        let (width, origin) = (60_000, 7);
+        let mut c = KeyCache::default();
+        c.number_bins(width, origin);
+        let start = |n: i64| origin + n * width;
+        // Parts visited newest bin first, oldest first, and in a scatter; a part whose two
+        // bins lie far apart, which stays in the map; starts that are no bin's start.
+        let mut want = Vec::new();
+        let mut put = |c: &mut KeyCache, part: u32, starts: &[i64]| {
+            let g = want.len() as u32;
+            c.put(part, starts, g);
+            want.push((part, starts.to_vec(), g));
+        };
+        for n in (0..3000).rev() {
+            put(&mut c, 1, &[start(n)]);
+        }
+        for n in 0..3000 {
+            put(&mut c, 2, &[start(n - 1500)]);
+        }
+        for n in [5, -3, 400, 17, -900, 2] {
+            put(&mut c, 3, &[start(n)]);
+        }
+        put(&mut c, 4, &[start(0)]);
+        put(&mut c, 4, &[start(100_000)]);
+        put(&mut c, 8, &[start(0)]);
+        put(&mut c, 8, &[start(1 << 40)]);
+        put(&mut c, 5, &[start(3) + 1]);
+        put(&mut c, 5, &[start(3), start(4)]);
+        put(&mut c, 1 << 20, &[start(9)]);
+        // Bins past the end of time are still numbered.
+        put(&mut c, 6, &[origin + (i64::MAX - origin) / width * width]);
+        // A part with few bins far apart keeps them in the map, not in 100,000 slots.
+        assert!(c.bins.contains_key(&(4, [start(100_000), 0])));
+        assert!(c.bins.contains_key(&(8, [start(1 << 40), 0])));
+        for (part, starts, g) in &want {
+            assert_eq!(c.get(*part, starts), Some(*g), "{part} {starts:?}");
+        }
+        for (part, starts) in [
+            (1, start(3000)),
+            (2, start(-1501)),
+            (3, start(6)),
+            (4, start(1)),
+        ] {
+            assert_eq!(c.get(part, &[starts]), None);
+        }
+        assert_eq!(c.get(7, &[start(0)]), None);
+        assert_eq!(c.get(5, &[start(3)]), None);
+    }
+
+    #[test]
+    fn numbered_bins_stop_growing_when_room_runs_out() {
+        let mut c = KeyCache::default();
+        c.number_bins(1, 0);
+        c.numbered_room = 100;
+        for n in 0..500 {
+            c.put(1, &[n], n as u32);
+        }
+        assert_eq!(c.numbered_room, 0);
+        assert_eq!(c.bins.len(), 400, "the bins past the room are in the map");
+        for n in 0..500 {
+            assert_eq!(c.get(1, &[n]), Some(n as u32));
+        }
     }
 
     #[test]
