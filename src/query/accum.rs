@@ -217,6 +217,19 @@ impl Sum {
     }
 }
 
+/// A value an accumulator holds, boxed: a `Bson` in place would make every state, a sum's
+/// too, three times the 64 bytes of a cache line, and a query with many groups reads and
+/// writes each group's states once per bucket.
+type Held = Option<Box<Bson>>;
+
+/// Makes `cur` hold `v`, in its box when it has one.
+fn hold(cur: &mut Held, v: Bson) {
+    match cur {
+        Some(b) => **b = v,
+        None => *cur = Some(Box::new(v)),
+    }
+}
+
 /// The state of one accumulator in one group.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Acc {
@@ -225,20 +238,20 @@ pub enum Acc {
     /// `$avg`: the total and the count of numbers.
     Avg(Sum, u64),
     /// `$min`
-    Min(Option<Bson>),
+    Min(Held),
     /// `$max`
-    Max(Option<Bson>),
+    Max(Held),
     /// `$first`: `None` until a document was seen.
-    First(Option<Bson>),
+    First(Held),
     /// `$last`
-    Last(Option<Bson>),
+    Last(Held),
     /// `$first`/`$last` after a `$sort` on the time field: the value of the best row by
     /// (time, stream position), so that rows need not be sorted.
     Pick {
         /// (time, position) of the row kept.
         best: Option<(i64, u64)>,
-        /// Its value.
-        value: Bson,
+        /// Its value (`None`: null).
+        value: Held,
         /// Latest time wins (else earliest).
         max_time: bool,
         /// Among equal times the later stream position wins (else the earlier).
@@ -294,7 +307,7 @@ impl Acc {
     pub fn new_pick(max_time: bool, late: bool) -> Acc {
         Acc::Pick {
             best: None,
-            value: Bson::Null,
+            value: None,
             max_time,
             late,
         }
@@ -327,10 +340,10 @@ impl Acc {
             Acc::Max(cur) => fold(cur, v, Ordering::Greater),
             Acc::First(cur) => {
                 if cur.is_none() {
-                    *cur = Some(v.cloned().unwrap_or(Bson::Null));
+                    hold(cur, v.cloned().unwrap_or(Bson::Null));
                 }
             }
-            Acc::Last(cur) => *cur = Some(v.cloned().unwrap_or(Bson::Null)),
+            Acc::Last(cur) => hold(cur, v.cloned().unwrap_or(Bson::Null)),
             // Picks need a time and position: see `pick`.
             Acc::Pick { .. } => {}
         }
@@ -348,7 +361,7 @@ impl Acc {
         {
             if pick_beats((time, pos), *best, *max_time, *late) {
                 *best = Some((time, pos));
-                *kept = value().unwrap_or(Bson::Null);
+                hold(kept, value().unwrap_or(Bson::Null));
             }
         }
     }
@@ -440,10 +453,10 @@ impl Acc {
         match self {
             Acc::First(cur) => {
                 if cur.is_none() {
-                    *cur = Some(vals.get(first).unwrap_or(Bson::Null));
+                    hold(cur, vals.get(first).unwrap_or(Bson::Null));
                 }
             }
-            Acc::Last(cur) => *cur = Some(vals.get(last).unwrap_or(Bson::Null)),
+            Acc::Last(cur) => hold(cur, vals.get(last).unwrap_or(Bson::Null)),
             Acc::Pick { .. } => {}
             _ => return false,
         }
@@ -559,8 +572,8 @@ impl Acc {
                 s.merge(&o);
                 *c += oc;
             }
-            (Acc::Min(cur), Acc::Min(o)) => fold(cur, o.as_ref(), Ordering::Less),
-            (Acc::Max(cur), Acc::Max(o)) => fold(cur, o.as_ref(), Ordering::Greater),
+            (Acc::Min(cur), Acc::Min(o)) => fold(cur, o.as_deref(), Ordering::Less),
+            (Acc::Max(cur), Acc::Max(o)) => fold(cur, o.as_deref(), Ordering::Greater),
             (Acc::First(cur @ None), Acc::First(o)) => *cur = o,
             (Acc::Last(cur), Acc::Last(o @ Some(_))) => *cur = o,
             (
@@ -611,10 +624,11 @@ impl Acc {
                     Bson::Double(s.total_f64() / *c as f64)
                 }
             }
-            Acc::Min(v) | Acc::Max(v) | Acc::First(v) | Acc::Last(v) => {
-                v.clone().unwrap_or(Bson::Null)
-            }
-            Acc::Pick { value, .. } => value.clone(),
+            Acc::Min(v)
+            | Acc::Max(v)
+            | Acc::First(v)
+            | Acc::Last(v)
+            | Acc::Pick { value: v, .. } => v.as_deref().cloned().unwrap_or(Bson::Null),
         })
     }
 }
@@ -657,14 +671,14 @@ fn add_n(s: &mut Sum, v: &Bson, n: u64) -> bool {
     }
 }
 
-fn fold(cur: &mut Option<Bson>, v: Option<&Bson>, want: Ordering) {
+fn fold(cur: &mut Held, v: Option<&Bson>, want: Ordering) {
     let Some(v) = v else { return };
     if nullish(v) {
         return;
     }
     match cur {
         Some(c) if cmp_bson(v, c) != want => {}
-        _ => *cur = Some(v.clone()),
+        _ => hold(cur, v.clone()),
     }
 }
 
@@ -677,6 +691,26 @@ mod tests {
         fn exact_sums_are_the_i128_sums(v in proptest::collection::vec(proptest::num::i64::ANY, 0..300)) {
             proptest::prop_assert_eq!(exact_sum(&v), v.iter().map(|&x| i128::from(x)).sum::<i128>());
         }
+    }
+
+    #[test]
+    fn a_state_fits_a_cache_line_and_holds_values_boxed() {
+        assert!(std::mem::size_of::<Acc>() <= 64);
+        let mut max = Acc::new(AccOp::Max);
+        for v in [3, 9, 4] {
+            max.feed(Some(&Bson::Int32(v)));
+        }
+        let mut last = Acc::new(AccOp::Last);
+        last.feed(Some(&Bson::String("a".into())));
+        last.feed(None);
+        let mut pick = Acc::new_pick(true, true);
+        assert_eq!(pick.value().unwrap(), Bson::Null);
+        pick.pick(5, 0, || Some(Bson::Int64(7)));
+        pick.pick(4, 1, || Some(Bson::Int64(8)));
+        assert_eq!(
+            [max, last, pick].map(|a| a.value().unwrap()),
+            [Bson::Int32(9), Bson::Null, Bson::Int64(7)]
+        );
     }
 
     #[test]
