@@ -197,6 +197,32 @@ fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
     (out.len() == live).then_some(out)
 }
 
+/// Hits and misses of the verdicts shared across segments by projected meta value in
+/// [`select_in`]. They pay when values repeat across segments (devops: a host's buckets lie
+/// in every segment), but seed 004's one-off values never repeat, and probing and growing a
+/// table of them took half its planning: once they have mostly missed, they are left alone.
+#[derive(Default)]
+struct Memo {
+    hits: u64,
+    misses: u64,
+}
+
+/// Lookups before [`Memo`] judges its hit rate.
+const MEMO_TRIAL: u64 = 4096;
+
+impl Memo {
+    fn worth_it(&self) -> bool {
+        self.misses < MEMO_TRIAL || self.hits >= self.misses / 4
+    }
+
+    fn count(&mut self, hit: bool) {
+        match hit {
+            true => self.hits += 1,
+            false => self.misses += 1,
+        }
+    }
+}
+
 /// [`select`] returning flushed buckets in `order`.
 pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Explain) {
     let mut ex = Explain {
@@ -279,6 +305,7 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Exp
         // Keys in one arena: in seed 004, most of tens of thousands of values are one-offs.
         let mut values = KeySet::default();
         let mut by_value: Vec<[Option<Verdict>; 2]> = Vec::new();
+        let mut memo = Memo::default();
         let meta_fields = plan.meta_fields();
         // The bounds of the fields the other conjuncts read, gathered per segment (see
         // `FieldBounds`): in the same order as `stat_fields`.
@@ -336,9 +363,12 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Exp
                     return *v;
                 }
                 let varies = usize::from(s.meta_varies());
-                let key = proj.key(id);
+                let key = proj.key(id).filter(|_| memo.worth_it());
                 let found = key.map(|b| values.find(b));
                 let known = found.and_then(|(_, k)| by_value.get(k? as usize)?[varies]);
+                if found.is_some() {
+                    memo.count(known.is_some());
+                }
                 let v = known.unwrap_or_else(|| match proj.value(id) {
                     Some(cut) => plan.meta_verdict(&stats.with_meta(cut)),
                     None => plan.meta_verdict(&stats),
