@@ -60,33 +60,57 @@ pub struct GroupTable {
     buf: Vec<u8>,
 }
 
-/// Group states kept for the next table (see [`spare_states`]).
-static SPARE_STATES: parking_lot::Mutex<Vec<Vec<Acc>>> = parking_lot::Mutex::new(Vec::new());
-/// Larger state vectors are not kept (bytes).
-const KEPT_STATE_BYTES: usize = 32 << 20;
-/// State vectors kept: the last query's table and one more (a merged partial table).
-const KEPT_STATES: usize = 2;
-
-/// An empty state vector, with the room of a dropped table's when one is spare: a query with
-/// tens of thousands of groups grew its states by doubling into fresh memory, and the page
-/// faults and copies were a tenth of its time.
-fn spare_states() -> Vec<Acc> {
-    let mut spare = SPARE_STATES.lock();
-    let roomiest = (0..spare.len()).max_by_key(|&i| spare.get(i).map_or(0, Vec::capacity));
-    roomiest.map(|i| spare.swap_remove(i)).unwrap_or_default()
+/// Values kept for the next table: its group states and key set with the room of a dropped
+/// table's. A query with tens of thousands of groups grew them by doubling into fresh memory,
+/// and the page faults, reallocations and copies were a tenth of its time.
+struct Spares<T> {
+    kept: parking_lot::Mutex<Vec<T>>,
 }
+
+/// Larger values are not kept (bytes).
+const KEPT_BYTES: usize = 32 << 20;
+/// Values kept: the last query's table and one more (a merged partial table).
+const KEPT: usize = 2;
+
+impl<T> Spares<T> {
+    const fn new() -> Self {
+        Spares {
+            kept: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The roomiest kept value (by `room`), if any.
+    fn take(&self, room: impl Fn(&T) -> usize) -> Option<T> {
+        let mut kept = self.kept.lock();
+        let roomiest = (0..kept.len()).max_by_key(|&i| kept.get(i).map_or(0, &room));
+        roomiest.map(|i| kept.swap_remove(i))
+    }
+
+    /// Keeps `v`, emptied, whose room is `bytes`, unless it is too large or enough are kept.
+    fn give(&self, v: T, bytes: usize) {
+        if bytes == 0 || bytes > KEPT_BYTES {
+            return;
+        }
+        let mut kept = self.kept.lock();
+        if kept.len() < KEPT {
+            kept.push(v);
+        }
+    }
+}
+
+static SPARE_STATES: Spares<Vec<Acc>> = Spares::new();
+static SPARE_KEYS: Spares<KeySet> = Spares::new();
 
 impl Drop for GroupTable {
     fn drop(&mut self) {
         let mut accs = std::mem::take(&mut self.accs);
-        if accs.capacity() == 0 || accs.capacity() * std::mem::size_of::<Acc>() > KEPT_STATE_BYTES {
-            return;
-        }
         accs.clear();
-        let mut spare = SPARE_STATES.lock();
-        if spare.len() < KEPT_STATES {
-            spare.push(accs);
-        }
+        let bytes = accs.capacity() * std::mem::size_of::<Acc>();
+        SPARE_STATES.give(accs, bytes);
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        let bytes = keys.room();
+        SPARE_KEYS.give(keys, bytes);
     }
 }
 
@@ -94,10 +118,10 @@ impl GroupTable {
     /// An empty table whose groups start with `fresh` states for the output fields `names`.
     pub fn new(names: Vec<String>, fresh: Vec<Acc>) -> GroupTable {
         GroupTable {
-            keys: KeySet::default(),
+            keys: SPARE_KEYS.take(KeySet::room).unwrap_or_default(),
             ids: Vec::new(),
             built: Vec::new(),
-            accs: spare_states(),
+            accs: SPARE_STATES.take(Vec::capacity).unwrap_or_default(),
             fresh,
             names,
             buf: Vec::new(),
@@ -343,6 +367,8 @@ impl GroupTable {
                 }
             }
         }
+        // Back in `later`, which gives its room to the spares when dropped.
+        later.keys = later_keys;
     }
 
     /// `later`'s `_id` `id`, for this table: a built one moves, a template is marked with its
@@ -680,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn a_table_on_a_dropped_tables_states_starts_empty() {
+    fn a_table_on_a_dropped_tables_room_starts_empty() {
         let spec = sum_by_k(Expr::Path("x".into()));
         let fill = |keys: std::ops::Range<i32>| {
             let mut t = GroupTable::for_spec(&spec);

@@ -66,6 +66,22 @@ impl KeySet {
         self.bytes.reserve(bytes);
     }
 
+    /// Removes every key, keeping the room.
+    pub fn clear(&mut self) {
+        self.heads.clear();
+        self.next.clear();
+        self.spans.clear();
+        self.bytes.clear();
+    }
+
+    /// Bytes of room held.
+    pub fn room(&self) -> usize {
+        self.heads.capacity() * std::mem::size_of::<(u64, u32)>()
+            + self.next.capacity() * std::mem::size_of::<u32>()
+            + self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
+            + self.bytes.capacity()
+    }
+
     /// The keys in order of their numbers.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.len() as u32).filter_map(|k| self.get(k))
@@ -106,6 +122,20 @@ mod tests {
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), want.iter().map(Vec::as_slice).collect::<Vec<_>>());
             prop_assert_eq!(set.find(b"absent, longer than any").1, None);
         }
+    }
+
+    #[test]
+    fn a_cleared_set_keeps_its_room_and_numbers_from_zero() {
+        let mut set = KeySet::default();
+        for k in 0..1000u32 {
+            intern(&mut set, &k.to_le_bytes());
+        }
+        let room = set.room();
+        set.clear();
+        assert_eq!((set.len(), set.room()), (0, room));
+        assert_eq!(set.find(&7u32.to_le_bytes()).1, None);
+        assert_eq!(intern(&mut set, b"x"), 0);
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![b"x".as_slice()]);
     }
 
     #[test]
