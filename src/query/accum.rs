@@ -217,16 +217,75 @@ impl Sum {
     }
 }
 
-/// A value an accumulator holds, boxed: a `Bson` in place would make every state, a sum's
-/// too, three times the 64 bytes of a cache line, and a query with many groups reads and
-/// writes each group's states once per bucket.
-type Held = Option<Box<Bson>>;
+/// A value an accumulator holds: numbers, dates and the like in place, anything else boxed.
+/// A `Bson` in place would make every state, a sum's too, three times the 64 bytes of a cache
+/// line, and a query with many groups reads and writes each group's states once per bucket;
+/// boxing every value cost an allocation per group and field for `$last` of scalars.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Held {
+    /// Nothing held yet.
+    #[default]
+    Nothing,
+    /// `null`
+    Null,
+    /// An int32.
+    Int32(i32),
+    /// An int64.
+    Int64(i64),
+    /// A double.
+    Double(f64),
+    /// A date, in epoch milliseconds.
+    Date(i64),
+    /// A boolean.
+    Bool(bool),
+    /// Any other value.
+    Other(Box<Bson>),
+}
 
-/// Makes `cur` hold `v`, in its box when it has one.
-fn hold(cur: &mut Held, v: Bson) {
-    match cur {
-        Some(b) => **b = v,
-        None => *cur = Some(Box::new(v)),
+impl Held {
+    fn is_nothing(&self) -> bool {
+        matches!(self, Held::Nothing)
+    }
+
+    /// Holds `v`, in the box already held when it is boxed too.
+    fn set(&mut self, v: Bson) {
+        *self = match v {
+            Bson::Null => Held::Null,
+            Bson::Int32(x) => Held::Int32(x),
+            Bson::Int64(x) => Held::Int64(x),
+            Bson::Double(x) => Held::Double(x),
+            Bson::DateTime(d) => Held::Date(d.timestamp_millis()),
+            Bson::Boolean(b) => Held::Bool(b),
+            v => match self {
+                Held::Other(b) => {
+                    **b = v;
+                    return;
+                }
+                _ => Held::Other(Box::new(v)),
+            },
+        }
+    }
+
+    /// The value held.
+    fn get(&self) -> Option<Bson> {
+        Some(match self {
+            Held::Nothing => return None,
+            Held::Null => Bson::Null,
+            Held::Int32(x) => Bson::Int32(*x),
+            Held::Int64(x) => Bson::Int64(*x),
+            Held::Double(x) => Bson::Double(*x),
+            Held::Date(x) => Bson::DateTime(DateTime::from_millis(*x)),
+            Held::Bool(b) => Bson::Boolean(*b),
+            Held::Other(b) => (**b).clone(),
+        })
+    }
+
+    /// `f` of the value held, without copying a boxed one.
+    fn with<R>(&self, f: impl FnOnce(Option<&Bson>) -> R) -> R {
+        match self {
+            Held::Other(b) => f(Some(b)),
+            h => f(h.get().as_ref()),
+        }
     }
 }
 
@@ -296,10 +355,10 @@ impl Acc {
         match op {
             AccOp::Sum => Acc::Sum(Sum::default()),
             AccOp::Avg => Acc::Avg(Sum::default(), 0),
-            AccOp::Min => Acc::Min(None),
-            AccOp::Max => Acc::Max(None),
-            AccOp::First => Acc::First(None),
-            AccOp::Last => Acc::Last(None),
+            AccOp::Min => Acc::Min(Held::Nothing),
+            AccOp::Max => Acc::Max(Held::Nothing),
+            AccOp::First => Acc::First(Held::Nothing),
+            AccOp::Last => Acc::Last(Held::Nothing),
         }
     }
 
@@ -307,7 +366,7 @@ impl Acc {
     pub fn new_pick(max_time: bool, late: bool) -> Acc {
         Acc::Pick {
             best: None,
-            value: None,
+            value: Held::Nothing,
             max_time,
             late,
         }
@@ -339,11 +398,11 @@ impl Acc {
             Acc::Min(cur) => fold(cur, v, Ordering::Less),
             Acc::Max(cur) => fold(cur, v, Ordering::Greater),
             Acc::First(cur) => {
-                if cur.is_none() {
-                    hold(cur, v.cloned().unwrap_or(Bson::Null));
+                if cur.is_nothing() {
+                    cur.set(v.cloned().unwrap_or(Bson::Null));
                 }
             }
-            Acc::Last(cur) => hold(cur, v.cloned().unwrap_or(Bson::Null)),
+            Acc::Last(cur) => cur.set(v.cloned().unwrap_or(Bson::Null)),
             // Picks need a time and position: see `pick`.
             Acc::Pick { .. } => {}
         }
@@ -361,7 +420,7 @@ impl Acc {
         {
             if pick_beats((time, pos), *best, *max_time, *late) {
                 *best = Some((time, pos));
-                hold(kept, value().unwrap_or(Bson::Null));
+                kept.set(value().unwrap_or(Bson::Null));
             }
         }
     }
@@ -452,11 +511,11 @@ impl Acc {
     fn feed_ends(&mut self, vals: &Values<'_>, first: usize, last: usize) -> bool {
         match self {
             Acc::First(cur) => {
-                if cur.is_none() {
-                    hold(cur, vals.get(first).unwrap_or(Bson::Null));
+                if cur.is_nothing() {
+                    cur.set(vals.get(first).unwrap_or(Bson::Null));
                 }
             }
-            Acc::Last(cur) => hold(cur, vals.get(last).unwrap_or(Bson::Null)),
+            Acc::Last(cur) => cur.set(vals.get(last).unwrap_or(Bson::Null)),
             Acc::Pick { .. } => {}
             _ => return false,
         }
@@ -572,10 +631,10 @@ impl Acc {
                 s.merge(&o);
                 *c += oc;
             }
-            (Acc::Min(cur), Acc::Min(o)) => fold(cur, o.as_deref(), Ordering::Less),
-            (Acc::Max(cur), Acc::Max(o)) => fold(cur, o.as_deref(), Ordering::Greater),
-            (Acc::First(cur @ None), Acc::First(o)) => *cur = o,
-            (Acc::Last(cur), Acc::Last(o @ Some(_))) => *cur = o,
+            (Acc::Min(cur), Acc::Min(o)) => o.with(|o| fold(cur, o, Ordering::Less)),
+            (Acc::Max(cur), Acc::Max(o)) => o.with(|o| fold(cur, o, Ordering::Greater)),
+            (Acc::First(cur @ Held::Nothing), Acc::First(o)) => *cur = o,
+            (Acc::Last(cur), Acc::Last(o)) if !o.is_nothing() => *cur = o,
             (
                 Acc::Pick {
                     best,
@@ -628,7 +687,7 @@ impl Acc {
             | Acc::Max(v)
             | Acc::First(v)
             | Acc::Last(v)
-            | Acc::Pick { value: v, .. } => v.as_deref().cloned().unwrap_or(Bson::Null),
+            | Acc::Pick { value: v, .. } => v.get().unwrap_or(Bson::Null),
         })
     }
 }
@@ -676,10 +735,10 @@ fn fold(cur: &mut Held, v: Option<&Bson>, want: Ordering) {
     if nullish(v) {
         return;
     }
-    match cur {
-        Some(c) if cmp_bson(v, c) != want => {}
-        _ => hold(cur, v.clone()),
+    if cur.with(|c| c.is_some_and(|c| cmp_bson(v, c) != want)) {
+        return;
     }
+    cur.set(v.clone());
 }
 
 #[cfg(test)]
@@ -694,8 +753,31 @@ mod tests {
     }
 
     #[test]
-    fn a_state_fits_a_cache_line_and_holds_values_boxed() {
+    fn held_values_come_back_as_they_went_in() {
+        let mut h = Held::default();
+        assert_eq!(h.get(), None);
+        for v in [
+            Bson::String("s".into()),
+            Bson::Null,
+            Bson::Int32(-3),
+            Bson::Int64(i64::MIN),
+            Bson::Double(-0.0),
+            Bson::DateTime(DateTime::from_millis(-62_135_596_800_001)),
+            Bson::Boolean(true),
+            Bson::Document(bson::doc! {"a": [1, "b"]}),
+            Bson::String("t".into()),
+            Bson::Decimal128(bson::Decimal128::from_bytes([7; 16])),
+        ] {
+            h.set(v.clone());
+            assert_eq!(h.get(), Some(v.clone()));
+            assert_eq!(h.with(|x| x.cloned()), Some(v));
+        }
+    }
+
+    #[test]
+    fn a_state_fits_a_cache_line_and_holds_any_value() {
         assert!(std::mem::size_of::<Acc>() <= 64);
+        assert!(std::mem::size_of::<Held>() <= 16);
         let mut max = Acc::new(AccOp::Max);
         for v in [3, 9, 4] {
             max.feed(Some(&Bson::Int32(v)));
