@@ -818,7 +818,7 @@ impl FastGroup {
         // The first table and its ranks; the key caches that build the `_id`s of each table's
         // templates, by the table's number in the merge.
         let mut out: Option<(GroupTable, Vec<u64>)> = None;
-        let mut caches = Vec::with_capacity(done.len());
+        let mut caches: Vec<KeyCache> = Vec::with_capacity(done.len());
         for v in done {
             let (t, tally, starts, cache) = self.finish(v);
             tally.apply(&mut ex);
@@ -829,14 +829,20 @@ impl FastGroup {
             let origin = u16::try_from(caches.len()).map_err(|_| {
                 crate::Error::BadValue("a $group ran on more than 65,535 threads".into())
             })?;
-            caches.push(cache);
             out = Some(match out {
                 None => (t, r),
                 Some((mut table, mut rank)) => {
-                    table.merge(&mut rank, t, &r, origin);
+                    // The first table's groups are found through its key cache, by part
+                    // and bins, where looking each key up in the table missed the cache.
+                    let mut parts = Vec::new();
+                    let mut first = caches.first_mut();
+                    table.merge_known(&mut rank, t, &r, origin, |part, starts| {
+                        first.as_mut()?.get_other(&cache, part, starts, &mut parts)
+                    });
                     (table, rank)
                 }
             });
+            caches.push(cache);
         }
         let (table, rank) = out.unwrap_or_else(|| (self.empty_part().0, Vec::new()));
         let (id, time_field) = (self.spec.id.clone(), self.time_field.clone());

@@ -327,9 +327,24 @@ impl GroupTable {
     pub fn merge(
         &mut self,
         rank: &mut Vec<u64>,
+        later: GroupTable,
+        later_rank: &[u64],
+        later_origin: u16,
+    ) {
+        self.merge_known(rank, later, later_rank, later_origin, |_, _| None);
+    }
+
+    /// [`GroupTable::merge`], where `known(part, starts)` may name this table's group of
+    /// `later`'s group with a key template `part` and bin starts `starts` (see
+    /// [`GroupTable::insert_key_template`]): found so, the group's key is not looked up.
+    /// `None` means not known (the key is looked up), never "no such group".
+    pub fn merge_known(
+        &mut self,
+        rank: &mut Vec<u64>,
         mut later: GroupTable,
         later_rank: &[u64],
         later_origin: u16,
+        mut known: impl FnMut(u32, &[i64]) -> Option<u32>,
     ) {
         let w = self.fresh.len();
         let mut states = std::mem::take(&mut later.accs).into_iter();
@@ -337,7 +352,22 @@ impl GroupTable {
         let later_group_ids = std::mem::take(&mut later.ids);
         for (k, (key, id)) in later_keys.iter().zip(later_group_ids).enumerate() {
             let r = later_rank.get(k).copied().unwrap_or(u64::MAX);
-            let (h, g) = self.lookup(key);
+            let found = match id {
+                GroupId::Template {
+                    origin: 0,
+                    n,
+                    part,
+                    starts,
+                } => starts
+                    .get(..usize::from(n))
+                    .and_then(|starts| known(part, starts))
+                    .filter(|&g| (g as usize) < self.ids.len()),
+                _ => None,
+            };
+            let (h, g) = match found {
+                Some(g) => (0, Some(g)),
+                None => self.lookup(key),
+            };
             let Some(g) = g else {
                 rank.push(r);
                 let id = self.adopt(&mut later, id, later_origin);

@@ -332,6 +332,37 @@ impl KeyCache {
         Some(g)
     }
 
+    /// The group this cache remembers for `other`'s part `part` and bin starts `starts`: the
+    /// part with the same key here, when there is one. `map` keeps, by `other`'s part, the
+    /// part here (`u32::MAX`: not looked up yet; `0`: none), so that each is looked up once.
+    pub fn get_other(
+        &mut self,
+        other: &KeyCache,
+        part: u32,
+        starts: &[i64],
+        map: &mut Vec<u32>,
+    ) -> Option<u32> {
+        let i = part as usize;
+        if map.len() <= i {
+            map.resize(i + 1, u32::MAX);
+        }
+        let here = match map.get(i).copied() {
+            Some(u32::MAX) => {
+                let key = i.checked_sub(1).and_then(|t| other.templates.get(t));
+                let p = key.and_then(|t| self.parts.get(&t.key).copied());
+                let p = p.unwrap_or(0);
+                if let Some(slot) = map.get_mut(i) {
+                    *slot = p;
+                }
+                p
+            }
+            p => p.unwrap_or(0),
+        };
+        // Part 0 (keys that read no meta) is the same in every cache, but has no template
+        // to compare.
+        (here != 0).then(|| self.get(here, starts)).flatten()
+    }
+
     /// Remembers group `g` for `part` and `starts`.
     pub fn put(&mut self, part: u32, starts: &[i64], g: u32) {
         if let Some(n) = self.bin_number(starts) {
@@ -552,6 +583,32 @@ mod tests {
         }
         assert_eq!(c.get(7, &[start(0)]), None);
         assert_eq!(c.get(5, &[start(3)]), None);
+    }
+
+    #[test]
+    fn another_cache_s_parts_are_matched_by_key() {
+        let e = Expr::parse(&Bson::Document(doc! {
+            "h": "$m.h",
+            "t": {"$dateTrunc": {"date": "$t", "unit": "minute"}},
+        }))
+        .unwrap();
+        let row = |h: &str| doc! {"m": {"h": h}, "t": DateTime::from_millis(0)};
+        let (mut a, mut b) = (KeyCache::default(), KeyCache::default());
+        let a_x = a.part(&e, &row("x"), "t", true).unwrap().unwrap();
+        let a_y = a.part(&e, &row("y"), "t", true).unwrap().unwrap();
+        // `b` numbers its parts in another order, and has one `a` lacks.
+        let b_z = b.part(&e, &row("z"), "t", true).unwrap().unwrap();
+        let b_y = b.part(&e, &row("y"), "t", true).unwrap().unwrap();
+        let b_x = b.part(&e, &row("x"), "t", true).unwrap().unwrap();
+        a.put(a_x, &[60_000], 4);
+        a.put(a_y, &[60_000], 5);
+        let mut map = Vec::new();
+        assert_eq!(a.get_other(&b, b_x, &[60_000], &mut map), Some(4));
+        assert_eq!(a.get_other(&b, b_y, &[60_000], &mut map), Some(5));
+        assert_eq!(a.get_other(&b, b_y, &[120_000], &mut map), None);
+        assert_eq!(a.get_other(&b, b_z, &[60_000], &mut map), None);
+        assert_eq!(a.get_other(&b, 0, &[60_000], &mut map), None);
+        assert_eq!(a.get_other(&b, 9, &[60_000], &mut map), None);
     }
 
     #[test]
