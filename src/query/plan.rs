@@ -107,7 +107,13 @@ impl<'a> Gathered<'a> {
 /// (see [`Segment::fields_bounds`]), for [`BucketStats::with_bounds`].
 pub(crate) struct SegmentBounds {
     fields: Vec<String>,
-    by_segment: foldhash::HashMap<usize, Vec<Arc<FieldBounds>>>,
+    /// The bounds of each segment visited, with its address.
+    by_segment: Vec<(usize, Vec<Arc<FieldBounds>>)>,
+    /// Places in `by_segment` by address.
+    places: foldhash::HashMap<usize, usize>,
+    /// The place of the segment visited last: buckets come in runs of one segment, and a
+    /// hash lookup per bucket was a tenth of planning a filter judged from bounds.
+    last: usize,
 }
 
 impl SegmentBounds {
@@ -115,25 +121,37 @@ impl SegmentBounds {
     pub(crate) fn new(fields: Vec<String>) -> SegmentBounds {
         SegmentBounds {
             fields,
-            by_segment: Default::default(),
+            by_segment: Vec::new(),
+            places: Default::default(),
+            last: 0,
         }
     }
 
     /// The gathered bounds of bucket `index` of `seg`; `None` when there are no fields.
+    #[inline]
     pub(crate) fn of(&mut self, seg: &Arc<Segment>, index: usize) -> Option<Gathered<'_>> {
         if self.fields.is_empty() {
             return None;
         }
-        let fields = &self.fields;
-        let bounds = self
+        let key = Arc::as_ptr(seg) as usize;
+        if self
             .by_segment
-            .entry(Arc::as_ptr(seg) as usize)
-            .or_insert_with(|| {
-                let refs: Vec<&str> = fields.iter().map(String::as_str).collect();
-                seg.fields_bounds(&refs)
-            });
+            .get(self.last)
+            .is_none_or(|(k, _)| *k != key)
+        {
+            self.last = match self.places.get(&key) {
+                Some(&at) => at,
+                None => {
+                    let refs: Vec<&str> = self.fields.iter().map(String::as_str).collect();
+                    self.by_segment.push((key, seg.fields_bounds(&refs)));
+                    self.places.insert(key, self.by_segment.len() - 1);
+                    self.by_segment.len() - 1
+                }
+            };
+        }
+        let (_, bounds) = self.by_segment.get(self.last)?;
         Some(Gathered {
-            fields,
+            fields: &self.fields,
             bounds,
             index,
         })
