@@ -300,14 +300,15 @@ impl Collection {
         columnar: bool,
     ) -> Result<(agg::Output, Explain)> {
         let p = Pipeline::parse(pipeline)?;
+        let threads = self.query_threads();
         let (plan, route, scans, ex) = self.with_state(|c| {
             let o = &c.entry.options;
             let plan = Plan::new(p.filter.clone(), o.get_time_field(), o.get_meta_field());
             let route = agg::Route::of(&plan, &p.stages, columnar);
-            let (scans, ex) = select_in(c, &plan, route.order());
+            let (scans, ex) = select_in(c, &plan, route.order(), threads);
             (plan, route, scans, ex)
         })?;
-        agg::execute(scans, ex, plan, &p.stages, route, self.query_threads())
+        agg::execute(scans, ex, plan, &p.stages, route, threads)
     }
 
     /// Raw buckets in MongoDB's bucket-collection schema, filtered by `filter` applied to the

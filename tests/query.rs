@@ -406,4 +406,43 @@ fn meta_verdicts_hold_when_meta_values_never_repeat() {
         assert_eq!(e.buckets_total, 10_500, "{f}");
         assert_eq!(counts(&e), (0, 10_500 - want, want, 0), "{f}");
     }
+    // A pipeline's planning judges stretches of thousands of buckets on threads of their own:
+    // the same buckets, in the same order, whatever the number of threads.
+    drop(c);
+    db.close().unwrap();
+    let f = doc! {"m.app": {"$ne": ""}, "m.k": {"$lt": 3}};
+    let filter = Filter::parse(&f).unwrap();
+    let kept: Vec<&Document> = docs.iter().filter(|d| filter.matches(d)).collect();
+    let pipeline = vec![
+        doc! {"$match": f},
+        doc! {"$group": {"_id": "$m.k", "n": {"$sum": 1}, "first": {"$first": "$v"}}},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    let want: Vec<Document> = (0..3)
+        .map(|k| {
+            let of_k: Vec<&&Document> = kept
+                .iter()
+                .filter(|d| d.get_document("m").unwrap().get_i64("k").unwrap() == k)
+                .collect();
+            doc! {"_id": k, "n": of_k.len() as i32, "first": of_k[0].get("v").unwrap().clone()}
+        })
+        .collect();
+    for threads in [1, 2, 3] {
+        let opts = tsbucket::DbOptions {
+            query_threads: threads,
+            ..tsbucket::DbOptions::default()
+        };
+        let db = Database::open_with(dir.path(), opts).unwrap();
+        let c = db.collection("one_offs").unwrap();
+        let got: Vec<Document> = c
+            .aggregate(pipeline.clone())
+            .unwrap()
+            .map(|d| d.unwrap())
+            .collect();
+        assert_eq!(got, want, "{threads} threads");
+        let e = c.explain_aggregate(pipeline.clone()).unwrap();
+        let n = kept.len() as u64;
+        assert_eq!(counts(&e), (0, 10_500 - n, n, 0), "{threads} threads");
+        db.close().unwrap();
+    }
 }

@@ -116,9 +116,59 @@ pub(crate) fn run_claimed<'a, S: Send, E: Send>(
     })
 }
 
+/// `f` of each of `parts`, in order, each part on a thread of its own (the first on this
+/// one).
+pub(crate) fn on_threads<P: Copy + Send, R: Send>(
+    parts: impl Iterator<Item = P>,
+    f: impl Fn(P) -> R + Sync,
+) -> Vec<R> {
+    let parts: Vec<P> = parts.collect();
+    let Some((&first, rest)) = parts.split_first() else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return vec![f(first)];
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = rest
+            .iter()
+            .map(|&p| {
+                std::thread::Builder::new()
+                    .spawn_scoped(s, move || f(p))
+                    .map_err(|_| p)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(parts.len());
+        out.push(f(first));
+        for h in handles {
+            out.push(match h {
+                // A worker that panicked is a bug here: let the panic through.
+                Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                // The system refused a thread: this one does its part.
+                Err(p) => f(p),
+            });
+        }
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_on_threads_comes_back_in_order() {
+        let items: Vec<u32> = (0..100).collect();
+        for n in 1..=5 {
+            let per = items.len().div_ceil(n);
+            let sums = on_threads(items.chunks(per), |c| (c[0], c.iter().sum::<u32>()));
+            assert_eq!(sums.len(), n);
+            assert!(sums.windows(2).all(|w| w[0].0 < w[1].0), "{n} parts in order");
+            assert_eq!(sums.iter().map(|s| s.1).sum::<u32>(), 4950);
+        }
+        assert!(on_threads(items[..0].chunks(1), |c: &[u32]| c.len()).is_empty());
+    }
 
     #[test]
     fn parts_are_consecutive_and_cover_everything() {

@@ -5,7 +5,7 @@ use super::columns::{self, Col};
 pub use super::cursor::Cursor;
 use super::filter::Filter;
 use super::keyset::KeySet;
-use super::parallel;
+use super::parallel::{self, on_threads};
 use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
@@ -156,7 +156,7 @@ fn mem_dense(b: &BucketData, name: &str) -> bool {
 /// start against the time bounds widened by the span), then judged by its statistics. Open
 /// buckets are copied, so the result is a consistent snapshot that later writes do not change.
 pub(crate) fn select(c: &CollState, plan: &Plan) -> (Scans, Explain) {
-    select_in(c, plan, Order::Id)
+    select_in(c, plan, Order::Id, 1)
 }
 
 /// The order in which [`select_in`] returns flushed buckets.
@@ -224,7 +224,12 @@ impl Memo {
 }
 
 /// [`select`] returning flushed buckets in `order`.
-pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Explain) {
+pub(crate) fn select_in(
+    c: &CollState,
+    plan: &Plan,
+    order: Order,
+    threads: usize,
+) -> (Scans, Explain) {
     let mut ex = Explain {
         time_bounds: (plan.time_lo != i64::MIN || plan.time_hi != i64::MAX)
             .then_some((plan.time_lo, plan.time_hi)),
@@ -273,126 +278,51 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Exp
     // Each segment once, numbered as it is first kept.
     let mut segments: Vec<Arc<Segment>> = Vec::new();
     let mut numbered: foldhash::HashMap<u64, u32> = Default::default();
-    let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
-        _ if walked.is_some() => Box::new(walked.iter().flatten()),
+    let mut last: Option<(u64, u32)> = None;
+    let locs: Vec<&BucketLoc> = match (&by_index, range) {
+        _ if walked.is_some() => walked.iter().flatten().collect(),
         (Some((name, found)), _) => {
             ex.index_used = Some(name.clone());
             ex.buckets_from_index = found.len() as u64;
             ex.buckets_pruned_by_index = total_seg - found.len() as u64;
-            Box::new(
-                found
-                    .iter()
-                    .filter(|(k, _)| in_range(k.0))
-                    .map(|(_, loc)| loc),
-            )
+            found
+                .iter()
+                .filter(|(k, _)| in_range(k.0))
+                .map(|(_, loc)| loc)
+                .collect()
         }
-        (None, Some((lo, hi))) => Box::new(
-            c.index
-                .range((lo, [0; 12])..=(hi, [0xFF; 12]))
-                .map(|(_, loc)| loc),
-        ),
-        (None, None) => Box::new(std::iter::empty()),
+        (None, Some((lo, hi))) => c
+            .index
+            .range((lo, [0; 12])..=(hi, [0xFF; 12]))
+            .map(|(_, loc)| loc)
+            .collect(),
+        (None, None) => Vec::new(),
     };
-    {
-        // The meta conjuncts' verdict per (segment, values of the fields they read, meta
-        // varies): a series has many buckets, and many series share the values of the fields a
-        // filter reads; judging each bucket's meta value again was most of the planning.
-        // Indexed by segment, then by projected meta value and whether the meta varies.
-        let mut by_meta: foldhash::HashMap<u64, (Arc<MetaProjection>, Vec<Option<Verdict>>)> =
-            Default::default();
-        // The same verdicts by projected value, across segments: a series has buckets in
-        // many segments, and devops segments hold one bucket per series each.
-        // Keys in one arena: in seed 004, most of tens of thousands of values are one-offs.
-        let mut values = KeySet::default();
-        let mut by_value: Vec<[Option<Verdict>; 2]> = Vec::new();
-        let mut memo = Memo::default();
-        let meta_fields = plan.meta_fields();
-        // The bounds of the fields the other conjuncts read, gathered per segment (see
-        // `FieldBounds`): in the same order as `stat_fields`.
-        let mut bounds = SegmentBounds::new(plan.stat_fields());
-        let everything = plan.takes_everything();
-        // Consecutive buckets mostly share a segment: look it up once per run of them.
-        let mut last: Option<(u64, &Arc<Segment>, u32)> = None;
-        for loc in locs {
-            seg_in_range += 1;
-            let (seg, number) = match last {
-                Some((id, seg, number)) if id == loc.segment => (seg, number),
+    seg_in_range += locs.len() as u64;
+    // Judged in stretches, one per thread, kept in order: the segments numbered as each is
+    // first kept.
+    let threads = parallel::workers(locs.len(), JUDGED_PER_WORKER, threads);
+    let per = locs.len().div_ceil(threads).max(1);
+    for judged in on_threads(locs.chunks(per), |part| judge_flushed(c, plan, part)) {
+        for (seg, index, verdict) in judged {
+            let number = match last {
+                Some((id, number)) if id == seg => number,
                 _ => {
-                    let Some(seg) = c.segments.get(&loc.segment) else {
+                    let Some(s) = c.segments.get(&seg) else {
                         continue;
                     };
-                    let number = *numbered.entry(loc.segment).or_insert_with(|| {
-                        segments.push(seg.clone());
+                    let number = *numbered.entry(seg).or_insert_with(|| {
+                        segments.push(s.clone());
                         segments.len() as u32 - 1
                     });
-                    last = Some((loc.segment, seg, number));
-                    (seg, number)
+                    last = Some((seg, number));
+                    number
                 }
             };
-            let Some(s) = seg.buckets().get(loc.index as usize) else {
-                continue;
-            };
-            if everything {
-                // Not even the bucket's summary is read: in `_id` order the summaries lie
-                // scattered over memory, and touching each was a cache miss per bucket.
-                keep(&mut ex, Place::Seg(number, loc.index), Verdict::All);
-                continue;
-            }
-            let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
-            let mut stats = BucketStats::of_segment(seg, loc.index as usize, s)
-                .with_time(s.time_range().0, s.time_range().1)
-                .with_dense(&dense);
-            if let Some(g) = bounds.of(seg, loc.index as usize) {
-                stats = stats.with_bounds(g);
-            }
-            let verdict = plan.verdict_with_meta(&stats, || {
-                let (proj, seen) = by_meta.entry(loc.segment).or_insert_with(|| {
-                    let proj = seg.meta_projection(meta_fields);
-                    // Growing the map value by value was a fifth of a devops query's
-                    // planning.
-                    values.reserve(proj.distinct() as usize, 0);
-                    by_value.reserve(proj.distinct() as usize);
-                    (proj, Vec::new())
-                });
-                let id = proj.id(s.meta_ref());
-                if id == u32::MAX {
-                    return plan.meta_verdict(&stats);
-                }
-                let k = id as usize * 2 + usize::from(s.meta_varies());
-                if let Some(Some(v)) = seen.get(k) {
-                    return *v;
-                }
-                let varies = usize::from(s.meta_varies());
-                let key = proj.key(id).filter(|_| memo.worth_it());
-                let found = key.map(|b| values.find(b));
-                let known = found.and_then(|(_, k)| by_value.get(k? as usize)?[varies]);
-                if found.is_some() {
-                    memo.count(known.is_some());
-                }
-                let v = known.unwrap_or_else(|| match proj.value(id) {
-                    Some(cut) => plan.meta_verdict(&stats.with_meta(cut)),
-                    None => plan.meta_verdict(&stats),
-                });
-                if let (None, Some(b), Some((h, k))) = (known, key, found) {
-                    let at = k.unwrap_or_else(|| values.insert_hashed(h, b)) as usize;
-                    if by_value.len() <= at {
-                        by_value.resize(at + 1, [None; 2]);
-                    }
-                    if let Some(slot) = by_value.get_mut(at) {
-                        slot[varies] = Some(v);
-                    }
-                }
-                if seen.len() <= k {
-                    seen.resize(k + 1, None);
-                }
-                if let Some(slot) = seen.get_mut(k) {
-                    *slot = Some(v);
-                }
-                v
-            });
-            keep(&mut ex, Place::Seg(number, loc.index), verdict);
+            keep(&mut ex, Place::Seg(number, index), verdict);
         }
     }
+
     ex.buckets_pruned_by_id = total_seg - ex.buckets_pruned_by_index - seg_in_range;
     let time_field = plan.time_field();
     let frozen = c.flushing.iter().chain(c.catalog.closed().iter());
@@ -435,6 +365,109 @@ pub(crate) fn select_in(c: &CollState, plan: &Plan, order: Order) -> (Scans, Exp
     ex.buckets_examined = ex.buckets_taken_whole + ex.buckets_unpacked;
     out.segments = segments;
     (out, ex)
+}
+
+/// Flushed buckets per worker thread of [`select_in`], at least: a bucket judged from its
+/// statistics costs tens of nanoseconds, and starting a thread tens of microseconds.
+const JUDGED_PER_WORKER: usize = 4096;
+
+/// The verdict of each of the flushed buckets `locs` (segment, index, verdict), in order.
+fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u32, Verdict)> {
+    // The meta conjuncts' verdict per (segment, values of the fields they read, meta
+    // varies): a series has many buckets, and many series share the values of the fields a
+    // filter reads; judging each bucket's meta value again was most of the planning.
+    // Indexed by segment, then by projected meta value and whether the meta varies.
+    let mut by_meta: foldhash::HashMap<u64, (Arc<MetaProjection>, Vec<Option<Verdict>>)> =
+        Default::default();
+    // The same verdicts by projected value, across segments: a series has buckets in
+    // many segments, and devops segments hold one bucket per series each.
+    // Keys in one arena: in seed 004, most of tens of thousands of values are one-offs.
+    let mut values = KeySet::default();
+    let mut by_value: Vec<[Option<Verdict>; 2]> = Vec::new();
+    let mut memo = Memo::default();
+    let meta_fields = plan.meta_fields();
+    // The bounds of the fields the other conjuncts read, gathered per segment (see
+    // `FieldBounds`): in the same order as `stat_fields`.
+    let mut bounds = SegmentBounds::new(plan.stat_fields());
+    let everything = plan.takes_everything();
+    // Consecutive buckets mostly share a segment: look it up once per run of them.
+    let mut last: Option<(u64, &Arc<Segment>)> = None;
+    let mut out = Vec::with_capacity(locs.len());
+    for &loc in locs {
+        let seg = match last {
+            Some((id, seg)) if id == loc.segment => seg,
+            _ => {
+                let Some(seg) = c.segments.get(&loc.segment) else {
+                    continue;
+                };
+                last = Some((loc.segment, seg));
+                seg
+            }
+        };
+        let Some(s) = seg.buckets().get(loc.index as usize) else {
+            continue;
+        };
+        if everything {
+            // Not even the bucket's summary is read: in `_id` order the summaries lie
+            // scattered over memory, and touching each was a cache miss per bucket.
+            out.push((loc.segment, loc.index, Verdict::All));
+            continue;
+        }
+        let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
+        let mut stats = BucketStats::of_segment(seg, loc.index as usize, s)
+            .with_time(s.time_range().0, s.time_range().1)
+            .with_dense(&dense);
+        if let Some(g) = bounds.of(seg, loc.index as usize) {
+            stats = stats.with_bounds(g);
+        }
+        let verdict = plan.verdict_with_meta(&stats, || {
+            let (proj, seen) = by_meta.entry(loc.segment).or_insert_with(|| {
+                let proj = seg.meta_projection(meta_fields);
+                // Growing the map value by value was a fifth of a devops query's
+                // planning.
+                values.reserve(proj.distinct() as usize, 0);
+                by_value.reserve(proj.distinct() as usize);
+                (proj, Vec::new())
+            });
+            let id = proj.id(s.meta_ref());
+            if id == u32::MAX {
+                return plan.meta_verdict(&stats);
+            }
+            let k = id as usize * 2 + usize::from(s.meta_varies());
+            if let Some(Some(v)) = seen.get(k) {
+                return *v;
+            }
+            let varies = usize::from(s.meta_varies());
+            let key = proj.key(id).filter(|_| memo.worth_it());
+            let found = key.map(|b| values.find(b));
+            let known = found.and_then(|(_, k)| by_value.get(k? as usize)?[varies]);
+            if found.is_some() {
+                memo.count(known.is_some());
+            }
+            let v = known.unwrap_or_else(|| match proj.value(id) {
+                Some(cut) => plan.meta_verdict(&stats.with_meta(cut)),
+                None => plan.meta_verdict(&stats),
+            });
+            if let (None, Some(b), Some((h, k))) = (known, key, found) {
+                let at = k.unwrap_or_else(|| values.insert_hashed(h, b)) as usize;
+                if by_value.len() <= at {
+                    by_value.resize(at + 1, [None; 2]);
+                }
+                if let Some(slot) = by_value.get_mut(at) {
+                    slot[varies] = Some(v);
+                }
+            }
+            if seen.len() <= k {
+                seen.resize(k + 1, None);
+            }
+            if let Some(slot) = seen.get_mut(k) {
+                *slot = Some(v);
+            }
+            v
+        });
+        out.push((loc.segment, loc.index, verdict));
+    }
+    out
 }
 
 /// Loads a bucket's data from wherever it lives.
