@@ -407,7 +407,8 @@ pub enum Cmp {
 }
 
 impl Cmp {
-    fn accepts(self, o: Ordering) -> bool {
+    /// True when a value ordered `o` against the operand passes.
+    pub(crate) fn accepts(self, o: Ordering) -> bool {
         match self {
             Cmp::Gt => o == Ordering::Greater,
             Cmp::Gte => o != Ordering::Less,
