@@ -164,7 +164,10 @@ mod tests {
             let per = items.len().div_ceil(n);
             let sums = on_threads(items.chunks(per), |c| (c[0], c.iter().sum::<u32>()));
             assert_eq!(sums.len(), n);
-            assert!(sums.windows(2).all(|w| w[0].0 < w[1].0), "{n} parts in order");
+            assert!(
+                sums.windows(2).all(|w| w[0].0 < w[1].0),
+                "{n} parts in order"
+            );
             assert_eq!(sums.iter().map(|s| s.1).sum::<u32>(), 4950);
         }
         assert!(on_threads(items[..0].chunks(1), |c: &[u32]| c.len()).is_empty());

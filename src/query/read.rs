@@ -188,9 +188,11 @@ fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
     let mut out = Vec::with_capacity(live);
     for (&segment, seg) in &c.segments {
         let n = u32::try_from(seg.buckets().len()).ok()?;
+        // The segment's expired buckets looked up once, not once per bucket.
+        let expired = c.entry.expired.get(&segment);
         out.extend(
             (0..n)
-                .filter(|&i| !c.entry.is_expired(segment, i))
+                .filter(|i| expired.is_none_or(|e| !e.contains(i)))
                 .map(|index| BucketLoc { segment, index }),
         );
     }
@@ -414,12 +416,8 @@ fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u
             continue;
         }
         let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
-        let mut stats = BucketStats::of_segment(seg, loc.index as usize, s)
-            .with_time(s.time_range().0, s.time_range().1)
-            .with_dense(&dense);
-        if let Some(g) = bounds.of(seg, loc.index as usize) {
-            stats = stats.with_bounds(g);
-        }
+        let gathered = bounds.of(seg, loc.index as usize);
+        let stats = BucketStats::planned(seg, loc.index as usize, s, &dense, gathered);
         let verdict = plan.verdict_with_meta(&stats, || {
             let (proj, seen) = by_meta.entry(loc.segment).or_insert_with(|| {
                 let proj = seg.meta_projection(meta_fields);
