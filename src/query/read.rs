@@ -280,51 +280,69 @@ pub(crate) fn select_in(
     // Each segment once, numbered as it is first kept.
     let mut segments: Vec<Arc<Segment>> = Vec::new();
     let mut numbered: foldhash::HashMap<u64, u32> = Default::default();
-    let mut last: Option<(u64, u32)> = None;
-    let locs: Vec<&BucketLoc> = match (&by_index, range) {
-        _ if walked.is_some() => walked.iter().flatten().collect(),
+    // The segment numbered last, with its number and bucket count.
+    let mut last: Option<(u64, u32, usize)> = None;
+    let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
+        _ if walked.is_some() => Box::new(walked.iter().flatten()),
         (Some((name, found)), _) => {
             ex.index_used = Some(name.clone());
             ex.buckets_from_index = found.len() as u64;
             ex.buckets_pruned_by_index = total_seg - found.len() as u64;
-            found
-                .iter()
-                .filter(|(k, _)| in_range(k.0))
-                .map(|(_, loc)| loc)
-                .collect()
+            Box::new(
+                found
+                    .iter()
+                    .filter(|(k, _)| in_range(k.0))
+                    .map(|(_, loc)| loc),
+            )
         }
-        (None, Some((lo, hi))) => c
-            .index
-            .range((lo, [0; 12])..=(hi, [0xFF; 12]))
-            .map(|(_, loc)| loc)
-            .collect(),
-        (None, None) => Vec::new(),
+        (None, Some((lo, hi))) => Box::new(
+            c.index
+                .range((lo, [0; 12])..=(hi, [0xFF; 12]))
+                .map(|(_, loc)| loc),
+        ),
+        (None, None) => Box::new(std::iter::empty()),
     };
-    seg_in_range += locs.len() as u64;
-    // Judged in stretches, one per thread, kept in order: the segments numbered as each is
-    // first kept.
-    let threads = parallel::workers(locs.len(), JUDGED_PER_WORKER, threads);
-    let per = locs.len().div_ceil(threads).max(1);
-    for judged in on_threads(locs.chunks(per), |part| judge_flushed(c, plan, part)) {
-        for (seg, index, verdict) in judged {
-            let number = match last {
-                Some((id, number)) if id == seg => number,
-                _ => {
-                    let Some(s) = c.segments.get(&seg) else {
-                        continue;
-                    };
-                    let number = *numbered.entry(seg).or_insert_with(|| {
-                        segments.push(s.clone());
-                        segments.len() as u32 - 1
-                    });
-                    last = Some((seg, number));
-                    number
+    // A segment's number and bucket count, looked up once per run of its buckets.
+    let mut number = |seg: u64| match last {
+        Some((id, number, len)) if id == seg => Some((number, len)),
+        _ => {
+            let s = c.segments.get(&seg)?;
+            let number = *numbered.entry(seg).or_insert_with(|| {
+                segments.push(s.clone());
+                segments.len() as u32 - 1
+            });
+            last = Some((seg, number, s.buckets().len()));
+            Some((number, s.buckets().len()))
+        }
+    };
+    if plan.takes_everything() {
+        // Nothing to judge, not even the buckets' summaries to read: in `_id` order they lie
+        // scattered over memory, and touching each was a cache miss per bucket.
+        for loc in locs {
+            seg_in_range += 1;
+            match number(loc.segment) {
+                Some((n, len)) if (loc.index as usize) < len => {
+                    keep(&mut ex, Place::Seg(n, loc.index), Verdict::All)
                 }
-            };
-            keep(&mut ex, Place::Seg(number, index), verdict);
+                _ => {}
+            }
+        }
+    } else {
+        // Judged in stretches, one per thread, kept in order: the segments numbered as each
+        // is first kept.
+        let locs: Vec<&BucketLoc> = locs.collect();
+        seg_in_range += locs.len() as u64;
+        let threads = parallel::workers(locs.len(), JUDGED_PER_WORKER, threads);
+        let per = locs.len().div_ceil(threads).max(1);
+        for (judged, pruned) in on_threads(locs.chunks(per), |part| judge_flushed(c, plan, part)) {
+            ex.buckets_pruned_by_stats += pruned;
+            for (seg, index, verdict) in judged {
+                if let Some((n, _)) = number(seg) {
+                    keep(&mut ex, Place::Seg(n, index), verdict);
+                }
+            }
         }
     }
-
     ex.buckets_pruned_by_id = total_seg - ex.buckets_pruned_by_index - seg_in_range;
     let time_field = plan.time_field();
     let frozen = c.flushing.iter().chain(c.catalog.closed().iter());
@@ -373,8 +391,13 @@ pub(crate) fn select_in(
 /// statistics costs tens of nanoseconds, and starting a thread tens of microseconds.
 const JUDGED_PER_WORKER: usize = 4096;
 
-/// The verdict of each of the flushed buckets `locs` (segment, index, verdict), in order.
-fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u32, Verdict)> {
+/// The flushed buckets among `locs` that may match, in order, as (segment, index, verdict),
+/// and how many were pruned.
+fn judge_flushed(
+    c: &CollState,
+    plan: &Plan,
+    locs: &[&BucketLoc],
+) -> (Vec<(u64, u32, Verdict)>, u64) {
     // The meta conjuncts' verdict per (segment, values of the fields they read, meta
     // varies): a series has many buckets, and many series share the values of the fields a
     // filter reads; judging each bucket's meta value again was most of the planning.
@@ -391,10 +414,10 @@ fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u
     // The bounds of the fields the other conjuncts read, gathered per segment (see
     // `FieldBounds`): in the same order as `stat_fields`.
     let mut bounds = SegmentBounds::new(plan.stat_fields());
-    let everything = plan.takes_everything();
     // Consecutive buckets mostly share a segment: look it up once per run of them.
     let mut last: Option<(u64, &Arc<Segment>)> = None;
-    let mut out = Vec::with_capacity(locs.len());
+    let mut out = Vec::new();
+    let mut pruned = 0;
     for &loc in locs {
         let seg = match last {
             Some((id, seg)) if id == loc.segment => seg,
@@ -409,12 +432,6 @@ fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u
         let Some(s) = seg.buckets().get(loc.index as usize) else {
             continue;
         };
-        if everything {
-            // Not even the bucket's summary is read: in `_id` order the summaries lie
-            // scattered over memory, and touching each was a cache miss per bucket.
-            out.push((loc.segment, loc.index, Verdict::All));
-            continue;
-        }
         let dense = |f: &str| seg.column_in_every_row(loc.index as usize, f);
         let gathered = bounds.of(seg, loc.index as usize);
         let stats = BucketStats::planned(seg, loc.index as usize, s, &dense, gathered);
@@ -463,9 +480,12 @@ fn judge_flushed(c: &CollState, plan: &Plan, locs: &[&BucketLoc]) -> Vec<(u64, u
             }
             v
         });
-        out.push((loc.segment, loc.index, verdict));
+        match verdict {
+            Verdict::None => pruned += 1,
+            v => out.push((loc.segment, loc.index, v)),
+        }
     }
-    out
+    (out, pruned)
 }
 
 /// Loads a bucket's data from wherever it lives.
