@@ -200,7 +200,7 @@ fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
 }
 
 /// Hits and misses of the verdicts shared across segments by projected meta value in
-/// [`select_in`]. They pay when values repeat across segments (devops: a host's buckets lie
+/// [`judge_flushed`]. They pay when values repeat across segments (devops: a host's buckets lie
 /// in every segment), but seed 004's one-off values never repeat, and probing and growing a
 /// table of them took half its planning: once they have mostly missed, they are left alone.
 #[derive(Default)]
