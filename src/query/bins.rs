@@ -81,6 +81,89 @@ fn recent_slot(start: i64) -> usize {
     ((start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT
 }
 
+/// Groups by bin number, from bin `from`; `u32::MAX` where the bin has no group here. Bins
+/// that do not fit stay with the caller's hash map.
+#[derive(Default)]
+pub(crate) struct ByNumber {
+    from: i64,
+    groups: Vec<u32>,
+    /// Groups held.
+    held: usize,
+}
+
+impl ByNumber {
+    /// The group of bin `n`.
+    #[inline]
+    pub fn get(&self, n: i64) -> Option<u32> {
+        let at = usize::try_from(n.wrapping_sub(self.from) as u64).ok()?;
+        let g = *self.groups.get(at)?;
+        (g != u32::MAX).then_some(g)
+    }
+
+    /// The slots of bins `n .. n + len` (`u32::MAX` where a bin has no group), when all lie
+    /// in the numbered range.
+    #[inline]
+    pub fn run(&self, n: i64, len: usize) -> Option<&[u32]> {
+        let at = usize::try_from(n.wrapping_sub(self.from) as u64).ok()?;
+        self.groups.get(at..at.saturating_add(len))
+    }
+
+    /// Groups held.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Holds group `g` for bin `n`, growing the slots (and taking them from `room`) while
+    /// they span at most `span` bins. False when `n` is not held.
+    pub fn set(&mut self, n: i64, g: u32, span: usize, room: &mut usize) -> bool {
+        if self.groups.is_empty() {
+            self.from = n;
+        }
+        let len = self.groups.len() as i128;
+        let (from, n128) = (i128::from(self.from), i128::from(n));
+        let lo = from.min(n128);
+        let hi = (from + len).max(n128 + 1);
+        let grow = hi - lo - len;
+        if grow > 0 {
+            let limit = span as i128;
+            if hi - lo > limit || grow > *room as i128 {
+                return false;
+            }
+            if n128 < from {
+                // Room on the left for the bins before this one too: buckets of a series
+                // read newest first step down one bin at a time.
+                let slack = (len / 2)
+                    .min(limit - (hi - lo))
+                    .min(*room as i128 - grow)
+                    .max(0);
+                let Ok(new_from) = i64::try_from(lo - slack) else {
+                    return false;
+                };
+                let added = (from - i128::from(new_from)) as usize;
+                let mut groups = vec![u32::MAX; added];
+                groups.extend_from_slice(&self.groups);
+                self.groups = groups;
+                self.from = new_from;
+                *room -= added;
+            } else {
+                self.groups.resize((hi - from) as usize, u32::MAX);
+                *room -= grow as usize;
+            }
+        }
+        let at = (n128 - i128::from(self.from)) as usize;
+        match self.groups.get_mut(at) {
+            Some(slot) => {
+                if *slot == u32::MAX {
+                    self.held += 1;
+                }
+                *slot = g;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Groups by bin start, within one group table.
 pub(crate) struct BinGroups {
     /// The last bin found, `[start, end)`, and its group.
@@ -88,11 +171,9 @@ pub(crate) struct BinGroups {
     /// The recent groups by bin start, in front of `groups`.
     recent: Box<[(i64, u32); RECENT]>,
     groups: foldhash::HashMap<i64, u32>,
-    /// Groups of fixed-width bins by bin number, from bin `numbered_from`; `u32::MAX` where
-    /// the bin has no group yet. A bucket of regular times steps through consecutive bin
-    /// numbers, so its runs find their groups here with no hashing.
-    numbered: Vec<u32>,
-    numbered_from: i64,
+    /// Groups of fixed-width bins by bin number. A bucket of regular times steps through
+    /// consecutive bin numbers, so its runs find their groups here with no hashing.
+    numbered: ByNumber,
     /// Integer sums not yet added to their groups, by group: (total, rows, an int64 seen).
     /// See [`BinGroups::add_run`].
     pending: Vec<(i128, u64, bool)>,
@@ -136,8 +217,7 @@ impl Default for BinGroups {
             last: None,
             recent: Box::new([(0, u32::MAX); RECENT]),
             groups: Default::default(),
-            numbered: Vec::new(),
-            numbered_from: 0,
+            numbered: ByNumber::default(),
             pending: Vec::new(),
         }
     }
@@ -198,14 +278,13 @@ impl BinGroups {
         bin: (i64, i64),
         create: impl FnOnce(i64) -> Result<u32>,
     ) -> Result<u32> {
-        let at = n.wrapping_sub(self.numbered_from) as u64;
-        if let Some(&g) = self.numbered.get(at as usize) {
-            if g != u32::MAX {
-                return Ok(g);
-            }
+        if let Some(g) = self.numbered.get(n) {
+            return Ok(g);
         }
         let g = self.group(bin, create)?;
-        self.number(n, g);
+        // Bounded by the span alone: one table's bins.
+        let mut room = usize::MAX;
+        self.numbered.set(n, g, MAX_NUMBERED, &mut room);
         Ok(g)
     }
 
@@ -241,8 +320,7 @@ impl BinGroups {
             return false;
         }
         let runs = vals.len() / per_bin;
-        let at = n.wrapping_sub(self.numbered_from) as u64 as usize;
-        let Some(groups) = self.numbered.get(at..at.saturating_add(runs)) else {
+        let Some(groups) = self.numbered.run(n, runs) else {
             return false;
         };
         // A bin without a group is `u32::MAX`, above every group.
@@ -271,35 +349,6 @@ impl BinGroups {
                     acc.add_ints(total, rows, wide);
                 }
             }
-        }
-    }
-
-    /// Keeps group `g` under bin number `n`, unless that would stretch the numbered range
-    /// past [`MAX_NUMBERED`].
-    fn number(&mut self, n: i64, g: u32) {
-        if self.numbered.is_empty() {
-            self.numbered_from = n;
-        }
-        let from = self.numbered_from.min(n);
-        let end = (self
-            .numbered_from
-            .saturating_add(self.numbered.len() as i64))
-        .max(n.saturating_add(1));
-        let Ok(span) = usize::try_from(i128::from(end) - i128::from(from)) else {
-            return;
-        };
-        if span > MAX_NUMBERED {
-            return;
-        }
-        if from < self.numbered_from {
-            let grow = (self.numbered_from - from) as usize;
-            self.numbered
-                .splice(0..0, std::iter::repeat_n(u32::MAX, grow));
-            self.numbered_from = from;
-        }
-        self.numbered.resize(span, u32::MAX);
-        if let Some(slot) = self.numbered.get_mut((n - from) as usize) {
-            *slot = g;
         }
     }
 

@@ -6,6 +6,7 @@
 //! here the meta-dependent part is encoded once per distinct meta value (the key with its time
 //! bytes zeroed) and numbered, and (part number, bin starts) finds the group.
 
+use super::bins::ByNumber;
 use super::expr::{Expr, Row};
 use super::group::key_template;
 use crate::error::Result;
@@ -58,74 +59,6 @@ const NUMBERED_ROOM: usize = 1 << 22;
 /// Parts numbered in [`KeyCache::numbered`]; parts after them keep their bins in the map.
 const NUMBERED_PARTS: usize = 1 << 18;
 
-/// A part's groups by bin number, from bin `from`; `u32::MAX` where the bin has no group here.
-#[derive(Default)]
-struct PartBins {
-    from: i64,
-    groups: Vec<u32>,
-    /// Groups held.
-    held: usize,
-}
-
-impl PartBins {
-    fn get(&self, n: i64) -> Option<u32> {
-        let at = n.wrapping_sub(self.from) as u64;
-        let g = *self.groups.get(usize::try_from(at).ok()?)?;
-        (g != u32::MAX).then_some(g)
-    }
-
-    /// Holds group `g` for bin `n`, growing the slots (and taking them from `room`) when the
-    /// part would stay dense enough: a part whose few bins lie far apart keeps them in the
-    /// hash map instead. False when `n` is not held.
-    fn set(&mut self, n: i64, g: u32, room: &mut usize) -> bool {
-        if self.groups.is_empty() {
-            self.from = n;
-        }
-        let len = self.groups.len() as i128;
-        let (from, n128) = (i128::from(self.from), i128::from(n));
-        let lo = from.min(n128);
-        let hi = (from + len).max(n128 + 1);
-        let grow = hi - lo - len;
-        if grow > 0 {
-            let limit = 1024 + 16 * (self.held as i128 + 1);
-            if hi - lo > limit || grow > *room as i128 {
-                return false;
-            }
-            if n128 < from {
-                // Room on the left for the bins before this one too: buckets of a series
-                // read newest first step down one bin at a time.
-                let slack = (len / 2)
-                    .min(limit - (hi - lo))
-                    .min(*room as i128 - grow)
-                    .max(0);
-                let Ok(new_from) = i64::try_from(lo - slack) else {
-                    return false;
-                };
-                let added = (from - i128::from(new_from)) as usize;
-                let mut groups = vec![u32::MAX; added];
-                groups.extend_from_slice(&self.groups);
-                self.groups = groups;
-                self.from = new_from;
-                *room -= added;
-            } else {
-                self.groups.resize((hi - from) as usize, u32::MAX);
-                *room -= grow as usize;
-            }
-        }
-        let at = (n128 - i128::from(self.from)) as usize;
-        match self.groups.get_mut(at) {
-            Some(slot) => {
-                if *slot == u32::MAX {
-                    self.held += 1;
-                }
-                *slot = g;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 /// What a part knows of its keys: the encoding with the times zeroed, where the times go, and
 /// the `_id` value of one of its keys (whose times are replaced for another).
 struct Template {
@@ -157,7 +90,7 @@ pub struct KeyCache {
     /// width (see [`KeyCache::number_bins`]): in front of `bins`, and in its place while
     /// room lasts. The groups of one part over consecutive bins lie side by side, where
     /// `bins` scattered them over a table of every group that did not fit in a cache.
-    numbered: Vec<PartBins>,
+    numbered: Vec<ByNumber>,
     /// `(width, origin)` of the bins numbered in `numbered`.
     numbering: Option<(i64, i64)>,
     /// Slots `numbered` may still add.
@@ -368,10 +301,12 @@ impl KeyCache {
         if let Some(n) = self.bin_number(starts) {
             let p = part as usize;
             if self.numbered.len() <= p && p < NUMBERED_PARTS {
-                self.numbered.resize_with(p + 1, PartBins::default);
+                self.numbered.resize_with(p + 1, ByNumber::default);
             }
             if let Some(bins) = self.numbered.get_mut(p) {
-                if bins.set(n, g, &mut self.numbered_room) {
+                // Dense enough, or the part's few bins far apart stay in the map.
+                let span = 1024 + 16 * (bins.held() + 1);
+                if bins.set(n, g, span, &mut self.numbered_room) {
                     return;
                 }
             }
