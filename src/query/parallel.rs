@@ -77,11 +77,11 @@ pub(crate) fn parts_for(threads: usize) -> usize {
 /// and each thread takes its parts in increasing order. `f` is given a part's index. Returns
 /// the states, one per thread that ran, or the first error; after an error, threads take no
 /// more parts.
-pub(crate) fn run_claimed<'a, S: Send, E: Send>(
-    parts: &[&'a [usize]],
+pub(crate) fn run_claimed<P: Copy + Sync, S: Send, E: Send>(
+    parts: &[P],
     threads: usize,
     init: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, usize, &'a [usize]) -> Result<(), E> + Sync,
+    f: impl Fn(&mut S, usize, P) -> Result<(), E> + Sync,
 ) -> Result<Vec<S>, E> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -117,40 +117,22 @@ pub(crate) fn run_claimed<'a, S: Send, E: Send>(
 }
 
 /// `f` of each of `parts`, in order, each part on a thread of its own (the first on this
-/// one).
-pub(crate) fn on_threads<P: Copy + Send, R: Send>(
+/// one), through [`run_claimed`].
+pub(crate) fn on_threads<P: Copy + Sync, R: Send>(
     parts: impl Iterator<Item = P>,
     f: impl Fn(P) -> R + Sync,
 ) -> Vec<R> {
     let parts: Vec<P> = parts.collect();
-    let Some((&first, rest)) = parts.split_first() else {
-        return Vec::new();
+    let done = run_claimed(&parts, parts.len(), Vec::new, |out, k, p| {
+        out.push((k, f(p)));
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let mut done: Vec<(usize, R)> = match done {
+        Ok(states) => states.into_iter().flatten().collect(),
+        Err(never) => match never {},
     };
-    if rest.is_empty() {
-        return vec![f(first)];
-    }
-    std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = rest
-            .iter()
-            .map(|&p| {
-                std::thread::Builder::new()
-                    .spawn_scoped(s, move || f(p))
-                    .map_err(|_| p)
-            })
-            .collect();
-        let mut out = Vec::with_capacity(parts.len());
-        out.push(f(first));
-        for h in handles {
-            out.push(match h {
-                // A worker that panicked is a bug here: let the panic through.
-                Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                // The system refused a thread: this one does its part.
-                Err(p) => f(p),
-            });
-        }
-        out
-    })
+    done.sort_unstable_by_key(|&(k, _)| k);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 #[cfg(test)]
@@ -241,7 +223,7 @@ mod tests {
         );
         assert_eq!(r.err(), Some(3));
         assert!(
-            run_claimed(&[], 2, || 0, |_: &mut i32, _, _| Ok::<(), ()>(()))
+            run_claimed(&[], 2, || 0, |_: &mut i32, _, _: &[usize]| Ok::<(), ()>(()))
                 .unwrap()
                 .iter()
                 .all(|&s| s == 0)
