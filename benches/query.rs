@@ -131,13 +131,14 @@ fn run(c: &tsbucket::Collection, queries: &[(&str, Document, Query)]) -> tsbucke
         }
         let ex = c.explain(filter.clone())?;
         println!(
-            "{name}: {n} results; min {:.2} ms, median {:.2} ms (planning {:.3} ms); buckets {} total, {} pruned by index {:?}, {} by _id, {} by stats, {} whole, {} unpacked",
+            "{name}: {n} results; min {:.2} ms, median {:.2} ms (planning {:.3} ms); buckets {} total, {} pruned by index {:?} or meta lookup {:?}, {} by _id, {} by stats, {} whole, {} unpacked",
             times[0].as_secs_f64() * 1000.0,
             times[times.len() / 2].as_secs_f64() * 1000.0,
             plan_time.as_secs_f64() * 1000.0,
             ex.buckets_total,
             ex.buckets_pruned_by_index,
             ex.index_used,
+            ex.meta_lookup,
             ex.buckets_pruned_by_id,
             ex.buckets_pruned_by_stats,
             ex.buckets_taken_whole,

@@ -341,6 +341,16 @@ fn filters_on_time_and_meta_prune_buckets() {
     assert!(got.iter().all(|d| d.get_i64("v").unwrap() >= 10));
     let ex = c.explain(f).unwrap();
     assert_eq!(ex.buckets_total, 48);
+    // `m.host` was asked for before: its lookup leaves out host b's 24 buckets, and the
+    // `_id` range the 10 of host a's that start before hour 10.
+    assert_eq!(ex.meta_lookup.as_deref(), Some("host"));
+    assert_eq!(ex.buckets_pruned_by_index, 24, "{ex:?}");
+    assert_eq!(ex.buckets_pruned_by_id, 10, "{ex:?}");
+    assert_eq!(ex.buckets_examined, 14, "{ex:?}");
+    // A path asked for the first time goes through the `_id` walk.
+    let g = doc! {"t": {"$gte": t}, "m": {"host": "a"}};
+    let ex = c.explain(g).unwrap();
+    assert_eq!(ex.meta_lookup, None);
     assert!(ex.buckets_pruned_by_id >= 16, "{ex:?}");
     assert_eq!(ex.buckets_examined, 14, "{ex:?}");
     assert_eq!(

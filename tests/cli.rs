@@ -175,6 +175,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     let explain: serde_json::Value =
         serde_json::from_str(&ok(d, &["explain", "db", "cpu", canonical])).unwrap();
     assert_eq!(explain["buckets_total"], 5);
+    assert_eq!(explain["index_used"], serde_json::Value::Null);
     let stats: serde_json::Value =
         serde_json::from_str(&ok(d, &["stats", "db", "--json"])).unwrap();
     assert_eq!(stats["cpu_csv"]["measurements"], ROWS);
@@ -441,6 +442,13 @@ fn lifecycle_commands_update_delete_index_coll_mod_sweep_and_drop() {
         list[0]["key"],
         serde_json::json!({"meta.hostname": 1, "control.max.time": -1, "control.min.time": -1})
     );
+    let explain: serde_json::Value = serde_json::from_str(&ok(
+        d,
+        &["explain", "db", "cpu", r#"{"tags.hostname": "host_1"}"#],
+    ))
+    .unwrap();
+    assert_eq!(explain["index_used"], "tags.hostname_1_time_-1");
+    assert_eq!(explain["meta_lookup"], serde_json::Value::Null);
     let err = fails(
         d,
         &["index", "db", "cpu", "create", r#"{"time": "text"}"#],

@@ -3,8 +3,10 @@
 //! meta-index reads that return exactly what a full scan returns while examining fewer buckets.
 
 mod common;
+mod model_kit;
 
 use common::*;
+use model_kit::matcher;
 use proptest::prelude::*;
 use std::sync::Arc;
 use tsbucket::bson::{doc, Bson, DateTime, Document};
@@ -215,6 +217,142 @@ fn meta_index_finds_a_series_without_judging_every_bucket() {
     db.close().unwrap();
 }
 
+/// Without an index, a meta path that queries ask an equality or `$in` on is mapped the second
+/// time it is asked for, in memory only: reads give the same answers from fewer judged
+/// buckets, nothing is listed or persisted as an index, and a reopened database starts over.
+#[test]
+fn meta_path_asked_for_twice_is_looked_up_without_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = weather(&db);
+    insert_series(&c, 40, 5);
+    db.flush().unwrap();
+    insert_series(&c, 40, 2); // open buckets too
+    let f = doc! {"metadata.sensorId": 7};
+    let first = c.explain(f.clone()).unwrap();
+    assert_eq!(first.meta_lookup, None);
+    assert_eq!(first.buckets_pruned_by_index, 0);
+    assert_eq!(first.buckets_pruned_by_stats, 39 + 39);
+    let want: Vec<Document> = read_all(&c)
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.get_document("metadata").unwrap().get_i64("sensorId").ok() == Some(7))
+        .collect();
+    assert_eq!(want.len(), 7);
+    let got: Vec<Document> = c.find(f.clone()).unwrap().map(Result::unwrap).collect();
+    assert_eq!(got, want);
+    let ex = c.explain(f.clone()).unwrap();
+    assert_eq!(ex.meta_lookup.as_deref(), Some("sensorId"));
+    assert_eq!(ex.index_used, None);
+    assert_eq!(ex.buckets_from_index, 1);
+    assert_eq!(ex.buckets_pruned_by_index, 39);
+    assert_eq!(ex.buckets_pruned_by_stats, 39);
+    assert_eq!(ex.buckets_examined, first.buckets_examined);
+    assert_eq!(ex.buckets_total, first.buckets_total);
+    // `$in` on the same path, and the whole meta value (a path of its own).
+    let f_in = doc! {"metadata.sensorId": {"$in": [3, 4.0, 99]}};
+    assert_eq!(c.explain(f_in.clone()).unwrap().buckets_from_index, 2);
+    assert_eq!(c.count_documents(f_in).unwrap(), 14);
+    let whole = doc! {"metadata": {"sensorId": 2, "region": "r2"}};
+    assert_eq!(c.count_documents(whole.clone()).unwrap(), 7);
+    assert_eq!(c.explain(whole).unwrap().meta_lookup.as_deref(), Some(""));
+    // Operators the map cannot answer leave the walk in place.
+    let gt = doc! {"metadata.sensorId": {"$gt": 37}};
+    for _ in 0..3 {
+        assert_eq!(c.explain(gt.clone()).unwrap().meta_lookup, None);
+    }
+    assert_eq!(c.count_documents(gt).unwrap(), 14);
+    assert_eq!(c.list_indexes().unwrap(), Vec::<Document>::new());
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("weather").unwrap();
+    assert_eq!(c.explain(f.clone()).unwrap().meta_lookup, None);
+    assert_eq!(c.find(f.clone()).unwrap().count(), 7);
+    assert_eq!(
+        c.explain(f).unwrap().meta_lookup.as_deref(),
+        Some("sensorId")
+    );
+    db.close().unwrap();
+}
+
+/// At most four meta paths are mapped without an index; later paths keep the `_id` walk, with
+/// the same answers.
+#[test]
+fn meta_paths_mapped_without_an_index_are_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = weather(&db);
+    insert_series(&c, 12, 2);
+    db.flush().unwrap();
+    let filters = [
+        doc! {"metadata.sensorId": 1},
+        doc! {"metadata.region": "r1"},
+        doc! {"metadata": {"sensorId": 1, "region": "r1"}},
+        doc! {"metadata.sensorId": {"$in": [1, 2]}},
+        doc! {"metadata.x": 1},
+        doc! {"metadata.y": 1},
+    ];
+    let mut mapped = Vec::new();
+    for f in &filters {
+        let before = c.count_documents(f.clone()).unwrap();
+        let ex = c.explain(f.clone()).unwrap();
+        assert_eq!(c.count_documents(f.clone()).unwrap(), before, "{f}");
+        if let Some(p) = ex.meta_lookup {
+            if !mapped.contains(&p) {
+                mapped.push(p);
+            }
+        }
+    }
+    assert_eq!(mapped, ["sensorId", "region", "", "x"]);
+    db.close().unwrap();
+}
+
+/// A lookup that yields many buckets gives way to the `_id` walk when the time range holds far
+/// fewer; without a time range it is kept.
+#[test]
+fn a_large_meta_lookup_gives_way_to_a_narrow_time_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection(
+            "weather",
+            TimeseriesOptions::new("timestamp")
+                .meta_field("metadata")
+                .granularity(Granularity::Seconds),
+        )
+        .unwrap();
+    // One series, one measurement per hour: a bucket each (the span is an hour).
+    let docs: Vec<Document> = (0..1100i64)
+        .map(|i| {
+            doc! {
+                "timestamp": DateTime::from_millis(1_700_000_000_000 + i * 3_600_000),
+                "metadata": {"sensorId": 1},
+                "temp": i as f64,
+            }
+        })
+        .collect();
+    c.insert_many(&docs).unwrap();
+    db.flush().unwrap();
+    let narrow = doc! {
+        "metadata.sensorId": 1,
+        "timestamp": {"$gte": DateTime::from_millis(1_700_000_000_000 + 500 * 3_600_000),
+                      "$lt": DateTime::from_millis(1_700_000_000_000 + 502 * 3_600_000)},
+    };
+    let all = doc! {"metadata.sensorId": 1};
+    for _ in 0..3 {
+        assert_eq!(c.count_documents(narrow.clone()).unwrap(), 2);
+        assert_eq!(c.count_documents(all.clone()).unwrap(), 1100);
+    }
+    let ex = c.explain(narrow).unwrap();
+    assert_eq!(ex.meta_lookup, None);
+    assert_eq!(ex.buckets_total, 1100);
+    assert!(ex.buckets_pruned_by_id >= 1090, "{ex:?}");
+    let ex = c.explain(all).unwrap();
+    assert_eq!(ex.meta_lookup.as_deref(), Some("sensorId"));
+    assert_eq!(ex.buckets_from_index, 1100);
+    db.close().unwrap();
+}
+
 #[test]
 fn meta_index_stays_right_across_flushes_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -269,8 +407,10 @@ fn query_value(v: u8) -> Bson {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// With a meta-subfield index, equality and `$in` reads return exactly what a full scan
-    /// returns, over metas of mixed types, arrays and missing fields, flushed or in memory.
+    /// With a meta-subfield index, and without one once the path has been asked for twice
+    /// (the automatic lookup), equality and `$in` reads return exactly what the model's
+    /// brute-force matcher finds among the inserted documents, over metas of mixed types,
+    /// arrays and missing fields, flushed or in memory.
     #[test]
     fn meta_index_reads_equal_full_scans(
         metas in proptest::collection::vec((any::<u8>(), any::<bool>()), 1..40),
@@ -283,6 +423,7 @@ proptest! {
         let indexed = db.create_collection("indexed", TimeseriesOptions::new("timestamp")
             .meta_field("metadata").granularity(Granularity::Hours)).unwrap();
         indexed.create_index(doc! {"metadata.k": 1}).unwrap();
+        let mut inserted = Vec::new();
         for (i, (m, has)) in metas.iter().enumerate() {
             let meta = if *has { doc! {"k": meta_value(*m)} } else { doc! {"other": 1} };
             let d = doc! {
@@ -293,11 +434,12 @@ proptest! {
             };
             plain.insert_one(&d).unwrap();
             indexed.insert_one(&d).unwrap();
+            inserted.push(d);
             if i == flush_at {
                 db.flush().unwrap();
             }
         }
-        for (a, b, use_in) in queries {
+        for (n, (a, b, use_in)) in queries.into_iter().enumerate() {
             let f = if use_in {
                 doc! {"metadata.k": {"$in": [query_value(a), query_value(b)]}}
             } else {
@@ -310,11 +452,18 @@ proptest! {
                 v.sort_by_key(|d| d.get_i64("_id").unwrap());
                 v
             };
-            let (want, got) = (by_id(&plain), by_id(&indexed));
-            prop_assert_eq!(&got, &want, "{}", f);
+            let want: Vec<Document> =
+                inserted.iter().filter(|d| matcher::matches(&f, d)).cloned().collect();
+            prop_assert_eq!(&by_id(&indexed), &want, "{}", f);
             let ex = indexed.explain(f.clone()).unwrap();
             prop_assert_eq!(ex.index_used.as_deref(), Some("metadata.k_1"));
-            prop_assert!(ex.buckets_examined <= plain.explain(f).unwrap().buckets_examined);
+            prop_assert_eq!(ex.meta_lookup, None);
+            // The path was asked for by the earlier queries: from the second on, it is mapped.
+            let auto = plain.explain(f.clone()).unwrap();
+            prop_assert_eq!(auto.meta_lookup.is_some(), n > 0, "{}", f);
+            prop_assert_eq!(&by_id(&plain), &want, "{}", f);
+            prop_assert_eq!(auto.index_used, None);
+            prop_assert_eq!(auto.buckets_examined, ex.buckets_examined);
         }
         db.close().unwrap();
     }

@@ -29,28 +29,26 @@ type Key = Vec<u8>;
 /// One segment's map for one path.
 #[derive(Debug, Default)]
 struct SegKeys {
-    by_key: HashMap<Key, Vec<u32>>,
+    /// Each key's place in `lists`.
+    by_key: HashMap<Key, u32>,
+    /// Buckets per key, ascending.
+    lists: Vec<Vec<u32>>,
     /// Buckets returned for every lookup (arrays or decimals at the path).
     always: Vec<u32>,
+}
+
+impl SegKeys {
+    fn get(&self, k: &[u8]) -> &[u32] {
+        self.by_key
+            .get(k)
+            .and_then(|&i| self.lists.get(i as usize))
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 /// A segment's map for one indexed path, with the segment it was built from (to recognise a
 /// different segment under a reused id).
 type Slot = (Weak<Segment>, Arc<SegKeys>);
-
-/// Per-segment meta maps, built on demand.
-#[derive(Default)]
-pub(crate) struct MetaCache {
-    maps: Mutex<HashMap<(String, u64), Slot>>,
-}
-
-impl std::fmt::Debug for MetaCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetaCache")
-            .field("maps", &self.maps.lock().len())
-            .finish()
-    }
-}
 
 fn has_array_or_decimal(v: &Bson) -> bool {
     match v {
@@ -84,14 +82,44 @@ fn normalise(v: &Bson) -> Bson {
     }
 }
 
-/// The key of a value without arrays or decimals.
+/// The key of a value without arrays or decimals. Strings and numbers, what meta paths mostly
+/// hold, are written directly (a BSON type byte, then the value); anything else is a zero
+/// byte followed by the normalised value serialised as a BSON document, so no two kinds of key
+/// can collide.
 fn key_of(v: &Bson) -> Key {
-    let mut d = Document::new();
-    d.insert("", normalise(v));
     let mut out = Vec::new();
-    // A document built from BSON values always serialises.
-    let _ = d.to_writer(&mut out);
+    match normalise_number(v) {
+        Some(Bson::Int64(i)) => {
+            out.push(0x12);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Some(Bson::Double(d)) => {
+            out.push(0x01);
+            out.extend_from_slice(&d.to_bits().to_le_bytes());
+        }
+        _ => match v {
+            Bson::String(s) => {
+                out.push(0x02);
+                out.extend_from_slice(s.as_bytes());
+            }
+            _ => {
+                out.push(0);
+                let mut d = Document::new();
+                d.insert("", normalise(v));
+                // A document built from BSON values always serialises.
+                let _ = d.to_writer(&mut out);
+            }
+        },
+    }
     out
+}
+
+/// A number as [`normalise`] writes it, or `None` for anything else.
+fn normalise_number(v: &Bson) -> Option<Bson> {
+    match v {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => Some(normalise(v)),
+        _ => None,
+    }
 }
 
 /// What a bucket's meta holds at `path` ("" for the whole value).
@@ -126,11 +154,39 @@ fn value_at<'a>(meta: Option<&'a Bson>, path: &str) -> At<'a> {
 
 fn build(seg: &Segment, path: &str) -> SegKeys {
     let mut k = SegKeys::default();
+    // A segment stores each distinct meta value once and its buckets refer to it: a value's
+    // key is worked out once, however many buckets share it.
+    const MISSING: Option<u32> = None;
+    const ALWAYS: Option<u32> = Some(u32::MAX);
+    let at: Vec<Option<u32>> = seg
+        .metas()
+        .iter()
+        .map(|m| match value_at(Some(m), path) {
+            At::Missing => MISSING,
+            At::Always => ALWAYS,
+            At::Value(v) => {
+                let next = k.lists.len() as u32;
+                let i = *k.by_key.entry(key_of(v)).or_insert(next);
+                if i == next {
+                    k.lists.push(Vec::new());
+                }
+                Some(i)
+            }
+        })
+        .collect();
     for (i, b) in seg.buckets().iter().enumerate() {
-        match value_at(seg.meta_of(b), path) {
-            At::Missing => {}
-            At::Always => k.always.push(i as u32),
-            At::Value(v) => k.by_key.entry(key_of(v)).or_default().push(i as u32),
+        let slot = match b.meta_ref() {
+            0 => MISSING,
+            r => at.get(r as usize - 1).copied().flatten(),
+        };
+        match slot {
+            None => {}
+            Some(u32::MAX) => k.always.push(i as u32),
+            Some(l) => {
+                if let Some(list) = k.lists.get_mut(l as usize) {
+                    list.push(i as u32);
+                }
+            }
         }
     }
     k
@@ -163,40 +219,120 @@ fn wanted(f: &Filter, meta_field: &str, path: &str) -> Option<Vec<Key>> {
     }
 }
 
-/// Flushed buckets a meta index yields for `plan`, in `_id` index order, with the name of the
-/// index used; `None` when no index applies (the read then walks the `_id` index).
+/// A meta path looked up without an index is mapped once it has been asked for this many
+/// times: a one-off query would pay for building the maps (several times its planning) and
+/// never use them again.
+const AUTO_AFTER: u32 = 2;
+/// Meta paths mapped without an index, at most: each holds a map per segment in memory.
+const AUTO_PATHS: usize = 4;
+/// Paths counted while not yet mapped, at most (queries on ever new paths must not grow it).
+const ASKED_PATHS: usize = 64;
+/// A lookup that yields more than this many buckets gives way to the `_id` walk when the time
+/// range holds under a quarter as many: judging fewer buckets then beats sorting more.
+const LARGE_LOOKUP: usize = 1024;
+
+/// Per-segment meta maps, built on demand, and how often each unindexed meta path was asked.
+#[derive(Default)]
+pub(crate) struct MetaCache {
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    maps: HashMap<(String, u64), Slot>,
+    /// Unindexed meta paths asked for, with their count; a path reaching [`AUTO_AFTER`] moves
+    /// to `auto`.
+    asked: HashMap<String, u32>,
+    /// Unindexed meta paths that are mapped.
+    auto: Vec<String>,
+}
+
+impl std::fmt::Debug for MetaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state.lock();
+        f.debug_struct("MetaCache")
+            .field("maps", &st.maps.len())
+            .field("auto", &st.auto)
+            .finish()
+    }
+}
+
+/// How flushed buckets were looked up by meta value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Through the user's index of this name.
+    Index(String),
+    /// Through the map of this meta path kept without an index.
+    Auto(String),
+}
+
+/// Flushed buckets a meta lookup yields for `plan`, in `_id` index order, with how they were
+/// looked up; `None` when no lookup applies (the read then walks the `_id` index).
+///
+/// An index led by the meta field or a meta path answers an equality or `$in` on that path.
+/// Without one, the same map is kept for a meta path that queries keep asking for (see
+/// [`AUTO_AFTER`]), as time-series stores keep their tags indexed: finding one series among
+/// thousands then costs a hash lookup per segment instead of a verdict per bucket.
+/// `in_range` counts, up to a limit, the buckets the `_id` walk would judge instead.
 pub(crate) fn candidates(
     cache: &MetaCache,
     indexes: &[crate::index::IndexDef],
     opts: &crate::options::TimeseriesOptions,
     segments: &BTreeMap<u64, Arc<Segment>>,
     plan: &Plan,
-) -> Option<(String, Vec<(IdKey, BucketLoc)>)> {
+    in_range: impl FnOnce(usize) -> usize,
+) -> Option<(Lookup, Vec<(IdKey, BucketLoc)>)> {
     let meta_field = opts.get_meta_field()?;
-    let (name, path, keys) = indexes.iter().find_map(|ix| {
+    let mut st = cache.state.lock();
+    let indexed = indexes.iter().find_map(|ix| {
         let path = ix.meta_path(opts)?;
         let keys = plan
             .meta_conjuncts
             .iter()
             .find_map(|c| wanted(c, meta_field, &path))?;
-        Some((ix.name.clone(), path, keys))
-    })?;
+        Some((Lookup::Index(ix.name.clone()), path, keys))
+    });
+    let (how, path, keys) = match indexed {
+        Some(found) => found,
+        None => {
+            let (path, keys) = plan.meta_conjuncts.iter().find_map(|c| {
+                let path = meta_path_of(c, meta_field)?;
+                let keys = wanted(c, meta_field, &path)?;
+                Some((path, keys))
+            })?;
+            if !st.auto.contains(&path) {
+                if st.auto.len() >= AUTO_PATHS {
+                    return None;
+                }
+                if st.asked.len() >= ASKED_PATHS && !st.asked.contains_key(&path) {
+                    st.asked.clear();
+                }
+                let n = st.asked.entry(path.clone()).or_insert(0);
+                *n += 1;
+                if *n < AUTO_AFTER {
+                    return None;
+                }
+                st.asked.remove(&path);
+                st.auto.push(path.clone());
+            }
+            (Lookup::Auto(path.clone()), path, keys)
+        }
+    };
     let mut out = Vec::new();
-    let mut maps = cache.maps.lock();
     for (&sid, seg) in segments {
-        let slot = maps.get(&(path.clone(), sid));
+        let slot = st.maps.get(&(path.clone(), sid));
         let sk = match slot {
             Some((w, k)) if std::ptr::eq(w.as_ptr(), Arc::as_ptr(seg)) => k.clone(),
             _ => {
                 let k = Arc::new(build(seg, &path));
-                maps.insert((path.clone(), sid), (Arc::downgrade(seg), k.clone()));
+                st.maps
+                    .insert((path.clone(), sid), (Arc::downgrade(seg), k.clone()));
                 k
             }
         };
         let mut idx: Vec<u32> = keys
             .iter()
-            .filter_map(|k| sk.by_key.get(k))
-            .flatten()
+            .flat_map(|k| sk.get(k))
             .chain(sk.always.iter())
             .copied()
             .collect();
@@ -218,17 +354,33 @@ pub(crate) fn candidates(
     }
     // Maps of segments that left the collection (or of dropped indexes) are never consulted
     // again; drop them once they could outnumber the live ones.
-    if maps.len() > 2 * segments.len() * indexes.len().max(1) + 16 {
+    let paths = indexes.len() + st.auto.len();
+    if st.maps.len() > 2 * segments.len() * paths.max(1) + 16 {
+        let CacheState { maps, auto, .. } = &mut *st;
         maps.retain(|(p, sid), (w, _)| {
             w.strong_count() > 0
                 && segments.contains_key(sid)
-                && indexes
-                    .iter()
-                    .any(|ix| ix.meta_path(opts).as_deref() == Some(p))
+                && (auto.contains(p)
+                    || indexes
+                        .iter()
+                        .any(|ix| ix.meta_path(opts).as_deref() == Some(p)))
         });
     }
+    drop(st);
+    if out.len() > LARGE_LOOKUP && in_range(out.len() / 4 + 1) <= out.len() / 4 {
+        return None;
+    }
     out.sort_unstable_by_key(|e| e.0);
-    Some((name, out))
+    Some((how, out))
+}
+
+/// The path below the meta field that conjunct `f` reads ("" for the meta field itself).
+fn meta_path_of(f: &Filter, meta_field: &str) -> Option<String> {
+    let Filter::Field { path, .. } = f else {
+        return None;
+    };
+    let (head, rest) = split_path(path);
+    (head == meta_field).then(|| rest.unwrap_or("").to_string())
 }
 
 #[cfg(test)]
@@ -246,6 +398,36 @@ mod tests {
         assert_eq!(
             key_of(&Bson::Document(doc! {"a": 1, "b": 2.0})),
             key_of(&Bson::Document(doc! {"b": 2, "a": 1}))
+        );
+    }
+
+    #[test]
+    fn keys_of_different_kinds_differ() {
+        let values = [
+            Bson::String("5".into()),
+            Bson::String(String::new()),
+            Bson::String("\0\u{12}".into()),
+            Bson::Int32(5),
+            Bson::Double(5.5),
+            Bson::Double(f64::INFINITY),
+            Bson::Null,
+            Bson::Boolean(true),
+            Bson::Symbol("5".into()),
+            Bson::Document(doc! {"": "5"}),
+            Bson::DateTime(bson::DateTime::from_millis(5)),
+        ];
+        for (i, a) in values.iter().enumerate() {
+            for (j, b) in values.iter().enumerate() {
+                assert_eq!(key_of(a) == key_of(b), i == j, "{a:?} {b:?}");
+            }
+        }
+        assert_eq!(
+            key_of(&Bson::Double(f64::NAN)),
+            key_of(&Bson::Double(-f64::NAN))
+        );
+        assert_eq!(
+            key_of(&Bson::Int64(1 << 60)),
+            key_of(&Bson::Double((1u64 << 60) as f64))
         );
     }
 

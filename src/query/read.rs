@@ -14,6 +14,7 @@ use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::db::{BucketLoc, CollState};
 use crate::error::{Error, Result};
+use crate::index::meta::Lookup;
 use crate::segment::{MetaProjection, Segment};
 use bson::{Bson, Document};
 use std::cell::Cell;
@@ -130,9 +131,14 @@ pub struct Explain {
     /// The meta index that chose the flushed buckets to consider, if one applied (an equality
     /// or `$in` on its leading meta path); otherwise they came from the `_id` index.
     pub index_used: Option<String>,
-    /// Flushed buckets the meta index yielded (before the `_id` range and statistics).
+    /// The path below the meta field ("" for the meta field itself) whose values chose the
+    /// flushed buckets to consider when no index applied: a path that queries keep asking for
+    /// an equality or `$in` on (the second time) is mapped like an index's, in memory only.
+    pub meta_lookup: Option<String>,
+    /// Flushed buckets the meta index or lookup yielded (before the `_id` range and
+    /// statistics).
     pub buckets_from_index: u64,
-    /// Flushed buckets the meta index left out: their meta value cannot match.
+    /// Flushed buckets the meta index or lookup left out: their meta value cannot match.
     pub buckets_pruned_by_index: u64,
 }
 
@@ -242,13 +248,19 @@ pub(crate) fn select_in(
     let in_range = |start: i64| range.is_some_and(|(lo, hi)| (lo..=hi).contains(&start));
     let total_seg = c.index.len() as u64;
     let mut seg_in_range = 0u64;
-    let by_index = range.and_then(|_| {
+    let by_index = range.and_then(|(lo, hi)| {
         crate::index::meta::candidates(
             &c.meta_cache,
             &c.entry.indexes,
             &c.entry.options,
             &c.segments,
             plan,
+            |limit| {
+                c.index
+                    .range((lo, [0; 12])..=(hi, [0xFF; 12]))
+                    .take(limit)
+                    .count()
+            },
         )
         .map(|(name, mut found)| {
             // Buckets the TTL sweeper deleted stay in their files until the whole file goes;
@@ -284,8 +296,11 @@ pub(crate) fn select_in(
     let mut last: Option<(u64, u32, usize)> = None;
     let locs: Box<dyn Iterator<Item = &BucketLoc>> = match (&by_index, range) {
         _ if walked.is_some() => Box::new(walked.iter().flatten()),
-        (Some((name, found)), _) => {
-            ex.index_used = Some(name.clone());
+        (Some((how, found)), _) => {
+            match how {
+                Lookup::Index(name) => ex.index_used = Some(name.clone()),
+                Lookup::Auto(path) => ex.meta_lookup = Some(path.clone()),
+            }
             ex.buckets_from_index = found.len() as u64;
             ex.buckets_pruned_by_index = total_seg - found.len() as u64;
             Box::new(

@@ -209,7 +209,7 @@ pub fn check_query(
 
     let ex = ok(st.coll.explain(filter.clone()), &what)?;
     let stats = ok(st.coll.stats(), "stats")?;
-    let pruned = ex.buckets_pruned_by_id + ex.buckets_pruned_by_stats;
+    let pruned = ex.buckets_pruned_by_index + ex.buckets_pruned_by_id + ex.buckets_pruned_by_stats;
     if ex.buckets_total != pruned + ex.buckets_examined
         || ex.buckets_examined != ex.buckets_taken_whole + ex.buckets_unpacked
         || ex.buckets_total != stats.buckets

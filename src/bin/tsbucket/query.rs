@@ -145,5 +145,9 @@ fn explain_json(ex: &Explain) -> serde_json::Value {
         "buckets_unpacked": ex.buckets_unpacked,
         "buckets_from_stats": ex.buckets_from_stats,
         "time_bounds_ms": ex.time_bounds.map(|(lo, hi)| json!([lo, hi])),
+        "index_used": ex.index_used,
+        "meta_lookup": ex.meta_lookup,
+        "buckets_from_index": ex.buckets_from_index,
+        "buckets_pruned_by_index": ex.buckets_pruned_by_index,
     })
 }
