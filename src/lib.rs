@@ -49,6 +49,7 @@ pub mod manifest;
 mod modify;
 pub mod options;
 pub mod order;
+mod prefetch;
 pub mod query;
 pub mod segment;
 pub mod sums;

@@ -9,6 +9,7 @@
 //! for the embedded names and strings of the next one, so that each level is in cache by the
 //! time the encoder gets there.
 
+use crate::prefetch::line;
 use bson::{Bson, Document};
 
 /// How far ahead of the document being encoded each level is asked for (measured with
@@ -72,17 +73,4 @@ fn names_and_values(d: &Document) {
             _ => {}
         }
     }
-}
-
-/// Asks for the cache line holding `p`.
-#[inline(always)]
-fn line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the program,
-    // whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }

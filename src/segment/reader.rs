@@ -537,6 +537,17 @@ impl Segment {
         let pg = self.page_info(p)?;
         let data = self.cached_page(p)?;
         let page = self.page_slice(p, &data)?;
+        // Scans read a page's buckets in file order: the next bucket's bytes are asked for
+        // now, so that they arrive while this one decodes.
+        if let Some(next) = self.buckets.get(i + 1).filter(|n| n.loc.page == s.loc.page) {
+            let start = next.loc.offset as usize;
+            let end = (start + next.loc.len as usize).min(page.len()).min(start + 64 * 32);
+            let mut at = start;
+            while at < end {
+                crate::prefetch::line(page.as_ptr().wrapping_add(at));
+                at += 64;
+            }
+        }
         let mut out: Vec<Option<T>> = names.iter().map(|_| None).collect();
         self.decode_columns(
             i,
