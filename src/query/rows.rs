@@ -8,7 +8,7 @@ use crate::bucket::{BucketData, META_SLOT};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Which top-level fields of a measurement a read needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +75,24 @@ pub struct Rows {
     meta_field: Option<String>,
     /// Whether built documents include the meta field.
     want_meta: bool,
+    /// Per row shape, built on first use: the document's field names in order (values
+    /// unset) and where each value comes from. A row's document is a copy of its shape's
+    /// with the values put in place: inserting field by field hashed every name and grew the
+    /// map several times per row.
+    templates: Vec<OnceLock<Option<Template>>>,
+}
+
+/// A row shape's document with its values unset, and their sources in field order.
+struct Template {
+    doc: Document,
+    from: Vec<From>,
+}
+
+/// Where a document field's value comes from.
+#[derive(Clone, Copy)]
+enum From {
+    Meta,
+    Column(usize),
 }
 
 impl Rows {
@@ -126,6 +144,7 @@ impl Rows {
             time_col,
             meta_field: meta_field.map(str::to_string),
             want_meta,
+            templates: (0..data.shapes.len()).map(|_| OnceLock::new()).collect(),
             data,
         })
     }
@@ -179,6 +198,41 @@ impl Rows {
             )
         };
         let shape_id = self.data.row_shapes.get(row).copied().unwrap_or(0) as usize;
+        let template = self
+            .templates
+            .get(shape_id)
+            .and_then(|t| t.get_or_init(|| self.template(shape_id)).as_ref());
+        let Some(t) = template else {
+            return self.document_field_by_field(row, shape_id);
+        };
+        let mut d = t.doc.clone();
+        for ((_, v), from) in d.iter_mut().zip(&t.from) {
+            let value = match *from {
+                From::Meta => self.meta_at(row),
+                From::Column(ci) => self
+                    .data
+                    .columns
+                    .get(ci)
+                    .and_then(|c| c.values.get(row))
+                    .and_then(Option::as_ref),
+            };
+            *v = value.ok_or_else(bad)?.clone();
+        }
+        Ok(d)
+    }
+
+    /// [`Rows::document`] for a shape without a template: names one by one.
+    fn document_field_by_field(&self, row: usize, shape_id: usize) -> Result<Document> {
+        let bad = || {
+            Error::corruption(
+                "<bucket>",
+                0,
+                format!(
+                    "bucket {} row {row} does not match its column layout",
+                    self.data.id
+                ),
+            )
+        };
         let shape = self.data.shapes.get(shape_id).ok_or_else(bad)?;
         let mut d = Document::new();
         for &slot in shape {
@@ -197,6 +251,31 @@ impl Rows {
             d.insert(c.name.clone(), v.clone());
         }
         Ok(d)
+    }
+
+    /// The template of row shape `shape_id`; `None` when the shape does not match the
+    /// bucket's columns or names a field twice (the field-by-field path then decides).
+    fn template(&self, shape_id: usize) -> Option<Template> {
+        let shape = self.data.shapes.get(shape_id)?;
+        let mut doc = Document::new();
+        let mut from = Vec::with_capacity(shape.len());
+        for &slot in shape {
+            if slot == META_SLOT {
+                if self.want_meta {
+                    doc.insert(self.meta_field.as_deref()?, Bson::Null);
+                    from.push(From::Meta);
+                }
+                continue;
+            }
+            let Some(ci) = *self.slots.get(slot as usize)? else {
+                continue;
+            };
+            let c = self.data.columns.get(ci)?;
+            doc.insert(c.name.clone(), Bson::Null);
+            from.push(From::Column(ci));
+        }
+        // A name twice would leave one entry for two sources.
+        (doc.len() == from.len()).then_some(Template { doc, from })
     }
 }
 
