@@ -58,6 +58,10 @@ pub struct GroupTable {
     fresh: Vec<Acc>,
     names: Vec<String>,
     buf: Vec<u8>,
+    /// The output document with its values unset (`_id`, then the accumulators' names), built
+    /// on first use: each output is a copy with its values put in place, where inserting
+    /// field by field hashed every name and grew the map once per output.
+    template: Option<Document>,
 }
 
 /// Values kept for the next table: its group states and key set with the room of a dropped
@@ -124,6 +128,7 @@ impl GroupTable {
             accs: SPARE_STATES.take(Vec::capacity).unwrap_or_default(),
             fresh,
             names,
+            template: None,
             buf: Vec::new(),
         }
     }
@@ -439,10 +444,35 @@ impl GroupTable {
         }
     }
 
-    fn doc(&self, id: Bson, accs: &[Acc]) -> Result<Document> {
+    fn doc(
+        template: &mut Option<Document>,
+        names: &[String],
+        id: Bson,
+        accs: &[Acc],
+    ) -> Result<Document> {
+        let template = template.get_or_insert_with(|| {
+            let mut d = Document::new();
+            d.insert("_id", Bson::Null);
+            for name in names {
+                d.insert(name.clone(), Bson::Null);
+            }
+            d
+        });
+        // Unless an accumulator is named `_id` or twice, which would merge entries.
+        if template.len() == names.len() + 1 {
+            let mut d = template.clone();
+            let mut slots = d.iter_mut().map(|(_, v)| v);
+            if let Some(slot) = slots.next() {
+                *slot = id;
+            }
+            for (slot, a) in slots.zip(accs) {
+                *slot = a.value()?;
+            }
+            return Ok(d);
+        }
         let mut d = Document::new();
         d.insert("_id", id);
-        for (name, a) in self.names.iter().zip(accs) {
+        for (name, a) in names.iter().zip(accs) {
             d.insert(name.clone(), a.value()?);
         }
         Ok(d)
@@ -468,7 +498,7 @@ impl GroupTable {
         let w = self.fresh.len();
         let g = g as usize;
         let accs = self.accs.get(g * w..(g + 1) * w).unwrap_or_default();
-        self.doc(id, accs)
+        Self::doc(&mut self.template, &self.names, id, accs)
     }
 }
 
@@ -733,6 +763,43 @@ mod tests {
     /// Ranks of the groups of a table that saw the input from position `from` on, in order.
     fn ranks(t: &GroupTable, from: u64) -> Vec<u64> {
         (0..t.len() as u64).map(|g| from + g).collect()
+    }
+
+    /// Output documents copied from the table's template hold `_id` first, then each
+    /// accumulator's value under its own name, in the spec's order.
+    #[test]
+    fn output_documents_name_each_value_in_order() {
+        let acc = |name: &str, op| AccSpec {
+            name: name.into(),
+            op,
+            arg: Expr::Path("x".into()),
+        };
+        let spec = GroupSpec {
+            id: Expr::Path("k".into()),
+            accs: vec![
+                acc("total", AccOp::Sum),
+                acc("low", AccOp::Min),
+                acc("high", AccOp::Max),
+                acc("first", AccOp::First),
+            ],
+        };
+        let mut t = GroupTable::for_spec(&spec);
+        for (k, x) in [("a", 5), ("b", 1), ("a", 2), ("a", 9)] {
+            t.feed_doc(&spec, &doc! {"k": k, "x": x}).unwrap();
+        }
+        let docs = t.into_docs().unwrap();
+        let keys: Vec<Vec<&str>> = docs
+            .iter()
+            .map(|d| d.keys().map(String::as_str).collect())
+            .collect();
+        assert_eq!(keys, vec![vec!["_id", "total", "low", "high", "first"]; 2]);
+        assert_eq!(
+            docs,
+            vec![
+                doc! {"_id": "a", "total": 16, "low": 2, "high": 9, "first": 5},
+                doc! {"_id": "b", "total": 1, "low": 1, "high": 1, "first": 1},
+            ]
+        );
     }
 
     #[test]
