@@ -80,6 +80,7 @@ impl CountLane {
         Ok(())
     }
 
+    #[inline(always)]
     fn add(
         &mut self,
         (lo, hi): (i64, i64),
