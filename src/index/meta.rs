@@ -1,6 +1,8 @@
 //! The meta index: for an index whose leading key is the meta field (or a path below it), a map
 //! from the normalised value at that path to the flushed buckets holding it, so an equality or
-//! `$in` on that path finds a series' buckets without judging every bucket's meta.
+//! `$in` on that path finds a series' buckets without judging every bucket's meta. The same
+//! map serves a meta path that has no index once queries have asked for it twice (the meta
+//! lookup; see [`candidates`]): only the decision to keep it differs.
 //!
 //! The map is kept per segment and built from the segment's bucket summaries the first time a
 //! query needs it. Segments are immutable, so a segment's map never goes stale; a map whose
