@@ -164,14 +164,20 @@ fn refusals_persist_nothing() {
     db.close().unwrap();
 }
 
+/// 40 series of 5 flushed measurements each, and 2 more each still in open buckets.
+fn forty_series(db: &Database) -> Collection {
+    let c = weather(db);
+    insert_series(&c, 40, 5);
+    db.flush().unwrap();
+    insert_series(&c, 40, 2);
+    c
+}
+
 #[test]
 fn meta_index_finds_a_series_without_judging_every_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let c = weather(&db);
-    insert_series(&c, 40, 5);
-    db.flush().unwrap();
-    insert_series(&c, 40, 2); // open buckets too
+    let c = forty_series(&db);
     let filter = doc! {"metadata.sensorId": 7};
     let want: Vec<Document> = c
         .find(filter.clone())
@@ -224,10 +230,7 @@ fn meta_index_finds_a_series_without_judging_every_bucket() {
 fn meta_path_asked_for_twice_is_looked_up_without_an_index() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let c = weather(&db);
-    insert_series(&c, 40, 5);
-    db.flush().unwrap();
-    insert_series(&c, 40, 2); // open buckets too
+    let c = forty_series(&db);
     let f = doc! {"metadata.sensorId": 7};
     let first = c.explain(f.clone()).unwrap();
     assert_eq!(first.meta_lookup, None);

@@ -185,18 +185,21 @@ impl Rows {
         own.or(self.data.meta.as_ref())
     }
 
+    /// The error for row `row` when it does not fit the bucket's columns.
+    fn mismatch(&self, row: usize) -> Error {
+        Error::corruption(
+            "<bucket>",
+            0,
+            format!(
+                "bucket {} row {row} does not match its column layout",
+                self.data.id
+            ),
+        )
+    }
+
     /// Rebuilds row `row` with the wanted fields, in the order they were inserted.
     pub fn document(&self, row: usize) -> Result<Document> {
-        let bad = || {
-            Error::corruption(
-                "<bucket>",
-                0,
-                format!(
-                    "bucket {} row {row} does not match its column layout",
-                    self.data.id
-                ),
-            )
-        };
+        let bad = || self.mismatch(row);
         let shape_id = self.data.row_shapes.get(row).copied().unwrap_or(0) as usize;
         let template = self
             .templates
@@ -223,16 +226,7 @@ impl Rows {
 
     /// [`Rows::document`] for a shape without a template: names one by one.
     fn document_field_by_field(&self, row: usize, shape_id: usize) -> Result<Document> {
-        let bad = || {
-            Error::corruption(
-                "<bucket>",
-                0,
-                format!(
-                    "bucket {} row {row} does not match its column layout",
-                    self.data.id
-                ),
-            )
-        };
+        let bad = || self.mismatch(row);
         let shape = self.data.shapes.get(shape_id).ok_or_else(bad)?;
         let mut d = Document::new();
         for &slot in shape {

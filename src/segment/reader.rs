@@ -541,7 +541,9 @@ impl Segment {
         // now, so that they arrive while this one decodes.
         if let Some(next) = self.buckets.get(i + 1).filter(|n| n.loc.page == s.loc.page) {
             let start = next.loc.offset as usize;
-            let end = (start + next.loc.len as usize).min(page.len()).min(start + 64 * 32);
+            let end = (start + next.loc.len as usize)
+                .min(page.len())
+                .min(start + 64 * 32);
             let mut at = start;
             while at < end {
                 crate::prefetch::line(page.as_ptr().wrapping_add(at));
