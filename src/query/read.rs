@@ -129,7 +129,8 @@ pub struct Explain {
     /// Inclusive time bounds derived from the filter (milliseconds), if any.
     pub time_bounds: Option<(i64, i64)>,
     /// The meta index that chose the flushed buckets to consider, if one applied (an equality
-    /// or `$in` on its leading meta path); otherwise they came from the `_id` index.
+    /// or `$in` on its leading meta path); otherwise they came from the meta lookup (see
+    /// `meta_lookup`) or the `_id` index.
     pub index_used: Option<String>,
     /// The path below the meta field ("" for the meta field itself) whose values chose the
     /// flushed buckets to consider when no index applied: a path that queries keep asking for
