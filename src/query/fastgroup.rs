@@ -64,6 +64,12 @@ enum LaneCol {
     Col(Col, Option<u64>),
 }
 
+/// Accumulator inputs of a bucket the bin lane holds on the stack.
+const LANE_INPUTS: usize = 4;
+
+/// The placeholder of an unused input slot.
+static NULL: Bson = Bson::Null;
+
 /// A use of the time field in the group key.
 enum Leaf {
     Trunc(DateTrunc),
@@ -264,6 +270,8 @@ struct Visitor<'a> {
     lane: Option<CountLane>,
     lane_consts: Option<Vec<&'a Bson>>,
     bin_lane: Option<BinGroups>,
+    /// The bin lane's columns of one bucket, reused from bucket to bucket.
+    lane_cols: Vec<Option<LaneCol>>,
     feeds: Vec<Feed>,
     bins: Vec<i64>,
     /// Where each stretch's groups begin: (part, groups in the table before it).
@@ -651,6 +659,7 @@ impl FastGroup {
     fn bin_lane_take(
         &self,
         (table, cache, groups): &mut (&mut GroupTable, &mut KeyCache, &mut BinGroups),
+        loaded: &mut Vec<Option<LaneCol>>,
         scan: &Scan,
         st: &BucketStats<'_>,
         (names, slots): (&[&str], &[usize]),
@@ -659,32 +668,65 @@ impl FastGroup {
             return Ok(false);
         };
         // Regular dates come back as (first, step), the rest decoded, in one read.
-        let loaded: Vec<Option<LaneCol>> = match &scan.src {
-            Source::Seg(seg, i) => seg.read_columns_with(*i as usize, names, |data, rows| {
-                Ok(match decode_date_progression(data, rows)? {
-                    Some((first, step)) => LaneCol::Steps(first, step),
-                    None => LaneCol::Col(
-                        Col::decode(data, rows)?,
-                        crate::codec::int_magnitude_bound(data, rows),
-                    ),
-                })
-            })?,
-            Source::Mem(_) => (columns::load(&scan.src, names)?.into_iter())
-                .map(|c| Some(LaneCol::Col(c, None)))
-                .collect(),
+        match &scan.src {
+            Source::Seg(seg, i) => {
+                seg.read_columns_into(*i as usize, names, loaded, |data, rows| {
+                    Ok(match decode_date_progression(data, rows)? {
+                        Some((first, step)) => LaneCol::Steps(first, step),
+                        None => LaneCol::Col(
+                            Col::decode(data, rows)?,
+                            crate::codec::int_magnitude_bound(data, rows),
+                        ),
+                    })
+                })?
+            }
+            Source::Mem(_) => {
+                loaded.clear();
+                let cols = columns::load(&scan.src, names)?;
+                loaded.extend(cols.into_iter().map(|c| Some(LaneCol::Col(c, None))));
+            }
         };
+        let taken = self.bin_lane_feed(
+            table, cache, groups, loaded, scan, st, slots, leaf, time_col,
+        );
+        // Decoded vectors go back for the next bucket's columns, whatever happened.
+        for c in loaded.drain(..) {
+            if let Some(LaneCol::Col(c, _)) = c {
+                c.recycle();
+            }
+        }
+        taken
+    }
+
+    /// Feeds a bucket whose lane columns are `loaded` to its bins (see
+    /// [`FastGroup::bin_lane_take`]); the columns stay in `loaded`, regular times as the
+    /// column they stand for, or [`Col::Missing`] where nothing reads them.
+    #[allow(clippy::too_many_arguments)]
+    fn bin_lane_feed(
+        &self,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+        groups: &mut BinGroups,
+        loaded: &mut [Option<LaneCol>],
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        slots: &[usize],
+        leaf: &Leaf,
+        time_col: usize,
+    ) -> Result<bool> {
         // Regular times are not decoded, unless an accumulator reads them: each bin's rows
         // follow from its bounds.
         let n = st.count as usize;
         let time_at = slots.iter().position(|&s| s == time_col);
         let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
         let mut progression = None;
-        // Each column with its bound (see `LaneCol`).
-        let mut cols = Vec::with_capacity(loaded.len());
-        for (k, c) in loaded.into_iter().enumerate() {
-            cols.push(match c.unwrap_or(LaneCol::Col(Col::Missing, None)) {
-                LaneCol::Col(c, bound) => (c, bound),
-                LaneCol::Steps(first, step) => {
+        // Each column with its bound (see `LaneCol`), in place.
+        for (k, c) in loaded.iter_mut().enumerate() {
+            match c {
+                None => *c = Some(LaneCol::Col(Col::Missing, None)),
+                Some(LaneCol::Col(..)) => {}
+                Some(LaneCol::Steps(first, step)) => {
+                    let (first, step) = (*first, *step);
                     if Some(k) == time_at {
                         progression = Times::progression(first, step, n);
                     }
@@ -697,29 +739,46 @@ impl FastGroup {
                                 .collect(),
                         )),
                     };
-                    (col, None)
+                    *c = Some(LaneCol::Col(col, None));
                 }
-            });
+            }
         }
-        let at = |c: usize| slots.iter().position(|&s| s == c).and_then(|k| cols.get(k));
+        let at = |c: usize| match slots
+            .iter()
+            .position(|&s| s == c)
+            .and_then(|k| loaded.get(k))
+        {
+            Some(Some(LaneCol::Col(col, bound))) => Some((col, *bound)),
+            _ => None,
+        };
         let col = |c: usize| at(c).map(|(col, _)| col);
         let times = match (progression, col(time_col)) {
             (Some(p), _) => p,
             (None, Some(Col::Date(Slots::Dense(ts)))) if ts.len() == n => Times::Values(ts),
             _ => return Ok(false),
         };
-        let mut inputs = Vec::with_capacity(self.args.len());
-        for (arg, a) in self.args.iter().zip(&self.spec.accs) {
-            inputs.push(match arg {
+        // On the stack for the usual few accumulators: this runs once per bucket.
+        let mut held: [Input<'_>; LANE_INPUTS] = std::array::from_fn(|_| Input::Const(&NULL));
+        let mut spilled = Vec::new();
+        for (k, (arg, a)) in self.args.iter().zip(&self.spec.accs).enumerate() {
+            let input = match arg {
                 Arg::Const(v) => Input::Const(v),
                 Arg::Column(c) => Input::bounded(
                     a.op,
                     col(*c).map_or(Values::Missing, Col::values),
-                    at(*c).and_then(|&(_, bound)| bound),
+                    at(*c).and_then(|(_, bound)| bound),
                 ),
                 Arg::Meta(_) => return Ok(false),
-            });
+            };
+            match held.get_mut(k) {
+                Some(slot) if self.args.len() <= LANE_INPUTS => *slot = input,
+                _ => spilled.push(input),
+            }
         }
+        let inputs = match self.args.len() <= LANE_INPUTS {
+            true => held.get(..self.args.len()).unwrap_or_default(),
+            false => &spilled[..],
+        };
         let range = |t| leaf.range(t);
         let bins = match leaf.fixed_bins() {
             Some((width, origin)) => Bins::Fixed {
@@ -730,13 +789,11 @@ impl FastGroup {
             None => Bins::Other(&range),
         };
         let meta = st.meta;
-        binlane::feed_bucket(groups, table, &bins, times, &inputs, |table, start| {
+        binlane::feed_bucket(groups, table, &bins, times, inputs, |table, start| {
             let part = self.key_part(cache, &scan.src, meta, Some(start))?;
             let g = self.group_of(table, cache, part, &[start], meta, Some(start), true)?;
             Ok(g.unwrap_or(0))
         })?;
-        drop(inputs);
-        cols.into_iter().for_each(|(c, _)| c.recycle());
         Ok(true)
     }
 
@@ -894,6 +951,7 @@ impl FastGroup {
             lane: lane_consts.as_ref().map(|_| CountLane::default()),
             lane_consts,
             bin_lane: self.bin_lane().then(BinGroups::default),
+            lane_cols: Vec::new(),
             feeds: Vec::new(),
             bins: Vec::new(),
             starts: Vec::new(),
@@ -933,6 +991,7 @@ impl FastGroup {
             bounds,
             lane,
             bin_lane,
+            lane_cols,
             feeds,
             bins,
             ..
@@ -1011,7 +1070,8 @@ impl FastGroup {
                         || (self.row_filter.reads_meta() && meta_varies)));
             if let (Some(groups), true) = (bin_lane.as_mut(), whole && !key_const) {
                 let mut sink = (&mut *table, &mut *cache, groups);
-                if self.bin_lane_take(&mut sink, scan, &st, (&lane_names, &lane_slots))? {
+                let lane = (&lane_names[..], &lane_slots[..]);
+                if self.bin_lane_take(&mut sink, lane_cols, scan, &st, lane)? {
                     continue;
                 }
             }

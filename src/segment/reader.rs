@@ -532,6 +532,20 @@ impl Segment {
         names: &[&str],
         decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
     ) -> Result<Vec<Option<T>>> {
+        let mut out = Vec::new();
+        self.read_columns_into(i, names, &mut out, decode)?;
+        Ok(out)
+    }
+
+    /// [`Segment::read_columns_with`] into `out` (cleared first), so that a caller reading
+    /// bucket after bucket reuses one vector.
+    pub fn read_columns_into<T>(
+        &self,
+        i: usize,
+        names: &[&str],
+        out: &mut Vec<Option<T>>,
+        decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
+    ) -> Result<()> {
         let s = self.summary(i)?;
         let p = s.loc.page as usize;
         let pg = self.page_info(p)?;
@@ -550,7 +564,8 @@ impl Segment {
                 at += 64;
             }
         }
-        let mut out: Vec<Option<T>> = names.iter().map(|_| None).collect();
+        out.clear();
+        out.extend(names.iter().map(|_| None));
         self.decode_columns(
             i,
             s,
@@ -568,8 +583,7 @@ impl Segment {
                 }
                 Ok(())
             },
-        )?;
-        Ok(out)
+        )
     }
 
     /// The (name index, encoded length) of each of a bucket's columns, in stored order.
