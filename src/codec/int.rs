@@ -476,12 +476,12 @@ fn decode_with(r: &mut Reader, n: usize, top: bool) -> Result<Vec<i64>, CodecErr
                     let res = buf.get_mut(nheads..)?;
                     if k == 0 {
                         let used = rice::decode_quotients(r.peek_rest(), res.len(), q)?;
-                        undo_differencing_joining::<false>(order, buf, q.iter().map(|&x| x.into()));
+                        undo_differencing_bytes(order, buf, q);
                         return Some(used);
                     }
                     let used = rice::decode_split(r.peek_rest(), k, res, q)?;
                     let high = q.iter().map(|&qi| u64::from(qi) << k);
-                    undo_differencing_joining::<true>(order, buf, high);
+                    undo_differencing_joining(order, buf, high);
                     Some(used)
                 })
                 .ok_or_else(corrupt)?;
@@ -666,20 +666,66 @@ fn unscale(res: &mut [u64], g: i64) {
 /// Turns `buf` (heads, then zigzagged residuals) into the values, in place and as bits, with
 /// the wrapping arithmetic [`residuals`] differenced them with; one loop per order.
 fn undo_differencing(order: u8, buf: &mut [u64]) {
-    undo_differencing_joining::<true>(order, buf, std::iter::repeat(0));
+    undo_differencing_joining(order, buf, std::iter::repeat(0));
+}
+
+/// Each byte's zigzag decoding: a residual under Rice parameter 0 is its quotient, one byte,
+/// and a load from this table replaces the shifts and masks of [`unzigzag`].
+// `b` stays below the table's length.
+#[allow(clippy::indexing_slicing)]
+static UNZIGZAG_BYTE: [i64; 256] = {
+    let mut t = [0i64; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = ((b >> 1) as i64) ^ -((b & 1) as i64);
+        b += 1;
+    }
+    t
+};
+
+/// [`undo_differencing`] of residuals that are whole bytes (Rice codes without low bits):
+/// `buf` holds the heads, then slots written without being read, and `q` the residuals.
+fn undo_differencing_bytes(order: u8, buf: &mut [u64], q: &[u8]) {
+    // A byte always indexes the table: the check compiles away.
+    let d = |x: &u8| UNZIGZAG_BYTE.get(usize::from(*x)).copied().unwrap_or(0);
+    match order {
+        0 => {
+            for (z, x) in buf.iter_mut().zip(q) {
+                *z = d(x) as u64;
+            }
+        }
+        1 => {
+            let Some((first, res)) = buf.split_first_mut() else {
+                return;
+            };
+            let mut prev = *first as i64;
+            for (z, x) in res.iter_mut().zip(q) {
+                prev = prev.wrapping_add(d(x));
+                *z = prev as u64;
+            }
+        }
+        _ => {
+            let [first, second, res @ ..] = buf else {
+                return;
+            };
+            let mut prev_d = *second as i64;
+            let mut prev = (*first as i64).wrapping_add(prev_d);
+            *second = prev as u64;
+            for (z, x) in res.iter_mut().zip(q) {
+                prev_d = prev_d.wrapping_add(d(x));
+                prev = prev.wrapping_add(prev_d);
+                *z = prev as u64;
+            }
+        }
+    }
 }
 
 /// [`undo_differencing`] of residuals stored in halves: `buf` holds the heads, then the low
 /// bits of each residual, and `high` gives the rest of each residual's bits in turn (the
 /// Rice quotients [`rice::decode_split`] left apart, shifted into place), ORed in on the way.
-/// Without `LOW` the residuals have no low bits: `high` gives them whole, and their slots in
-/// `buf` are written without being read.
-fn undo_differencing_joining<const LOW: bool>(
-    order: u8,
-    buf: &mut [u64],
-    high: impl Iterator<Item = u64>,
-) {
-    let join = |z: u64, h: u64| if LOW { z | h } else { h };
+/// Residuals without low bits take [`undo_differencing_bytes`].
+fn undo_differencing_joining(order: u8, buf: &mut [u64], high: impl Iterator<Item = u64>) {
+    let join = |z: u64, h: u64| z | h;
     match order {
         0 => {
             for (z, h) in buf.iter_mut().zip(high) {
@@ -1062,6 +1108,57 @@ mod tests {
             encode(&vals, &mut buf);
             same_as_reference(&buf, vals.len());
             same_as_reference(&buf[..buf.len() / 2], vals.len());
+        }
+    }
+
+    #[test]
+    fn byte_residuals_of_every_order_decode_as_the_reference_does() {
+        // Residuals of a unit or two under each order, so that plain Rice codes without low
+        // bits are chosen (the decoder's byte path): order 0 (small values), 1 (a walk), 2 (a walk of the steps).
+        let mut x = 7u64;
+        let mut small = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Zigzag codes z with odds 2^-(z+1), for which unary codes are the best there
+            // are: no other form is smaller.
+            match (x >> 33) % 16 {
+                0..=7 => 0,
+                8..=11 => -1,
+                12..=13 => 1,
+                14 => -2,
+                _ => 2,
+            }
+        };
+        let (mut v, mut w, mut step) = (1_000_000i64, 1_000_000_000i64, 5_000i64);
+        let mut orders = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..400 {
+            orders[0].push(small());
+            v += small();
+            orders[1].push(v);
+            step += small();
+            w += step;
+            orders[2].push(w);
+        }
+        for (order, vals) in orders.iter().enumerate() {
+            for n in [1, 2, 3, 40, vals.len()] {
+                let vals = &vals[..n];
+                let mut buf = Vec::new();
+                encode(vals, &mut buf);
+                if n >= 40 {
+                    let mode = buf[0];
+                    assert_eq!((mode & 3) as usize, order, "order of {n} values");
+                    let plain = PLAIN_MODE | (KIND_RICE << 2);
+                    assert_eq!(mode & (PLAIN_MODE | 0x3C), plain, "mode of order {order}");
+                    let mut r = Reader::new(&buf[1..], 0);
+                    for _ in 0..order {
+                        r.svarint().unwrap();
+                    }
+                    assert_eq!(r.u8().unwrap(), 0, "Rice parameter of order {order}");
+                }
+                same_as_reference(&buf, n);
+                rt(vals);
+            }
         }
     }
 
