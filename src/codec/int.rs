@@ -687,37 +687,8 @@ static UNZIGZAG_BYTE: [i64; 256] = {
 /// `buf` holds the heads, then slots written without being read, and `q` the residuals.
 fn undo_differencing_bytes(order: u8, buf: &mut [u64], q: &[u8]) {
     // A byte always indexes the table: the check compiles away.
-    let d = |x: &u8| UNZIGZAG_BYTE.get(usize::from(*x)).copied().unwrap_or(0);
-    match order {
-        0 => {
-            for (z, x) in buf.iter_mut().zip(q) {
-                *z = d(x) as u64;
-            }
-        }
-        1 => {
-            let Some((first, res)) = buf.split_first_mut() else {
-                return;
-            };
-            let mut prev = *first as i64;
-            for (z, x) in res.iter_mut().zip(q) {
-                prev = prev.wrapping_add(d(x));
-                *z = prev as u64;
-            }
-        }
-        _ => {
-            let [first, second, res @ ..] = buf else {
-                return;
-            };
-            let mut prev_d = *second as i64;
-            let mut prev = (*first as i64).wrapping_add(prev_d);
-            *second = prev as u64;
-            for (z, x) in res.iter_mut().zip(q) {
-                prev_d = prev_d.wrapping_add(d(x));
-                prev = prev.wrapping_add(prev_d);
-                *z = prev as u64;
-            }
-        }
-    }
+    let d = |_: u64, x: &u8| UNZIGZAG_BYTE.get(usize::from(*x)).copied().unwrap_or(0);
+    undo_differencing_by(order, buf, q.iter(), d);
 }
 
 /// [`undo_differencing`] of residuals stored in halves: `buf` holds the heads, then the low
@@ -725,11 +696,22 @@ fn undo_differencing_bytes(order: u8, buf: &mut [u64], q: &[u8]) {
 /// Rice quotients [`rice::decode_split`] left apart, shifted into place), ORed in on the way.
 /// Residuals without low bits take [`undo_differencing_bytes`].
 fn undo_differencing_joining(order: u8, buf: &mut [u64], high: impl Iterator<Item = u64>) {
-    let join = |z: u64, h: u64| z | h;
+    undo_differencing_by(order, buf, high, |z, h| unzigzag(z | h));
+}
+
+/// Turns `buf` (heads, then a slot per residual) into the values, in place, one loop per
+/// order: the residual of each slot is `residual(slot, item)`, the items taken in turn.
+#[inline(always)]
+fn undo_differencing_by<I>(
+    order: u8,
+    buf: &mut [u64],
+    items: impl Iterator<Item = I>,
+    residual: impl Fn(u64, I) -> i64,
+) {
     match order {
         0 => {
-            for (z, h) in buf.iter_mut().zip(high) {
-                *z = unzigzag(join(*z, h)) as u64;
+            for (z, h) in buf.iter_mut().zip(items) {
+                *z = residual(*z, h) as u64;
             }
         }
         1 => {
@@ -737,8 +719,8 @@ fn undo_differencing_joining(order: u8, buf: &mut [u64], high: impl Iterator<Ite
                 return;
             };
             let mut prev = *first as i64;
-            for (z, h) in res.iter_mut().zip(high) {
-                prev = prev.wrapping_add(unzigzag(join(*z, h)));
+            for (z, h) in res.iter_mut().zip(items) {
+                prev = prev.wrapping_add(residual(*z, h));
                 *z = prev as u64;
             }
         }
@@ -750,8 +732,8 @@ fn undo_differencing_joining(order: u8, buf: &mut [u64], high: impl Iterator<Ite
             let mut prev_d = *second as i64;
             let mut prev = (*first as i64).wrapping_add(prev_d);
             *second = prev as u64;
-            for (z, h) in res.iter_mut().zip(high) {
-                prev_d = prev_d.wrapping_add(unzigzag(join(*z, h)));
+            for (z, h) in res.iter_mut().zip(items) {
+                prev_d = prev_d.wrapping_add(residual(*z, h));
                 prev = prev.wrapping_add(prev_d);
                 *z = prev as u64;
             }
