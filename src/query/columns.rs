@@ -198,6 +198,40 @@ pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>
     }
 }
 
+/// A bucket's time column as runs of equal times where it is stored so, else decoded.
+pub enum TimeCol {
+    /// Runs `(ms, rows)` (see [`load_date_runs`]).
+    Runs(Vec<(i64, u32)>),
+    /// The decoded column ([`Col::Missing`] when the bucket has none).
+    Col(Col),
+}
+
+/// The time column `name` of a bucket, read once: as runs when its encoding stores them so,
+/// else decoded (a reader that takes either saves reading the column twice).
+pub fn load_times(src: &Source, name: &str) -> Result<TimeCol> {
+    match src {
+        Source::Seg(seg, i) => {
+            let got = seg.read_columns_with(*i as usize, &[name], |data, rows| {
+                Ok(match decode_date_runs(data, rows)? {
+                    Some(runs) => TimeCol::Runs(runs),
+                    None => TimeCol::Col(Col::decode(data, rows)?),
+                })
+            })?;
+            Ok(got
+                .into_iter()
+                .next()
+                .flatten()
+                .unwrap_or(TimeCol::Col(Col::Missing)))
+        }
+        Source::Mem(_) => Ok(TimeCol::Col(
+            load(src, &[name])?
+                .into_iter()
+                .next()
+                .unwrap_or(Col::Missing),
+        )),
+    }
+}
+
 /// The rows of a bucket as documents holding only the named fields and the meta field.
 /// Field order is not the inserted one: only filters and expressions read these documents.
 pub fn row_docs(src: &Source, names: &[&str], meta_field: Option<&str>) -> Result<Vec<Document>> {

@@ -26,7 +26,7 @@
 use super::accum::{Acc, AccOp, Values};
 use super::binlane::{self, Input, Times};
 use super::bins::{BinGroups, Bins};
-use super::columns::{self, Col};
+use super::columns::{self, Col, TimeCol};
 use super::countlane::{self, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
@@ -629,17 +629,17 @@ impl FastGroup {
         if lane.take((lo, hi), s.count, &bins, &mut group)? {
             return Ok(true);
         }
-        if let Some(runs) = self.time_runs(scan)? {
-            return lane.take_runs(&runs, &bins, group).map(|()| true);
-        }
-        // Times not stored as runs: decoded here, since the column path would try the runs
-        // again before decoding them.
+        // The times, read once: as runs where they are stored so, else decoded (here, since
+        // the column path would try the runs again before decoding them).
         let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
             return Ok(false);
         };
-        match columns::load(&scan.src, &[name.as_str()])?.first() {
-            Some(Col::Date(Slots::Dense(ts))) if ts.len() == s.count as usize => {
-                lane.take_times(ts, &bins, group).map(|()| true)
+        match columns::load_times(&scan.src, name)? {
+            TimeCol::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
+            TimeCol::Col(Col::Date(Slots::Dense(ts))) if ts.len() == s.count as usize => {
+                let taken = lane.take_times(&ts, &bins, group).map(|()| true);
+                Col::Date(Slots::Dense(ts)).recycle();
+                taken
             }
             _ => Ok(false),
         }
