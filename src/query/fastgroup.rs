@@ -64,6 +64,10 @@ enum LaneCol {
     Col(Col, Option<u64>),
 }
 
+/// How many buckets ahead of the one visited its summary is asked for (see
+/// [`Scans::prefetch`]).
+const SUMMARIES_AHEAD: usize = 8;
+
 /// Accumulator inputs of a bucket the bin lane holds on the stack.
 const LANE_INPUTS: usize = 4;
 
@@ -996,7 +1000,10 @@ impl FastGroup {
             bins,
             ..
         } = v;
-        for &idx in order {
+        for (at, &idx) in order.iter().enumerate() {
+            if let Some(&ahead) = order.get(at + SUMMARIES_AHEAD) {
+                scans.prefetch(ahead);
+            }
             let Some(scan) = scans.get(idx) else { continue };
             let scan = &scan;
             if let Some(lane) = lane.as_mut() {

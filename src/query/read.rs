@@ -84,6 +84,23 @@ impl Scans {
         (0..self.len()).filter_map(|k| self.get(k))
     }
 
+    /// Asks for the summary of chosen bucket `k` ahead of its use: a scan that answers most
+    /// buckets from their summaries alone waits on each one's cache lines otherwise.
+    #[inline]
+    pub fn prefetch(&self, k: usize) {
+        if let Some((Place::Seg(seg, i), _)) = self.list.get(k) {
+            if let Some(s) = self
+                .segments
+                .get(*seg as usize)
+                .and_then(|seg| seg.buckets().get(*i as usize))
+            {
+                let p = std::ptr::from_ref(s).cast::<u8>();
+                crate::prefetch::line(p);
+                crate::prefetch::line(p.wrapping_add(64));
+            }
+        }
+    }
+
     /// Where chosen bucket `k` lies: the number of its segment, segments being numbered in
     /// the order their first bucket was chosen, and its position there; `None` for a bucket in
     /// memory (or no bucket `k`).
