@@ -177,12 +177,13 @@ impl Rows {
     }
 
     fn meta_at(&self, row: usize) -> Option<&Bson> {
-        let own = self
-            .meta_col
-            .and_then(|c| self.data.columns.get(c))
-            .and_then(|c| c.values.get(row))
-            .and_then(Option::as_ref);
+        let own = self.meta_col.and_then(|c| self.value_at(c, row));
         own.or(self.data.meta.as_ref())
+    }
+
+    /// The value of loaded column `col` in row `row`, when it has one.
+    fn value_at(&self, col: usize, row: usize) -> Option<&Bson> {
+        self.data.columns.get(col)?.values.get(row)?.as_ref()
     }
 
     /// The error for row `row` when it does not fit the bucket's columns.
@@ -212,12 +213,7 @@ impl Rows {
         for ((_, v), from) in d.iter_mut().zip(&t.from) {
             let value = match *from {
                 From::Meta => self.meta_at(row),
-                From::Column(ci) => self
-                    .data
-                    .columns
-                    .get(ci)
-                    .and_then(|c| c.values.get(row))
-                    .and_then(Option::as_ref),
+                From::Column(ci) => self.value_at(ci, row),
             };
             *v = value.ok_or_else(bad)?.clone();
         }
@@ -336,12 +332,7 @@ impl Bound<'_> {
             Bound::Nor(v) => !v.iter().any(|b| b.matches(rows, row)),
             Bound::Leaf(at, rest, pred) => {
                 let v = match *at {
-                    At::Column(c) => rows
-                        .data
-                        .columns
-                        .get(c)
-                        .and_then(|c| c.values.get(row))
-                        .and_then(Option::as_ref),
+                    At::Column(c) => rows.value_at(c, row),
                     At::Meta => rows.meta_at(row),
                     At::Missing => None,
                 };
