@@ -640,12 +640,17 @@ impl FastGroup {
         };
         match columns::load_times(&scan.src, name)? {
             TimeCol::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
-            TimeCol::Col(Col::Date(Slots::Dense(ts))) if ts.len() == s.count as usize => {
-                let taken = lane.take_times(&ts, &bins, group).map(|()| true);
-                Col::Date(Slots::Dense(ts)).recycle();
+            TimeCol::Col(col) => {
+                let taken = match &col {
+                    Col::Date(Slots::Dense(ts)) if ts.len() == s.count as usize => {
+                        lane.take_times(ts, &bins, group).map(|()| true)
+                    }
+                    _ => Ok(false),
+                };
+                // The decoded vector goes back for the next decode, taken or not.
+                col.recycle();
                 taken
             }
-            _ => Ok(false),
         }
     }
 
