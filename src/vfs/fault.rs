@@ -46,9 +46,11 @@ pub enum OpKind {
     SyncData,
     /// [`WritableFile::truncate`].
     Truncate,
+    /// [`WritableFile::write_at`].
+    WriteAt,
 }
 
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 impl OpKind {
     fn index(self) -> usize {
@@ -218,6 +220,17 @@ impl WritableFile for FaultFile {
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.counters.check(OpKind::Truncate)?;
         self.inner.truncate(len)
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        if let Err(e) = self.counters.check(OpKind::WriteAt) {
+            if self.counters.partial_appends.load(Ordering::SeqCst) {
+                let half = buf.get(..buf.len() / 2).unwrap_or_default();
+                // The short write's own outcome does not matter: the caller sees the injected error.
+                let _ = self.inner.write_at(offset, half);
+            }
+            return Err(e);
+        }
+        self.inner.write_at(offset, buf)
     }
     fn len(&self) -> u64 {
         self.inner.len()

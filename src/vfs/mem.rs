@@ -53,6 +53,7 @@ pub enum CrashMode {
 enum PendingOp {
     Append(Vec<u8>),
     Truncate(u64),
+    WriteAt(usize, Vec<u8>),
 }
 
 #[derive(Clone, Default)]
@@ -164,6 +165,18 @@ fn apply_op(buf: &mut Vec<u8>, op: &PendingOp) {
     match op {
         PendingOp::Append(b) => buf.extend_from_slice(b),
         PendingOp::Truncate(len) => buf.resize(usize::try_from(*len).unwrap_or(usize::MAX), 0),
+        PendingOp::WriteAt(at, b) => write_within(buf, *at, b),
+    }
+}
+
+/// Writes `b` into `buf` at `at` (at most its length), extending it as far as `b` reaches.
+fn write_within(buf: &mut Vec<u8>, at: usize, b: &[u8]) {
+    let end = at.saturating_add(b.len());
+    if buf.len() < end {
+        buf.resize(end, 0);
+    }
+    if let Some(dst) = buf.get_mut(at..end) {
+        dst.copy_from_slice(b);
     }
 }
 
@@ -193,14 +206,26 @@ fn crash_image(inode: &Inode, mode: CrashMode, rng: &mut Rng) -> Vec<u8> {
             for (i, op) in inode.pending.iter().enumerate() {
                 if i < keep {
                     apply_op(&mut img, op);
-                    if let PendingOp::Truncate(l) = op {
-                        stable = stable.min(usize::try_from(*l).unwrap_or(usize::MAX));
+                    match op {
+                        PendingOp::Truncate(l) => {
+                            stable = stable.min(usize::try_from(*l).unwrap_or(usize::MAX))
+                        }
+                        PendingOp::WriteAt(at, _) => stable = stable.min(*at),
+                        PendingOp::Append(_) => {}
                     }
                 } else if i == keep {
-                    // The first op not fully kept may be partly kept when it is an append.
-                    if let PendingOp::Append(b) = op {
-                        let part = rng.upto(b.len() as u64) as usize;
-                        img.extend_from_slice(b.get(..part).unwrap_or_default());
+                    // The first op not fully kept may be partly kept.
+                    match op {
+                        PendingOp::Append(b) => {
+                            let part = rng.upto(b.len() as u64) as usize;
+                            img.extend_from_slice(b.get(..part).unwrap_or_default());
+                        }
+                        PendingOp::WriteAt(at, b) => {
+                            let part = rng.upto(b.len() as u64) as usize;
+                            write_within(&mut img, *at, b.get(..part).unwrap_or_default());
+                            stable = stable.min(*at);
+                        }
+                        PendingOp::Truncate(_) => {}
                     }
                     break;
                 }
@@ -223,6 +248,10 @@ fn crash_image(inode: &Inode, mode: CrashMode, rng: &mut Rng) -> Vec<u8> {
                     PendingOp::Truncate(l) => {
                         len = usize::try_from(*l).unwrap_or(usize::MAX);
                         stable = stable.min(len);
+                    }
+                    PendingOp::WriteAt(at, b) => {
+                        len = len.max(at.saturating_add(b.len()));
+                        stable = stable.min(*at);
                     }
                 }
             }
@@ -362,6 +391,21 @@ impl WritableFile for MemFile {
             apply_op(&mut inode.durable, op);
         }
         self.len = len;
+        Ok(())
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let inode = st.inode(self.ino)?;
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        if at > inode.live.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write past the end of the file",
+            ));
+        }
+        write_within(&mut inode.live, at, buf);
+        inode.pending.push(PendingOp::WriteAt(at, buf.to_vec()));
+        self.len = inode.live.len() as u64;
         Ok(())
     }
     fn len(&self) -> u64 {
@@ -670,6 +714,47 @@ mod tests {
             read(&fs.crash_with(CrashMode::TornSector, 9), "/db/a"),
             read(&fs.crash_with(CrashMode::TornSector, 9), "/db/a")
         );
+    }
+
+    #[test]
+    fn writes_over_synced_zeros_are_lost_or_kept_in_write_order() {
+        let fs = setup();
+        write(&fs, "/db/a", &[0u8; 100], true);
+        fs.sync_dir(Path::new("/db")).unwrap();
+        let mut f = fs.open_append(Path::new("/db/a"), false).unwrap();
+        f.write_at(10, &[1u8; 20]).unwrap();
+        f.write_at(30, &[2u8; 90]).unwrap();
+        assert!(f.write_at(121, b"x").is_err(), "past the end");
+        assert_eq!(f.len(), 120);
+        let live = read(&fs, "/db/a").unwrap();
+        assert_eq!(live.len(), 120);
+        for seed in 0..100 {
+            for mode in [
+                CrashMode::DropUnsynced,
+                CrashMode::KeepPrefix,
+                CrashMode::ZeroExtension,
+            ] {
+                let img = read(&fs.crash_with(mode, seed), "/db/a").unwrap();
+                match mode {
+                    CrashMode::DropUnsynced => assert_eq!(img, vec![0u8; 100]),
+                    // What a prefix of the writes gives: the first write in part or whole,
+                    // then the second in part, growing the file only as far as it got.
+                    CrashMode::KeepPrefix => {
+                        let n = img.len().max(100);
+                        assert_eq!(img.len(), n);
+                        let written = img.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                        assert_eq!(&img[..written], &live[..written], "seed {seed}");
+                    }
+                    CrashMode::ZeroExtension => {
+                        assert_eq!(img.len(), 120);
+                        assert!(img[10..].iter().all(|&b| b == 0));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        f.sync_data().unwrap();
+        assert_eq!(read(&fs.crash(), "/db/a").unwrap(), live);
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! write that was not synced) and [`FaultFs`] (wraps another and fails chosen operations). Crash and
 //! I/O-error tests therefore need neither root nor a real power cut.
 //!
-//! The trait is deliberately narrow: append-only writable files, whole-file reads or maps,
-//! rename, remove, directory sync and an advisory lock. That is all the engine's formats need
-//! (the WAL appends, segments and the manifest are written once then renamed into place).
+//! The trait is deliberately narrow: writable files that grow at the end (and may be written
+//! over from a given offset), whole-file reads or maps, rename, remove, directory sync and an
+//! advisory lock. That is all the engine's formats need (the WAL appends, writing its records
+//! over zeros it wrote ahead; segments and the manifest are written once then renamed into
+//! place).
 
 mod fault;
 mod mem;
@@ -23,7 +25,7 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
-/// A file opened for appending.
+/// A file opened for writing at its end.
 pub trait WritableFile: Send {
     /// Appends `buf` at the end of the file.
     fn append(&mut self, buf: &[u8]) -> io::Result<()>;
@@ -31,6 +33,9 @@ pub trait WritableFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// Cuts the file to `len` bytes; later appends continue from there.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
+    /// Writes `buf` at `offset` (at most `len()`), over the bytes there and past the end as
+    /// far as it reaches. The log writes its records over zeros it wrote ahead of them.
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()>;
     /// Current length in bytes (including unsynced appends).
     fn len(&self) -> u64;
     /// True when the file is empty.

@@ -3,7 +3,7 @@
 use super::{FileBytes, LockGuard, Vfs, WritableFile};
 use fs2::FileExt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,8 +28,27 @@ impl WritableFile for RealFile {
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
         self.file.sync_all()?;
+        // Without O_APPEND the write position stays where it was.
+        self.file.seek(SeekFrom::Start(len))?;
         self.len = len;
         Ok(())
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        if offset > self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write past the end of the file",
+            ));
+        }
+        self.file.seek(SeekFrom::Start(offset))?;
+        let written = self.file.write_all(buf);
+        let end = offset + buf.len() as u64;
+        if written.is_ok() {
+            self.len = self.len.max(end);
+        }
+        // Appends continue at the end whatever happened.
+        self.file.seek(SeekFrom::Start(self.len))?;
+        written
     }
     fn len(&self) -> u64 {
         self.len
@@ -59,12 +78,18 @@ impl Vfs for RealFs {
         path.exists()
     }
     fn open_append(&self, path: &Path, truncate: bool) -> io::Result<Box<dyn WritableFile>> {
-        // O_APPEND keeps every write at the end even after a truncate.
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        // Not O_APPEND, under which Linux would put `write_at`'s writes at the end too; the
+        // position is kept at the end instead.
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
         if truncate {
             file.set_len(0)?;
         }
         let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len))?;
         Ok(Box::new(RealFile { file, len }))
     }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -104,5 +129,33 @@ impl Vfs for RealFs {
             Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_at_an_offset_appends_and_truncation_agree_on_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let fs = RealFs;
+        let mut f = fs.open_append(&path, true).unwrap();
+        f.append(&[0u8; 10]).unwrap();
+        f.write_at(4, b"abcdefgh").unwrap();
+        assert_eq!(f.len(), 12);
+        f.append(b"XY").unwrap();
+        assert!(f.write_at(15, b"z").is_err(), "past the end");
+        assert_eq!(fs.read(&path).unwrap(), b"\0\0\0\0abcdefghXY");
+        f.truncate(6).unwrap();
+        f.append(b"!").unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(fs.read(&path).unwrap(), b"\0\0\0\0ab!");
+        drop(f);
+        // Reopened, appends continue at the end.
+        let mut f = fs.open_append(&path, false).unwrap();
+        f.append(b"?").unwrap();
+        assert_eq!(fs.read(&path).unwrap(), b"\0\0\0\0ab!?");
     }
 }
