@@ -454,7 +454,8 @@ fn reported_log_size_matches_the_files() {
             .map(|i| doc! {"t": DateTime::from_millis(base + round * 1_000_000 + i), "v": i})
             .collect();
         c.insert_many(&docs).unwrap();
-        assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
+        // Not compared here: between inserts the log writer may be adding zeros ahead of its
+        // records, which a flush waits for.
         db.flush().unwrap();
         assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
     }

@@ -48,20 +48,37 @@ fn by_id(mut docs: Vec<Document>) -> Vec<Document> {
 }
 
 /// A closed database whose log holds `sizes.len()` batches of collection "a" (writer 1) and no
-/// segment; returns the log file's length after each batch (index 0: before the first).
+/// segment; returns where the log file's records end after each batch (index 0: before the
+/// first).
 fn logged_batches(sizes: &[usize]) -> (MemFs, PathBuf, Vec<u64>) {
     let fs = MemFs::new();
     let db = open(&fs).unwrap();
     let c = db.create_collection("a", ts_options()).unwrap();
     let wal = only_file(&fs, "/db/wal", ".log");
-    let mut ends = vec![fs.file_len(&wal).unwrap()];
     for (b, &n) in sizes.iter().enumerate() {
         c.insert_many(&batch_docs(1, b as i64 + 1, n, 3)).unwrap();
-        ends.push(fs.file_len(&wal).unwrap());
     }
     db.close().unwrap();
     // A power cut after a clean close loses nothing: the image is a faithful copy to damage.
-    (fs.crash(), wal, ends)
+    let img = fs.crash();
+    let ends = record_ends(&img.read(&wal).unwrap());
+    assert_eq!(ends.len(), sizes.len() + 1, "one record per batch");
+    (img, wal, ends)
+}
+
+/// Where each record of a WAL file ends, after the 32-byte file header: each record is a
+/// 24-byte header, whose bytes 4..8 hold the payload length, and the payload
+/// (`format-spec/wal.md`).
+fn record_ends(bytes: &[u8]) -> Vec<u64> {
+    let mut ends = vec![32u64];
+    let mut at = 32;
+    while at < bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += 24 + len;
+        ends.push(at as u64);
+    }
+    assert_eq!(at, bytes.len(), "the closed log ends with its last record");
+    ends
 }
 
 #[test]

@@ -201,6 +201,8 @@ impl<T: Send + 'static> Wal<T> {
             sync: opts.sync,
             rotate_bytes: opts.rotate_bytes,
             files,
+            end: cur.len(),
+            zeroed: false,
             cur,
             next_seq: last_seq + 1,
             dirty: false,

@@ -32,6 +32,15 @@ use std::time::Instant;
 /// Upper bound of the payload bytes of one commit group (at least one record is always taken).
 pub const MAX_GROUP_BYTES: usize = 4 << 20;
 
+/// Under `SyncMode::Always` the writer keeps at least this many zero bytes, written and
+/// synced, past the end of the records, adding [`ZERO_STEP`] at a time after a commit when
+/// nothing waits. A record written over them changes neither the file's size nor its
+/// allocated blocks, so the `fdatasync` that acknowledges it has only data to write, not
+/// file-system metadata (measured on ext4: about 0.34 instead of 0.59 ms for 700 KB).
+pub const ZERO_AHEAD: u64 = 1 << 20;
+/// Zero bytes added at a time (see [`ZERO_AHEAD`]).
+pub const ZERO_STEP: usize = 1 << 20;
+
 /// A request to the writer thread.
 pub enum Msg<T> {
     /// Append one record; the reply carries its seq.
@@ -192,6 +201,10 @@ pub struct Writer<T> {
     /// All WAL files, oldest first; the last one is `cur`.
     pub files: Vec<WalFile>,
     pub cur: Box<dyn WritableFile>,
+    /// End of the last record in `cur`; zeros written ahead may follow it.
+    pub end: u64,
+    /// Zeros may have been written past `end` in `cur`.
+    pub zeroed: bool,
     /// Seq the next record gets.
     pub next_seq: u64,
     /// Bytes were written since the last sync.
@@ -253,6 +266,9 @@ impl<T: Send + 'static> Writer<T> {
                         }
                     }
                     self.commit(group);
+                    if held.is_none() {
+                        self.zero_ahead();
+                    }
                 }
                 Msg::Reclaim { upto, reply } => {
                     let _ = reply.send(self.reclaim(upto));
@@ -384,24 +400,67 @@ impl<T: Send + 'static> Writer<T> {
         for (seq, (payload, _, _)) in (self.next_seq..).zip(group) {
             // Rotate once the file has reached its size, but never leave a file without records.
             let has_records = seq > self.cur_first_seq();
-            if has_records && self.cur.len() + buf.len() as u64 >= self.rotate_bytes {
+            if has_records && self.end + buf.len() as u64 >= self.rotate_bytes {
                 if !buf.is_empty() {
-                    self.cur.append(buf).map_err(|e| (e, "write"))?;
-                    self.dirty = true;
+                    self.write_records(buf).map_err(|e| (e, "write"))?;
                     buf.clear();
                 }
                 self.rotate(seq).map_err(|e| (e, "rotation"))?;
             }
             encode_record(buf, seq, payload);
         }
-        self.cur.append(buf).map_err(|e| (e, "write"))?;
-        self.dirty = true;
+        self.write_records(buf).map_err(|e| (e, "write"))?;
         match self.sync {
             SyncMode::Always => self.sync_now().map_err(|e| (e, "sync"))?,
             SyncMode::Periodic(every) if self.last_sync.elapsed() >= every => {
                 self.sync_now().map_err(|e| (e, "sync"))?
             }
             SyncMode::Periodic(_) | SyncMode::Never => {}
+        }
+        Ok(())
+    }
+
+    /// Writes encoded records at the end of the records, over the zeros written ahead.
+    fn write_records(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.dirty = true;
+        self.cur.write_at(self.end, buf)?;
+        self.end += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Adds zeros past the records when fewer than [`ZERO_AHEAD`] remain, nothing waits to be
+    /// written and the zeros stay below the rotation size (see [`ZERO_AHEAD`]). A failure poisons the log like any failed write: the
+    /// next request is refused with an error that names it.
+    fn zero_ahead(&mut self) {
+        if self.sync != SyncMode::Always
+            || self.dirty
+            || !self.rx.is_empty()
+            || self.cur.len() + ZERO_STEP as u64 > self.rotate_bytes
+            || self.cur.len().saturating_sub(self.end) >= ZERO_AHEAD
+            || self.shared.check().is_err()
+        {
+            return;
+        }
+        static ZEROS: [u8; ZERO_STEP] = [0; ZERO_STEP];
+        self.zeroed = true;
+        let r = self.cur.append(&ZEROS).and_then(|()| self.cur.sync_data());
+        match r {
+            Ok(()) => self.publish_size(),
+            // As after any failed write or sync, the file's state is unknown.
+            Err(e) => self.shared.poison(format!("WAL write ahead failed: {e}")),
+        }
+    }
+
+    /// Cuts the zeros written ahead off the current file, durably.
+    fn cut_zeros(&mut self) -> io::Result<()> {
+        // Also when the file's own length says nothing follows: a failed write may have left
+        // bytes past it.
+        if self.zeroed {
+            // Durable at once (with everything before it), so nothing is left dirty.
+            self.cur.truncate(self.end)?;
+            self.zeroed = false;
+            self.dirty = false;
+            self.publish_size();
         }
         Ok(())
     }
@@ -426,12 +485,16 @@ impl<T: Send + 'static> Writer<T> {
     /// Starts file `first_seq`. The old file is synced first (whatever the sync mode) so that a
     /// file with a successor is always complete: the reader treats damage there as corruption.
     fn rotate(&mut self, first_seq: u64) -> io::Result<()> {
+        // A file with a successor must end with its last record: recovery takes anything
+        // after it for damage.
+        self.cut_zeros()?;
         if self.dirty {
             self.sync_now()?;
         }
         let (file, handle) = create_file(&*self.vfs, &self.dir, first_seq)?;
         self.files.push(file);
         self.older_bytes += self.cur.len();
+        self.end = handle.len();
         self.cur = handle;
         self.publish_size();
         Ok(())
@@ -474,9 +537,15 @@ impl<T: Send + 'static> Writer<T> {
         Ok(())
     }
 
-    /// Final sync at close. A poisoned log is not touched.
+    /// Final sync at close, leaving the file to end with its last record. A poisoned log is not
+    /// touched.
     fn finish(&mut self) -> Result<()> {
         self.shared.check()?;
+        if let Err(e) = self.cut_zeros() {
+            self.shared
+                .poison(format!("WAL truncation at close failed: {e}"));
+            return Err(io_copy(&e, "truncation"));
+        }
         if self.dirty {
             if let Err(e) = self.sync_now() {
                 self.shared.poison(format!("WAL sync at close failed: {e}"));
