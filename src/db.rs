@@ -159,6 +159,8 @@ pub(crate) struct DbInner {
     /// Decompressed pages kept across reads (`DbOptions::page_cache_bytes`).
     pub page_cache: Arc<PageCache>,
     wal: RwLock<Option<Wal<Batch>>>,
+    /// Stops the log's writes of its own accord once the database refuses writes.
+    log_quiet: crate::wal::Quiet,
     /// The manifest as last written; its lock also serialises flushes and DDL.
     pub(crate) manifest: Mutex<Manifest>,
     poisoned: Mutex<Option<String>>,
@@ -388,6 +390,7 @@ impl Database {
             opts,
             vfs,
             state: StateLock::new(state, wal.applied()),
+            log_quiet: wal.quiet(),
             inserting: RwLock::new(inserting),
             page_cache,
             wal: RwLock::new(Some(wal)),
@@ -625,10 +628,14 @@ impl DbInner {
     }
 
     pub(crate) fn poison(&self, e: &Error) {
-        let mut p = self.poisoned.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
+        {
+            let mut p = self.poisoned.lock();
+            if p.is_none() {
+                *p = Some(e.to_string());
+            }
         }
+        // Nothing may reach the disk after a failure, not even the log's zeros ahead.
+        self.log_quiet.stop();
     }
 
     /// Replaces the index definitions of collection `id`: computed by `f` from the current ones

@@ -79,6 +79,19 @@ pub struct Wal<T: Send + 'static> {
     max_record_bytes: usize,
 }
 
+/// Stops a [`Wal`]'s writes of its own accord (see [`Wal::quiet`]).
+#[derive(Clone)]
+pub struct Quiet(Arc<Shared>);
+
+impl Quiet {
+    /// From now on the writer writes only what it is asked to; returns once no write of its
+    /// own is under way. For a database that refuses writes after a failure and must not
+    /// touch the disk again.
+    pub fn stop(&self) {
+        *self.0.quiet.lock() = true;
+    }
+}
+
 /// Waits for the applier of a [`Wal`] (see [`Wal::applied`]).
 #[derive(Clone)]
 pub struct Applied(Arc<Shared>);
@@ -257,6 +270,11 @@ impl<T: Send + 'static> Wal<T> {
     /// Seq of the last record appended and applied (or recovered; the checkpoint if higher).
     pub fn last_seq(&self) -> u64 {
         self.shared.last_seq.load(Ordering::SeqCst)
+    }
+
+    /// A handle that stops the writer's writes of its own accord (the zeros it writes ahead).
+    pub fn quiet(&self) -> Quiet {
+        Quiet(self.shared.clone())
     }
 
     /// A handle that waits for the applier; it outlives the log's threads.

@@ -74,6 +74,9 @@ pub struct Shared {
     pub poisoned: Mutex<Option<String>>,
     /// Bytes of all log files, kept by the writer so that asking costs no file-system calls.
     pub bytes: AtomicU64,
+    /// True once the writer may no longer write of its own accord (zeros ahead); held while
+    /// it does, so that whoever sets it knows no such write is under way.
+    pub quiet: Mutex<bool>,
 }
 
 impl Shared {
@@ -442,6 +445,11 @@ impl<T: Send + 'static> Writer<T> {
             return;
         }
         static ZEROS: [u8; ZERO_STEP] = [0; ZERO_STEP];
+        let shared = self.shared.clone();
+        let quiet = shared.quiet.lock();
+        if *quiet {
+            return;
+        }
         self.zeroed = true;
         let r = self.cur.append(&ZEROS).and_then(|()| self.cur.sync_data());
         match r {
@@ -541,7 +549,9 @@ impl<T: Send + 'static> Writer<T> {
     /// touched.
     fn finish(&mut self) -> Result<()> {
         self.shared.check()?;
-        if let Err(e) = self.cut_zeros() {
+        // Quiet (the database refuses writes): the zeros stay, and recovery cuts them.
+        let quiet = *self.shared.quiet.lock();
+        if let Err(e) = if quiet { Ok(()) } else { self.cut_zeros() } {
             self.shared
                 .poison(format!("WAL truncation at close failed: {e}"));
             return Err(io_copy(&e, "truncation"));
