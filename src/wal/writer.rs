@@ -432,8 +432,8 @@ impl<T: Send + 'static> Writer<T> {
     }
 
     /// Adds zeros past the records when fewer than [`ZERO_AHEAD`] remain, nothing waits to be
-    /// written and the zeros stay below the rotation size (see [`ZERO_AHEAD`]). A failure poisons the log like any failed write: the
-    /// next request is refused with an error that names it.
+    /// written and the zeros stay below the rotation size (see [`ZERO_AHEAD`]). A failure
+    /// poisons the log like any failed write: the next request is refused naming it.
     fn zero_ahead(&mut self) {
         if self.sync != SyncMode::Always
             || self.dirty
@@ -490,8 +490,9 @@ impl<T: Send + 'static> Writer<T> {
         self.files.last().map_or(self.next_seq, |f| f.first_seq)
     }
 
-    /// Starts file `first_seq`. The old file is synced first (whatever the sync mode) so that a
-    /// file with a successor is always complete: the reader treats damage there as corruption.
+    /// Starts file `first_seq`. The old file is cut back to its last record and synced first
+    /// (whatever the sync mode) so that a file with a successor is always complete: the reader
+    /// treats damage there as corruption.
     fn rotate(&mut self, first_seq: u64) -> io::Result<()> {
         // A file with a successor must end with its last record: recovery takes anything
         // after it for damage.
