@@ -64,11 +64,30 @@ fn write_str(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
 }
 
 /// Appends the value bytes of `v` (what follows the element's key).
-#[inline]
+///
+/// Inlined into the loops over a document's elements, with the rare types out of line: as one
+/// function with every arm, each call of it paid about 40 instructions of register saves and
+/// dispatch, a sixth of the encoding of a devops measurement.
+#[inline(always)]
 pub fn write_value(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
     match v {
         Bson::Double(x) => out.extend_from_slice(&x.to_le_bytes()),
         Bson::String(s) => write_str(s, out)?,
+        Bson::DateTime(t) => out.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
+        Bson::Int32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Bson::Int64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Bson::Boolean(b) => out.push(u8::from(*b)),
+        Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
+        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => {}
+        other => write_other(other, out)?,
+    }
+    Ok(())
+}
+
+/// [`write_value`] for embedded documents, arrays and the rare types.
+#[inline(never)]
+fn write_other(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
+    match v {
         Bson::Document(d) => write_document(d, out)?,
         Bson::Array(a) => {
             let start = begin(out);
@@ -82,12 +101,6 @@ pub fn write_value(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
             }
             end(out, start)?;
         }
-        Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
-        Bson::Boolean(b) => out.push(u8::from(*b)),
-        Bson::DateTime(t) => out.extend_from_slice(&t.timestamp_millis().to_le_bytes()),
-        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => {}
-        Bson::Int32(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Bson::Int64(x) => out.extend_from_slice(&x.to_le_bytes()),
         other => {
             // Rare types: take the crate's bytes of a one-field document `{"": v}`, whose value
             // starts after the length, the type byte and the empty key.
