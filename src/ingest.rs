@@ -14,7 +14,7 @@ mod validate;
 pub use series::{series_key, MetaId, SeriesKey};
 pub use shape::{defers, ShapeId};
 
-use shape::ShapeBuilder;
+use shape::{LastRow, ShapeBuilder};
 
 use ids::IdBlock;
 
@@ -101,9 +101,17 @@ pub fn prepare_batch(
     let mut ids = Vec::with_capacity(docs.len());
     let mut block = IdBlock::reserve(docs.len());
     let mut shape = ShapeBuilder::default();
+    let mut last = LastRow::default();
     for (index, doc) in docs.iter().enumerate() {
         prefetch::ahead(docs, index);
-        let (p, id) = encode_one(doc, &mut out, index, fields, &mut block, &mut shape)?;
+        let (p, id) = encode_one(
+            doc,
+            &mut out,
+            index,
+            fields,
+            &mut block,
+            (&mut shape, &mut last),
+        )?;
         prepared.push(p);
         ids.push(id);
     }
@@ -118,17 +126,21 @@ static DOC_BYTES_HINT: AtomicUsize = AtomicUsize::new(320);
 
 /// Encodes one document into `out` (a generated `_id` first, where MongoDB puts it, when it
 /// has none) while checking it, in one pass over its fields; returns it prepared and its `_id`.
+/// `last` holds the fields of the row before, whose names need no second check.
 fn encode_one(
     doc: &Document,
     out: &mut Vec<u8>,
     index: usize,
     fields: &Fields<'_>,
     block: &mut IdBlock,
-    shape: &mut ShapeBuilder,
+    (shape, last): (&mut ShapeBuilder, &mut LastRow),
 ) -> Result<(Prepared, Bson)> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     let start = encode::begin(out);
     shape.begin();
+    // Fields so far, and whether they repeat the last row's one for one; until they stop, the
+    // shape builder is left alone.
+    let (mut field, mut repeating) = (0, true);
     // A scan of the names (which the encoding reads next anyway) is cheaper than hashing.
     let given = doc
         .iter()
@@ -141,16 +153,34 @@ fn encode_one(
             out.push(0x07);
             out.extend_from_slice(b"_id\0");
             out.extend_from_slice(&oid.bytes());
-            shape.push(0x07, b"_id", false);
+            if !last.repeats(field, 0x07, b"_id") {
+                repeating = false;
+                shape.push(0x07, b"_id", false);
+            }
+            field += 1;
             Bson::ObjectId(oid)
         }
     };
     let mut time_ms = None;
     let mut meta_at = None;
     for (k, v) in doc {
-        if is_hidden(k) {
-            return Err(bad(reserved_name(k)));
+        let kind = v.element_type();
+        let element_at = out.len();
+        let is_meta = fields.meta == Some(k.as_str());
+        if repeating && last.repeats(field, kind as u8, k.as_bytes()) {
+            encode::write_checked_key(out, kind, k);
+        } else {
+            if is_hidden(k) {
+                return Err(bad(reserved_name(k)));
+            }
+            if std::mem::replace(&mut repeating, false) {
+                last.replay(field, shape, fields.meta);
+            }
+            let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
+            encode::write_key(out, kind, k).map_err(encoding)?;
+            shape.push(kind as u8, k.as_bytes(), is_meta);
         }
+        field += 1;
         if k == fields.time {
             match v {
                 Bson::DateTime(t) => time_ms = Some(t.timestamp_millis()),
@@ -163,13 +193,8 @@ fn encode_one(
                 }
             }
         }
-        let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
-        let element_at = out.len();
-        let is_meta = fields.meta == Some(k.as_str());
-        encode::write_key(out, v.element_type(), k).map_err(encoding)?;
-        shape.push(v.element_type() as u8, k.as_bytes(), is_meta);
         let value_at = out.len();
-        encode::write_value(v, out).map_err(encoding)?;
+        encode::write_value(v, out).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
         if is_meta {
             meta_at = Some((v, value_at, (element_at - start, out.len() - start)));
         }
@@ -187,7 +212,17 @@ fn encode_one(
         None => (SeriesKey::none(), 0),
     };
     let mut p = finish(time_ms, key, start, len, index, fields)?;
-    p.shape = shape.finish();
+    p.shape = if repeating && field == last.len() {
+        last.id()
+    } else {
+        if repeating {
+            // A prefix of the last row's fields: the builder has not seen them yet.
+            last.replay(field, shape, fields.meta);
+        }
+        let id = shape.finish();
+        last.remember(shape, id);
+        id
+    };
     p.meta_at = meta_at.map(|(_, _, span)| span);
     Ok((p, id))
 }
@@ -667,6 +702,73 @@ mod tests {
         );
         for cut in 1..rec.len() {
             assert!(decode_insert(&rec[..cut]).is_err());
+        }
+    }
+
+    /// Rows built from a few names and types, so that rows repeat, extend, shorten and reorder
+    /// the fields of the row before.
+    fn rows() -> impl proptest::strategy::Strategy<Value = Vec<Document>> {
+        use proptest::prelude::*;
+        let field = (0..5usize, 0..4u8);
+        let row = (proptest::collection::vec(field, 0..5), any::<bool>());
+        proptest::collection::vec(row, 1..12).prop_map(|rows| {
+            rows.into_iter()
+                .enumerate()
+                .map(|(i, (fields, own_id))| {
+                    let mut d = Document::new();
+                    if own_id {
+                        d.insert("_id", i as i32);
+                    }
+                    for (name, kind) in fields {
+                        let name = ["a", "b", "m", "t", "long_field_name"][name];
+                        let value = match kind {
+                            0 => Bson::Int32(1),
+                            1 => Bson::String("s".into()),
+                            2 => Bson::Document(doc! {"k": 1}),
+                            _ => Bson::Double(0.5),
+                        };
+                        d.insert(name, value);
+                    }
+                    d.insert("t", DateTime::from_millis(i as i64));
+                    d
+                })
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        /// The insert path names shapes while it encodes, skipping what a repeated row needs
+        /// no more; recovery names them from the bytes. Both must agree row for row.
+        #[test]
+        fn shapes_named_while_encoding_match_those_named_from_the_bytes(docs in rows()) {
+            let (prepared, payload, _) = prepare_batch(3, &docs, &F).unwrap();
+            let rec = decode_insert(&payload).unwrap().unwrap();
+            let replayed = prepare_replayed(&payload, &rec, &F).unwrap();
+            for (p, r) in prepared.iter().zip(&replayed) {
+                proptest::prop_assert_eq!(p.shape, r.shape);
+                proptest::prop_assert_eq!(p.meta_at, r.meta_at);
+                proptest::prop_assert_eq!(&p.key, &r.key);
+            }
+        }
+    }
+
+    #[test]
+    fn names_that_follow_a_repeated_row_are_still_checked() {
+        let t = DateTime::from_millis(1);
+        let good = doc! {"t": t, "a": 1, "m": {"h": "x"}};
+        let mut nul = good.clone();
+        nul.insert("a\0b", 2);
+        let mut hidden = good.clone();
+        hidden.insert("\u{1}x", 2);
+        // The bad name sits after fields that repeat the row before, at the position of a
+        // field of that row, and (for the NUL) starts with that field's name.
+        let mut swapped = Document::new();
+        swapped.insert("t", t);
+        swapped.insert("a\0m", 1);
+        for (bad, what) in [(nul, "NUL"), (hidden, "reserved"), (swapped, "NUL")] {
+            let e = prepare_batch(1, &[good.clone(), good.clone(), bad], &F).unwrap_err();
+            assert!(matches!(e, Error::InvalidDocument { index: 2, .. }), "{e}");
+            assert!(e.to_string().contains(what), "{e}");
         }
     }
 }

@@ -15,10 +15,16 @@ pub fn write_key(out: &mut Vec<u8>, t: ElementType, key: &str) -> Result<(), Str
     if has_nul(key.as_bytes()) {
         return Err(format!("field name {key:?} contains a NUL byte"));
     }
+    write_checked_key(out, t, key);
+    Ok(())
+}
+
+/// [`write_key`] for a name known to hold no NUL byte.
+#[inline(always)]
+pub fn write_checked_key(out: &mut Vec<u8>, t: ElementType, key: &str) {
     out.push(t as u8);
     out.extend_from_slice(key.as_bytes());
     out.push(0);
-    Ok(())
 }
 
 /// True if `b` holds a zero byte.

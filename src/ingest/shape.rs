@@ -89,6 +89,88 @@ impl ShapeBuilder {
     }
 }
 
+/// The element headers of the last row encoded from a `Document`, field by field, with the
+/// shape id it got. A row whose fields repeat them one for one (the usual case: a series sends
+/// the same fields every time) skips what those names already passed (the NUL and reserved-name
+/// checks) and the copy of its headers into the [`ShapeBuilder`], and takes the same id.
+#[derive(Default)]
+pub struct LastRow {
+    /// `{ type | name | 0 }` per field.
+    headers: Vec<u8>,
+    /// Where each field's header ends in `headers`.
+    ends: Vec<usize>,
+    /// The shape id the row got.
+    id: ShapeId,
+}
+
+impl LastRow {
+    /// True when field `i` of the last row has type `kind` and name `name`: the same name,
+    /// checked when that row was encoded.
+    #[inline]
+    pub fn repeats(&self, i: usize, kind: u8, name: &[u8]) -> bool {
+        let start = match i.checked_sub(1) {
+            Some(prev) => self.ends.get(prev).copied(),
+            None => Some(0),
+        };
+        let (Some(start), Some(&end)) = (start, self.ends.get(i)) else {
+            return false;
+        };
+        end - start == name.len() + 2
+            && self.headers.get(start) == Some(&kind)
+            && self.headers.get(start + 1..end - 1) == Some(name)
+    }
+
+    /// Fields of the last row.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The shape id of the last row.
+    pub fn id(&self) -> ShapeId {
+        self.id
+    }
+
+    /// Pushes the first `n` fields of the last row into `shape`, `meta` naming the meta field:
+    /// for a row that repeated them and then went its own way.
+    pub fn replay(&self, n: usize, shape: &mut ShapeBuilder, meta: Option<&str>) {
+        let mut start = 0;
+        for &end in self.ends.iter().take(n) {
+            if let (Some(&kind), Some(name)) = (
+                self.headers.get(start),
+                self.headers.get(start + 1..end.saturating_sub(1)),
+            ) {
+                shape.push(kind, name, meta.map(str::as_bytes) == Some(name));
+            }
+            start = end;
+        }
+    }
+
+    /// Remembers the row whose headers `shape` collected (every name in them checked) and the
+    /// id it got.
+    pub fn remember(&mut self, shape: &ShapeBuilder, id: ShapeId) {
+        let headers = shape.headers();
+        self.headers.clear();
+        self.headers.extend_from_slice(headers);
+        self.ends.clear();
+        // Each header is a type byte, then a name without NUL bytes, then a NUL.
+        let mut at = 0;
+        while at < headers.len() {
+            match crate::catalog::elements::find_nul(headers.get(at + 1..).unwrap_or_default()) {
+                Some(n) => {
+                    at += n + 2;
+                    self.ends.push(at);
+                }
+                None => {
+                    // Not a whole header: remember nothing rather than a wrong field.
+                    self.ends.clear();
+                    break;
+                }
+            }
+        }
+        self.id = id;
+    }
+}
+
 /// The header of a generated `_id` element (an ObjectId named `_id`).
 const ID_HEADER: [u8; 5] = *b"\x07_id\0";
 
@@ -180,6 +262,31 @@ mod tests {
             shape(&[(0x01, "ab"), (0x01, "c")], None),
             shape(&[(0x01, "a"), (0x01, "bc")], None)
         );
+    }
+
+    #[test]
+    fn the_last_row_repeats_only_whole_fields() {
+        let mut b = ShapeBuilder::default();
+        b.begin();
+        b.push(0x07, b"_id", false);
+        b.push(0x09, b"t", false);
+        b.push(0x03, b"m", true);
+        let id = b.finish();
+        let mut last = LastRow::default();
+        last.remember(&b, id);
+        assert_eq!((last.len(), last.id()), (3, id));
+        assert!(last.repeats(0, 0x07, b"_id") && last.repeats(2, 0x03, b"m"));
+        // Another type, a prefix of a name, a name spanning two headers, a field past the end.
+        assert!(!last.repeats(1, 0x12, b"t"));
+        assert!(!last.repeats(0, 0x07, b"_i"));
+        assert!(!last.repeats(0, 0x07, b"_id\0\x09t"));
+        assert!(!last.repeats(3, 0x03, b"m"));
+        // Replaying a prefix gives the builder what pushing those fields would have.
+        let mut again = ShapeBuilder::default();
+        again.begin();
+        last.replay(3, &mut again, Some("m"));
+        assert_eq!(again.headers(), b.headers());
+        assert_eq!(again.finish(), id);
     }
 
     #[test]
