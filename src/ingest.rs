@@ -320,7 +320,7 @@ const GENERATED_ID_BYTES: usize = 17;
 /// series key.
 type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
 
-/// Scans a raw document made of the common types ([`validate::surely_well_formed`]) by
+/// Scans a raw document made of the common types (as [`validate::surely_well_formed`] checks) by
 /// reading its top-level elements straight from the bytes; `None` leaves the document to
 /// [`scan_checked`]. The findings and messages are [`scan_checked`]'s.
 /// Also collects the document's shape into `shape` and returns where its meta element lies.
@@ -333,7 +333,8 @@ fn scan_common(
     unique: &mut Vec<u8>,
 ) -> Option<std::result::Result<(Scanned, MetaAt), String>> {
     let bytes = doc.as_bytes();
-    if !validate::surely_well_formed(bytes) {
+    // Checked element by element in the walk below, which also reads them: one walk, not two.
+    if !validate::framed(bytes) {
         return None;
     }
     // On the stack: this runs once per measurement.
@@ -343,8 +344,12 @@ fn scan_common(
     let meta = fields.meta.map(str::as_bytes);
     // Where this document's headers, so far equal to the start of `unique`, continue in it.
     let mut on_unique = Some(0);
-    for (count, e) in crate::catalog::elements::Elements::new(bytes).enumerate() {
-        // Names are checked UTF-8 by surely_well_formed; they are compared as bytes.
+    let mut elements = crate::catalog::elements::Elements::new(bytes);
+    for (count, e) in elements.by_ref().enumerate() {
+        // Before anything is read from it. Names are then UTF-8, and compared as bytes.
+        if !validate::element_ok(e.kind, e.name, e.value) {
+            return None;
+        }
         *names.get_mut(count)? = e.name;
         on_unique = on_unique.and_then(|at: usize| {
             let end = at + e.name.len() + 2;
@@ -380,6 +385,9 @@ fn scan_common(
                 _ => series_key(doc.get(fields.meta?).ok()??),
             };
         }
+    }
+    if !elements.finished() {
+        return None;
     }
     if on_unique.is_none_or(|at| at != unique.len()) {
         unique.clear();
@@ -770,5 +778,28 @@ mod tests {
             assert!(matches!(e, Error::InvalidDocument { index: 2, .. }), "{e}");
             assert!(e.to_string().contains(what), "{e}");
         }
+    }
+
+    #[test]
+    fn raw_documents_are_checked_in_the_order_of_their_fields() {
+        // A reserved name, then a string whose length runs past its document.
+        let name_first = doc! {"t": DateTime::from_millis(1), "\u{1}x": 1, "s": "abc"};
+        let mut bytes = name_first.to_vec().unwrap();
+        let at = bytes.len() - 1 - 4 - 4;
+        bytes[at..at + 4].copy_from_slice(&100i32.to_le_bytes());
+        let raw = RawDocumentBuf::from_bytes(bytes).unwrap();
+        let good = RawDocumentBuf::try_from(&doc! {"t": DateTime::from_millis(1)}).unwrap();
+        let e = prepare_raw_batch(1, &[good.clone(), raw], &F).unwrap_err();
+        assert!(matches!(e, Error::InvalidDocument { index: 1, .. }), "{e}");
+        assert!(e.to_string().contains("reserved"), "{e}");
+        // The same damage before the reserved name is reported as damage.
+        let damage_first = doc! {"t": DateTime::from_millis(1), "s": "abc", "\u{1}x": 1};
+        let mut bytes = damage_first.to_vec().unwrap();
+        let at = bytes.iter().position(|&b| b == b's').unwrap() + 2;
+        bytes[at..at + 4].copy_from_slice(&100i32.to_le_bytes());
+        let raw = RawDocumentBuf::from_bytes(bytes).unwrap();
+        let e = prepare_raw_batch(1, &[good, raw], &F).unwrap_err();
+        assert!(matches!(e, Error::InvalidDocument { index: 1, .. }), "{e}");
+        assert!(!e.to_string().contains("reserved"), "{e}");
     }
 }

@@ -16,19 +16,34 @@ const MAX_DEPTH: usize = 100;
 /// True when `doc` (one whole document, length prefix to terminator) is well formed BSON made
 /// only of doubles, strings, documents, arrays, ObjectIds, booleans, datetimes, nulls, int32s,
 /// timestamps, int64s and decimal128s. False says nothing either way.
+///
+/// The insert path applies it in pieces, [`framed`] and then [`element_ok`] per element, within
+/// its own walk over the elements.
+#[cfg(test)]
 pub fn surely_well_formed(doc: &[u8]) -> bool {
     document(doc, 0)
 }
 
-fn document(doc: &[u8], depth: usize) -> bool {
-    if depth > MAX_DEPTH || doc.len() < 5 || doc.last() != Some(&0) {
-        return false;
-    }
+/// True when `doc` is framed as one document: at least 5 bytes, the length prefix equal to its
+/// length, a terminating NUL. Its elements are for [`element_ok`] (and the walk over them
+/// must reach that terminator).
+pub fn framed(doc: &[u8]) -> bool {
     let declared = doc
         .get(..4)
         .and_then(|b| b.try_into().ok())
         .map(i32::from_le_bytes);
-    if declared != i32::try_from(doc.len()).ok() {
+    doc.len() >= 5 && doc.last() == Some(&0) && declared == i32::try_from(doc.len()).ok()
+}
+
+/// True when a top-level element of a [`framed`] document is surely well formed: a UTF-8 name
+/// and a value of the common types, checked all the way down.
+#[inline]
+pub fn element_ok(kind: u8, name: &[u8], value_bytes: &[u8]) -> bool {
+    utf8_ok(name) && value(kind, value_bytes, 0)
+}
+
+fn document(doc: &[u8], depth: usize) -> bool {
+    if depth > MAX_DEPTH || !framed(doc) {
         return false;
     }
     let mut elements = Elements::new(doc);
