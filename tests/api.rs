@@ -220,6 +220,75 @@ fn bucket_start_is_rounded_for_each_granularity() {
 }
 
 #[test]
+fn the_earliest_and_latest_datetimes_are_stored_and_found() {
+    // Near the ends of the i64 range the rounded bucket start and the span arithmetic would
+    // overflow; every such measurement must still be kept and found, before and after a flush.
+    let ends = [
+        i64::MIN,
+        i64::MIN + 1,
+        i64::MIN + 59_999,
+        i64::MIN + 3_600_000,
+        -1,
+        0,
+        i64::MAX - 3_600_000,
+        i64::MAX - 1,
+        i64::MAX,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["seconds", "minutes", "hours", "custom"];
+    {
+        let db = Database::open(dir.path()).unwrap();
+        for name in names {
+            let o = TimeseriesOptions::new("t").meta_field("m");
+            let o = match name {
+                "seconds" => o.granularity(Granularity::Seconds),
+                "minutes" => o.granularity(Granularity::Minutes),
+                "hours" => o.granularity(Granularity::Hours),
+                _ => o.bucket_span(31_536_000, 31_536_000),
+            };
+            let c = db.create_collection(name, o).unwrap();
+            // One batch out of order, then one at a time in the other direction.
+            let batch: Vec<Document> = ends
+                .iter()
+                .rev()
+                .map(|&t| doc! {"t": DateTime::from_millis(t), "m": 1, "x": t})
+                .collect();
+            c.insert_many(&batch).unwrap();
+            for &t in &ends {
+                c.insert_one(&doc! {"t": DateTime::from_millis(t), "m": 2, "x": t})
+                    .unwrap();
+            }
+            assert_eq!(c.count_documents(doc! {}).unwrap(), 2 * ends.len() as u64);
+        }
+        db.close().unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    for round in ["reopened", "flushed"] {
+        for name in names {
+            let c = db.collection(name).unwrap();
+            let mut got: Vec<i64> = all(&c, doc! {})
+                .iter()
+                .map(|d| d.get_datetime("t").unwrap().timestamp_millis())
+                .collect();
+            got.sort();
+            let mut want: Vec<i64> = ends.iter().chain(&ends).copied().collect();
+            want.sort();
+            assert_eq!(got, want, "{name} {round}");
+            for (filter, n) in [
+                (doc! {"t": {"$lte": DateTime::from_millis(i64::MIN)}}, 2),
+                (doc! {"t": {"$gte": DateTime::from_millis(i64::MAX)}}, 2),
+                (doc! {"t": {"$lt": DateTime::from_millis(0)}}, 10),
+                (doc! {"t": {"$gt": DateTime::from_millis(i64::MAX - 2)}}, 4),
+            ] {
+                let found = c.count_documents(filter.clone()).unwrap();
+                assert_eq!(found, n, "{name} {round} {filter}");
+            }
+        }
+        db.flush().unwrap();
+    }
+}
+
+#[test]
 fn find_returns_measurements_exactly_as_inserted() {
     let dir = tempfile::tempdir().unwrap();
     let inserted = vec![

@@ -514,7 +514,8 @@ impl BucketBuilder {
 
     /// True if the bucket's fixed window `[start, start + span)` contains `t_ms`.
     pub fn window_contains(&self, t_ms: i64, span_ms: i64) -> bool {
-        t_ms >= self.start_ms && t_ms - self.start_ms < span_ms
+        // Saturating: a bucket before 1970 and a time far after it are more than any span apart.
+        t_ms >= self.start_ms && t_ms.saturating_sub(self.start_ms) < span_ms
     }
 
     /// Appends a measurement unless the bucket must refuse it (count, size or a type-class

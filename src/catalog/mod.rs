@@ -41,9 +41,12 @@ pub struct BucketParams {
     pub rounding_ms: i64,
 }
 
-/// Rounds `t_ms` down to a multiple of `rounding_ms` (also for times before 1970).
+/// Rounds `t_ms` down to a multiple of `rounding_ms` (also for times before 1970). Times
+/// within one rounding of the earliest BSON datetime, whose multiple lies below what an `i64`
+/// holds, round to that earliest datetime.
 pub fn round_down(t_ms: i64, rounding_ms: i64) -> i64 {
-    t_ms - t_ms.rem_euclid(rounding_ms.max(1))
+    t_ms.checked_sub(t_ms.rem_euclid(rounding_ms.max(1)))
+        .unwrap_or(i64::MIN)
 }
 
 fn oid_counter() -> &'static AtomicU64 {
@@ -200,7 +203,7 @@ impl CollCatalog {
         let mut target: Option<usize> = None;
         if let Some(c) = series.current {
             if let Some(b) = series.open.get_mut(c) {
-                if m.time_ms >= b.start_ms && m.time_ms - b.start_ms >= span {
+                if m.time_ms >= b.start_ms && m.time_ms.saturating_sub(b.start_ms) >= span {
                     self.stats.num_buckets_closed_due_to_time_forward += 1;
                     series.current = None;
                 } else if m.time_ms < b.start_ms {
