@@ -320,9 +320,9 @@ const GENERATED_ID_BYTES: usize = 17;
 /// series key.
 type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
 
-/// Scans a raw document made of the common types (as [`validate::surely_well_formed`] checks) by
-/// reading its top-level elements straight from the bytes; `None` leaves the document to
-/// [`scan_checked`]. The findings and messages are [`scan_checked`]'s.
+/// Scans a raw document made of the common types (those `validate::surely_well_formed`
+/// accepts) by reading its top-level elements straight from the bytes; `None` leaves the
+/// document to [`scan_checked`]. The findings and messages are [`scan_checked`]'s.
 /// Also collects the document's shape into `shape` and returns where its meta element lies.
 /// `unique` holds the element headers of the last document scanned, whose names were found
 /// unique: names that repeat its headers need no search for repeats.
