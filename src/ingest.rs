@@ -25,9 +25,10 @@ use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Largest measurement accepted (MongoDB's limit for time-series measurements).
+/// Largest measurement accepted, as logged (a generated `_id` included): MongoDB's limit for
+/// time-series measurements.
 pub const MAX_MEASUREMENT_BYTES: usize = 4 * 1024 * 1024;
-/// Largest meta value accepted, encoded.
+/// Largest meta value accepted: the bytes of its BSON value, without the field name.
 pub const MAX_META_BYTES: usize = 64 * 1024;
 /// Log record kind of an insert batch.
 pub const RECORD_INSERT: u8 = 1;
@@ -211,7 +212,9 @@ fn encode_one(
         }
         None => (SeriesKey::none(), 0),
     };
-    let mut p = finish(time_ms, key, start, len, index, fields)?;
+    let meta_len = meta_at.map_or(0, |(_, value_at, (_, end))| start + end - value_at);
+    check_sizes(len, meta_len, index, fields)?;
+    let mut p = finish(time_ms, key, start, len);
     p.shape = if repeating && field == last.len() {
         last.id()
     } else {
@@ -282,9 +285,14 @@ pub fn prepare_raw_batch(
             Some(found) => found.map_err(bad)?,
             None => {
                 shape.spoil();
-                (scan_checked(doc, fields, &mut seen).map_err(bad)?, None)
+                let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
+                // Proven well formed, so a walk of its elements finds the meta element.
+                (found, meta_span(doc.as_bytes(), fields))
             }
         };
+        let meta_len = meta_at.map_or(0, |(at, end)| {
+            end.saturating_sub(at + fields.meta.map_or(0, str::len) + 2)
+        });
         let Some(time_ms) = time_ms else {
             return Err(bad(no_time(fields)));
         };
@@ -305,7 +313,8 @@ pub fn prepare_raw_batch(
             out.extend_from_slice(bytes);
         }
         ids.push(id.unwrap_or(Bson::Null));
-        let mut p = finish(time_ms, key, start, out.len() - start, index, fields)?;
+        check_sizes(out.len() - start, meta_len, index, fields)?;
+        let mut p = finish(time_ms, key, start, out.len() - start);
         p.shape = shape.finish();
         p.meta_at = meta_at;
         prepared.push(p);
@@ -475,7 +484,8 @@ fn prepare_raw(
         },
         None => (SeriesKey::none(), 0),
     };
-    let mut p = finish(time_ms, key, start, len, index, fields)?;
+    // Not the size limits: what was logged is replayed whatever they were when it was.
+    let mut p = finish(time_ms, key, start, len);
     p.meta_at = shape_of(raw.as_bytes(), fields, shape);
     p.shape = shape.finish();
     Ok(p)
@@ -522,29 +532,27 @@ fn no_time(fields: &Fields<'_>) -> String {
     )
 }
 
-/// Applies the size limits and assembles the prepared measurement.
-fn finish(
-    time_ms: i64,
-    (key, meta_id): (SeriesKey, MetaId),
-    start: usize,
-    len: usize,
-    index: usize,
-    fields: &Fields<'_>,
-) -> Result<Prepared> {
+/// Applies the size limits to a measurement of `len` bytes (as logged, `_id` included) whose
+/// meta value is `meta_len` bytes of BSON (the value alone, without the field's name).
+fn check_sizes(len: usize, meta_len: usize, index: usize, fields: &Fields<'_>) -> Result<()> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     if len > MAX_MEASUREMENT_BYTES {
         return Err(bad(format!(
             "the measurement is {len} bytes; the limit is {MAX_MEASUREMENT_BYTES}"
         )));
     }
-    if key.len() > MAX_META_BYTES {
+    if meta_len > MAX_META_BYTES {
         return Err(bad(format!(
-            "the meta field '{}' is {} bytes; the limit is {MAX_META_BYTES}",
+            "the meta field '{}' is {meta_len} bytes; the limit is {MAX_META_BYTES}",
             fields.meta.unwrap_or_default(),
-            key.len()
         )));
     }
-    Ok(Prepared {
+    Ok(())
+}
+
+/// Assembles the prepared measurement.
+fn finish(time_ms: i64, (key, meta_id): (SeriesKey, MetaId), start: usize, len: usize) -> Prepared {
+    Prepared {
         time_ms,
         size: len.saturating_sub(key.len()),
         key,
@@ -553,7 +561,15 @@ fn finish(
         len,
         shape: 0,
         meta_at: None,
-    })
+    }
+}
+
+/// Where the meta element of a well-formed document lies.
+fn meta_span(doc: &[u8], fields: &Fields<'_>) -> MetaAt {
+    let meta = fields.meta?.as_bytes();
+    crate::catalog::elements::Elements::new(doc)
+        .find(|e| e.name == meta)
+        .map(|e| (e.start, e.end()))
 }
 
 /// A decoded insert record: the collection and each document's place in the payload.

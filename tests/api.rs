@@ -383,6 +383,124 @@ fn a_bad_document_rejects_the_whole_batch() {
 }
 
 #[test]
+fn size_limits_refuse_the_batch_with_nothing_written() {
+    use tsbucket::bson::RawDocumentBuf;
+    use tsbucket::DbOptions;
+    const MAX: usize = 4 << 20;
+    const MAX_META: usize = 64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DbOptions {
+        max_batch_bytes: 6 << 20,
+        ..DbOptions::default()
+    };
+    let db = Database::open_with(dir.path(), opts.clone()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let t = at("2020-11-26T00:00:00Z");
+    // A measurement of `len` bytes of BSON, with its `_id` first if `id`.
+    let sized = |len: usize, id: bool| {
+        let mut d = Document::new();
+        if id {
+            d.insert("_id", ObjectId::new());
+        }
+        d.insert("t", t);
+        d.insert("s", "");
+        let base = d.to_vec().unwrap().len();
+        d.insert("s", "x".repeat(len - base));
+        assert_eq!(d.to_vec().unwrap().len(), len);
+        d
+    };
+    // A measurement whose meta value is `len` bytes of BSON: a document, or a string (whose
+    // bytes are its length, its characters and a terminator).
+    let with_meta = |len: usize, string: bool| {
+        let m = match string {
+            true => Bson::String("x".repeat(len - 5)),
+            false => Bson::Document(doc! {"s": "x".repeat(len - 13)}),
+        };
+        let d = doc! {"t": t, "m": m};
+        let bytes = d.to_vec().unwrap().len();
+        assert_eq!(bytes, 4 + 1 + 2 + 8 + 1 + 2 + len + 1);
+        d
+    };
+    let raw = |docs: &[Document]| -> Vec<RawDocumentBuf> {
+        docs.iter()
+            .map(|d| RawDocumentBuf::try_from(d).unwrap())
+            .collect()
+    };
+    let good = doc! {"t": t, "m": "a"};
+    let before = c.stats().unwrap();
+    for (bad, what) in [
+        (sized(MAX + 1, true), "measurement is 4194305 bytes"),
+        // Its own bytes fit; with the 17 bytes of a generated `_id` they do not.
+        (sized(MAX - 16, false), "measurement is 4194305 bytes"),
+        (
+            with_meta(MAX_META + 1, false),
+            "meta field 'm' is 65537 bytes",
+        ),
+        (
+            with_meta(MAX_META + 1, true),
+            "meta field 'm' is 65537 bytes",
+        ),
+    ] {
+        let batch = [good.clone(), bad];
+        for e in [
+            c.insert_many(&batch).unwrap_err(),
+            c.insert_many_raw(&raw(&batch)).unwrap_err(),
+        ] {
+            match &e {
+                Error::InvalidDocument { index, message } => {
+                    assert_eq!(*index, 1);
+                    assert!(message.contains(what), "{message}");
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+    }
+    // Each measurement fits but the batch does not.
+    let big = [sized(MAX, true), sized(MAX, true)];
+    for e in [
+        c.insert_many(&big).unwrap_err(),
+        c.insert_many_raw(&raw(&big)).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, Error::BadValue(m) if m.contains("split it")),
+            "{e}"
+        );
+    }
+    let after = c.stats().unwrap();
+    assert_eq!(after.wal_bytes, before.wal_bytes, "nothing was logged");
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 0);
+    // At the limits everything is taken, and comes back as it went in after a reopen.
+    let fits = [
+        sized(MAX, true),
+        sized(MAX - 17, false),
+        with_meta(MAX_META, false),
+        with_meta(MAX_META, true),
+    ];
+    // One call each: two of them would be over the batch limit.
+    let mut ids = c.insert_many(&fits[..1]).unwrap().inserted_ids;
+    ids.extend(c.insert_many(&fits[1..2]).unwrap().inserted_ids);
+    c.insert_many_raw(&raw(&fits[2..])).unwrap();
+    drop(c);
+    db.close().unwrap();
+    let db = Database::open_with(dir.path(), opts).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 4);
+    let got = all(&c, doc! {"_id": ids[1].clone()});
+    let mut want = doc! {"_id": ids[1].clone()};
+    want.extend(fits[1].clone());
+    assert_eq!(got, vec![want]);
+    assert_eq!(got[0].to_vec().unwrap().len(), MAX);
+    assert_eq!(all(&c, doc! {"_id": ids[0].clone()}), vec![fits[0].clone()]);
+    for m in [&fits[2], &fits[3]] {
+        let found = all(&c, doc! {"m": m.get("m").unwrap().clone()});
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].get("m"), m.get("m"));
+    }
+}
+
+#[test]
 fn filters_on_time_and_meta_prune_buckets() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
