@@ -53,24 +53,28 @@ impl Element<'_> {
 impl<'a> Iterator for Elements<'a> {
     type Item = Element<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Element<'a>> {
-        let kind = *self.doc.get(self.pos)?;
+        let start = self.pos;
+        // Each step splits what is left, so no offset is checked against the document twice.
+        let (&kind, rest) = self.doc.get(start..)?.split_first()?;
         if kind == 0 {
-            self.finished = self.pos + 1 == self.doc.len();
+            self.finished = rest.is_empty();
             return None;
         }
-        let rest = self.doc.get(self.pos + 1..)?;
         let name_len = find_nul(rest)?;
-        let value_at = self.pos + 1 + name_len + 1;
-        let value_len = value_len(kind, self.doc.get(value_at..)?)?;
-        let element = Element {
-            start: self.pos,
+        let (name, after) = rest.split_at_checked(name_len)?;
+        // `after` starts with the name's NUL.
+        let values = after.get(1..)?;
+        let value_len = value_len(kind, values)?;
+        let value = values.get(..value_len)?;
+        self.pos = start + 2 + name_len + value_len;
+        Some(Element {
+            start,
             kind,
-            name: rest.get(..name_len)?,
-            value: self.doc.get(value_at..value_at.checked_add(value_len)?)?,
-        };
-        self.pos = value_at + value_len;
-        Some(element)
+            name,
+            value,
+        })
     }
 }
 
