@@ -174,6 +174,12 @@ pub(crate) struct DbInner {
 }
 
 /// An open database. Cheap to clone; all clones share one state. `Send + Sync`.
+///
+/// Its [`Collection`](crate::Collection) handles share that state too. The database stays
+/// open, and its directory locked, until [`Database::close`] is called or the last handle of
+/// either kind is dropped. After `close`, the handles that remain answer `Error::Closed` and
+/// write nothing, and the directory can be opened again at once; a cursor opened before the
+/// close still reads what it was opened on.
 #[derive(Clone)]
 pub struct Database {
     pub(crate) inner: Arc<DbInner>,
@@ -604,8 +610,9 @@ impl Database {
         Ok(report)
     }
 
-    /// Stops background work, syncs the log and releases the directory lock. Open buckets are
-    /// not closed: the log brings them back at the next open.
+    /// Stops background work, syncs the log and releases the directory lock, even while
+    /// [`Collection`](crate::Collection) handles remain (they then answer `Error::Closed`).
+    /// Open buckets are not closed: the log brings them back at the next open.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }

@@ -779,3 +779,45 @@ fn handles_and_cursors_move_between_threads() {
     send::<tsbucket::Collection>();
     send::<Database>();
 }
+
+#[test]
+fn handles_that_outlive_the_database_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || TimeseriesOptions::new("t").meta_field("m");
+    let row = |i: i64| doc! {"t": DateTime::from_millis(i), "m": 1};
+    let rows: Vec<Document> = (0..3000).map(row).collect();
+    // `close` with a collection handle and a cursor still alive.
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("c", options()).unwrap();
+    c.insert_many(&rows).unwrap();
+    let mut cursor = c.find(doc! {}).unwrap();
+    assert!(cursor.next().unwrap().is_ok());
+    db.close().unwrap();
+    // The directory is free at once; the old handle refuses everything, writing nothing.
+    let db = Database::open(dir.path()).unwrap();
+    assert!(matches!(c.insert_one(&row(5000)), Err(Error::Closed)));
+    assert!(matches!(c.insert_many(&rows), Err(Error::Closed)));
+    assert!(matches!(c.count_documents(doc! {}), Err(Error::Closed)));
+    assert!(matches!(c.find(doc! {}).err(), Some(Error::Closed)));
+    assert!(matches!(c.buckets(doc! {}).err(), Some(Error::Closed)));
+    assert!(matches!(c.stats().err(), Some(Error::Closed)));
+    // A cursor opened before the close reads what it was opened on.
+    let rest: Vec<Document> = cursor.collect::<tsbucket::Result<_>>().unwrap();
+    assert_eq!(rest.len(), 2999);
+    let again = db.collection("c").unwrap();
+    assert_eq!(again.count_documents(doc! {}).unwrap(), 3000);
+    // Dropping the database handle without `close` while a collection handle lives: the
+    // database stays open, and its directory locked, until the last handle goes.
+    drop(db);
+    again.insert_one(&row(3000)).unwrap();
+    assert!(matches!(Database::open(dir.path()), Err(Error::Locked(_))));
+    drop(again);
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(
+        db.collection("c")
+            .unwrap()
+            .count_documents(doc! {})
+            .unwrap(),
+        3001
+    );
+}
