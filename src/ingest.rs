@@ -20,6 +20,7 @@ use ids::IdBlock;
 
 use crate::catalog::column::to_bson;
 use crate::catalog::{is_hidden, is_hidden_name};
+use crate::depth::{too_deep, MAX_NESTING};
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
@@ -195,7 +196,8 @@ fn encode_one(
             }
         }
         let value_at = out.len();
-        encode::write_value(v, out).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
+        encode::write_value(v, out, 1)
+            .map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
         if is_meta {
             meta_at = Some((v, value_at, (element_at - start, out.len() - start)));
         }
@@ -438,23 +440,30 @@ fn scan_checked<'a>(
         } else if Some(k) == fields.meta {
             key = series_key(v);
         }
-        check_nested(v).map_err(|e| format!("malformed BSON: {e}"))?;
+        check_nested(v, 1)?;
     }
     Ok((id, time_ms, key))
 }
 
 /// Walks embedded documents and arrays so that malformed bytes anywhere inside are found now,
-/// not when the record is replayed.
-fn check_nested(v: RawBsonRef<'_>) -> std::result::Result<(), bson::error::Error> {
+/// not when the record is replayed; `v` is the value of an element `level` levels deep. The
+/// depth is bounded before the walk goes deeper, so hostile nesting cannot exhaust the stack.
+fn check_nested(v: RawBsonRef<'_>, level: usize) -> std::result::Result<(), String> {
+    let malformed = |e: bson::error::Error| format!("malformed BSON: {e}");
+    // `x` sits one level below `v`.
+    let inner = |x: RawBsonRef<'_>| match level >= MAX_NESTING {
+        true => Err(too_deep()),
+        false => check_nested(x, level + 1),
+    };
     match v {
         RawBsonRef::Document(d) => {
             for el in d.iter() {
-                check_nested(el?.1)?;
+                inner(el.map_err(malformed)?.1)?;
             }
         }
         RawBsonRef::Array(a) => {
             for el in a {
-                check_nested(el?)?;
+                inner(el.map_err(malformed)?)?;
             }
         }
         _ => {}

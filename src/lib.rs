@@ -42,6 +42,7 @@ pub mod codec;
 mod collection;
 mod collmod;
 mod db;
+pub mod depth;
 pub mod error;
 pub mod index;
 pub mod ingest;

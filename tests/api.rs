@@ -821,3 +821,154 @@ fn handles_that_outlive_the_database_handle() {
         3001
     );
 }
+
+#[test]
+fn nesting_beyond_mongodbs_limit_is_refused_without_exhausting_the_stack() {
+    use tsbucket::bson::RawDocumentBuf;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t"))
+        .unwrap();
+    let t = at("2024-01-01T00:00:00Z");
+    // A measurement whose field "x" holds `leaf` under `levels - 1` documents, so that the
+    // deepest element (`leaf`'s own, if it has any) sits `levels` deep.
+    let nested = |levels: usize, leaf: Bson| {
+        let mut v = leaf;
+        for _ in 1..levels {
+            v = Bson::Document(doc! {"a": v});
+        }
+        doc! {"t": t, "x": v}
+    };
+    let raw = |d: &Document| RawDocumentBuf::try_from(d).unwrap();
+    let good = doc! {"t": t};
+    let before = c.stats().unwrap();
+    // Elements at level 181: under documents, under arrays.
+    for bad in [
+        nested(181, Bson::Int32(1)),
+        nested(180, Bson::Array(vec![Bson::Int32(1)])),
+        nested(180, Bson::Document(doc! {"b": 1})),
+    ] {
+        for e in [
+            c.insert_many(&[good.clone(), bad.clone()]).unwrap_err(),
+            c.insert_many_raw(&[raw(&good), raw(&bad)]).unwrap_err(),
+        ] {
+            match &e {
+                Error::InvalidDocument { index, message } => {
+                    assert_eq!(*index, 1);
+                    assert!(message.contains("nested more than 180 levels"), "{message}");
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+    }
+    // Raw bytes nested a hundred thousand levels deep, as a hostile client could send them.
+    let mut inner = vec![5u8, 0, 0, 0, 0];
+    for _ in 0..100_000 {
+        let mut d = ((inner.len() + 8) as i32).to_le_bytes().to_vec();
+        d.extend_from_slice(b"\x03a\0");
+        d.extend_from_slice(&inner);
+        d.push(0);
+        inner = d;
+    }
+    let mut top = raw(&good).into_bytes();
+    top.pop();
+    top.extend_from_slice(b"\x03x\0");
+    top.extend_from_slice(&inner);
+    top.push(0);
+    let n = top.len() as i32;
+    top[..4].copy_from_slice(&n.to_le_bytes());
+    let hostile = RawDocumentBuf::from_bytes(top).unwrap();
+    let e = c.insert_many_raw(&[hostile]).unwrap_err();
+    assert!(matches!(&e, Error::InvalidDocument { index: 0, .. }), "{e}");
+    let after = c.stats().unwrap();
+    assert_eq!(after.wal_bytes, before.wal_bytes, "nothing was logged");
+    // At the limit, and with empty documents and arrays one level below it (they hold no
+    // element that deep), measurements are taken and come back as they went in.
+    let deep = [
+        nested(180, Bson::Int32(1)),
+        nested(180, Bson::Document(doc! {})),
+        nested(179, Bson::Array(vec![Bson::Array(vec![])])),
+    ];
+    c.insert_many(&deep[..2]).unwrap();
+    c.insert_many_raw(&[raw(&deep[2])]).unwrap();
+    db.flush().unwrap();
+    let got: Vec<Document> = all(&c, doc! {})
+        .into_iter()
+        .map(|mut d| {
+            d.remove("_id");
+            d
+        })
+        .collect();
+    assert_eq!(got.len(), 3);
+    for d in &deep {
+        assert!(got.contains(d));
+    }
+}
+
+#[test]
+fn filters_pipelines_and_updates_nested_too_deep_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    c.insert_one(&doc! {"t": at("2024-01-01T00:00:00Z"), "m": {"k": 1}})
+        .unwrap();
+    // A value whose deepest element sits `levels` below it.
+    let deep = |levels: usize| {
+        let mut v = Bson::Int32(1);
+        for _ in 0..levels {
+            v = Bson::Document(doc! {"a": v});
+        }
+        v
+    };
+    // Far past the limit, though shallow enough for the bson crate's own recursive walks
+    // (cloning, dropping) on a test thread's stack in a debug build.
+    let hostile = deep(400);
+    let refused = |r: tsbucket::Result<()>, what: &str| match r {
+        Err(Error::BadValue(m)) => assert!(m.contains("levels deep"), "{what}: {m}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    refused(c.find(doc! {"m": hostile.clone()}).map(|_| ()), "find");
+    refused(
+        c.count_documents(doc! {"m": hostile.clone()}).map(|_| ()),
+        "count",
+    );
+    refused(
+        c.buckets(doc! {"m": hostile.clone()}).map(|_| ()),
+        "buckets",
+    );
+    refused(
+        c.delete_many(doc! {"m": hostile.clone()}).map(|_| ()),
+        "delete",
+    );
+    refused(
+        c.aggregate(vec![doc! {"$match": {"m": hostile.clone()}}])
+            .map(|_| ()),
+        "$match",
+    );
+    refused(
+        c.aggregate(vec![doc! {"$project": {"v": hostile.clone()}}])
+            .map(|_| ()),
+        "$project",
+    );
+    refused(
+        c.update_many(doc! {}, doc! {"$set": {"m": hostile.clone()}})
+            .map(|_| ()),
+        "$set",
+    );
+    // A value shallow enough in itself, set at a path that puts it too deep.
+    let path = format!("m{}", ".a".repeat(99));
+    refused(
+        c.update_many(doc! {}, doc! {"$set": {path: deep(100)}})
+            .map(|_| ()),
+        "dotted $set",
+    );
+    // Nothing changed; a meta value at the limit is set and found.
+    assert_eq!(all(&c, doc! {"m": {"k": 1}}).len(), 1);
+    let at_limit = deep(179);
+    c.update_many(doc! {}, doc! {"$set": {"m": at_limit.clone()}})
+        .unwrap();
+    assert_eq!(all(&c, doc! {"m": at_limit}).len(), 1);
+}

@@ -6,6 +6,7 @@
 //! same pass. The common value types are written here; the others go through the `bson` crate,
 //! so the bytes are always the crate's encoding.
 
+use crate::depth::{too_deep, MAX_NESTING};
 use bson::spec::ElementType;
 use bson::{Bson, Document};
 
@@ -33,12 +34,16 @@ fn has_nul(b: &[u8]) -> bool {
     crate::catalog::elements::find_nul(b).is_some()
 }
 
-/// Appends `doc` as a BSON document.
-pub fn write_document(doc: &Document, out: &mut Vec<u8>) -> Result<(), String> {
+/// Appends `doc` as a BSON document whose elements sit `level` levels deep (a measurement's
+/// own fields at level 1).
+pub fn write_document(doc: &Document, out: &mut Vec<u8>, level: usize) -> Result<(), String> {
+    if level > MAX_NESTING && !doc.is_empty() {
+        return Err(too_deep());
+    }
     let start = begin(out);
     for (k, v) in doc {
         write_key(out, v.element_type(), k)?;
-        write_value(v, out)?;
+        write_value(v, out, level)?;
     }
     end(out, start)
 }
@@ -69,13 +74,14 @@ fn write_str(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-/// Appends the value bytes of `v` (what follows the element's key).
+/// Appends the value bytes of `v` (what follows the element's key), the value of an element
+/// `level` levels deep.
 ///
 /// Inlined into the loops over a document's elements, with the rare types out of line: as one
 /// function with every arm, each call of it paid about 40 instructions of register saves and
 /// dispatch, a sixth of the encoding of a devops measurement.
 #[inline(always)]
-pub fn write_value(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
+pub fn write_value(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> {
     match v {
         Bson::Double(x) => out.extend_from_slice(&x.to_le_bytes()),
         Bson::String(s) => write_str(s, out)?,
@@ -85,17 +91,20 @@ pub fn write_value(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
         Bson::Boolean(b) => out.push(u8::from(*b)),
         Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
         Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => {}
-        other => write_other(other, out)?,
+        other => write_other(other, out, level)?,
     }
     Ok(())
 }
 
 /// [`write_value`] for embedded documents, arrays and the rare types.
 #[inline(never)]
-fn write_other(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
+fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> {
     match v {
-        Bson::Document(d) => write_document(d, out)?,
+        Bson::Document(d) => write_document(d, out, level + 1)?,
         Bson::Array(a) => {
+            if level >= MAX_NESTING && !a.is_empty() {
+                return Err(too_deep());
+            }
             let start = begin(out);
             let mut key = String::new();
             for (i, x) in a.iter().enumerate() {
@@ -103,7 +112,7 @@ fn write_other(v: &Bson, out: &mut Vec<u8>) -> Result<(), String> {
                 use std::fmt::Write;
                 let _ = write!(key, "{i}");
                 write_key(out, x.element_type(), &key)?;
-                write_value(x, out)?;
+                write_value(x, out, level + 1)?;
             }
             end(out, start)?;
         }
@@ -130,7 +139,7 @@ mod tests {
 
     fn ours(d: &Document) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
-        write_document(d, &mut out)?;
+        write_document(d, &mut out, 1)?;
         Ok(out)
     }
 

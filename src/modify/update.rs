@@ -33,6 +33,7 @@ impl MetaUpdate {
     /// operators on other fields are `InvalidOptions` (72); unknown or unsupported operators
     /// and conflicting paths are `BadValue`.
     pub fn parse(update: &Document, meta_field: Option<&str>) -> Result<MetaUpdate> {
+        crate::depth::check(update, "update")?;
         let meta = require_meta(meta_field)?;
         if update.is_empty() || update.keys().all(|k| !k.starts_with('$')) {
             return Err(not_meta_update(meta));
@@ -171,6 +172,8 @@ impl MetaUpdate {
                 }
             }
         }
+        // A dotted path can put a value that was shallow enough deeper than it was.
+        crate::depth::check_stored(&d, "updated meta value")?;
         Ok(d.get(&self.meta_field).map(normalize))
     }
 }

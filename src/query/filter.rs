@@ -90,8 +90,10 @@ fn bad(msg: impl Into<String>) -> Error {
 }
 
 impl Filter {
-    /// Parses a MongoDB filter document.
+    /// Parses a MongoDB filter document; one nested deeper than MongoDB allows is
+    /// `BadValue` (see [`crate::depth`]).
     pub fn parse(d: &Document) -> Result<Filter> {
+        crate::depth::check(d, "filter")?;
         let mut parts = Vec::new();
         for (k, v) in d {
             parts.push(parse_entry(k, v)?);

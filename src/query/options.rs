@@ -32,6 +32,7 @@ pub struct Projection {
 impl Projection {
     /// Parses a MongoDB projection document.
     pub fn parse(p: &Document) -> Result<Projection> {
+        crate::depth::check(p, "projection")?;
         let mut include = None;
         let mut id = true;
         let mut paths = Vec::new();

@@ -142,6 +142,7 @@ impl Pipeline {
         let mut leading = Vec::new();
         let mut out = Vec::new();
         for (i, s) in stages.iter().enumerate() {
+            crate::depth::check(s, &format!("pipeline stage {i}"))?;
             let mut it = s.iter();
             let (Some((name, arg)), None) = (it.next(), it.next()) else {
                 return Err(bad(format!(
