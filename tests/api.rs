@@ -972,3 +972,66 @@ fn filters_pipelines_and_updates_nested_too_deep_are_refused() {
         .unwrap();
     assert_eq!(all(&c, doc! {"m": at_limit}).len(), 1);
 }
+
+#[test]
+fn wide_measurements_round_trip() {
+    // Thousands of fields per bucket: the control lists, sums and column lookups of a
+    // bucket that wide take the paths meant for it (sets and ordered walks, not searches).
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let docs: Vec<Document> = (0..6i64)
+        .map(|j| {
+            let mut d = doc! {"t": DateTime::from_millis(1_000 * j), "m": "host"};
+            for i in 0..3000i64 {
+                // Every row leaves out a different tenth of the fields.
+                if (i + j) % 10 == 0 {
+                    continue;
+                }
+                match i % 3 {
+                    0 => d.insert(format!("i{i}"), i * j),
+                    1 => d.insert(format!("f{i}"), (i * j) as f64 / 4.0),
+                    _ => d.insert(format!("s{i}"), format!("v{}", (i + j) % 7)),
+                };
+            }
+            d
+        })
+        .collect();
+    c.insert_many(&docs[..3]).unwrap();
+    c.insert_many(&docs[3..]).unwrap();
+    let check = |c: &tsbucket::Collection, when: &str| {
+        let mut got = all(c, doc! {});
+        got.sort_by_key(|d| d.get_datetime("t").unwrap().timestamp_millis());
+        let got: Vec<Document> = got
+            .into_iter()
+            .map(|mut d| {
+                d.remove("_id");
+                d
+            })
+            .collect();
+        assert_eq!(got, docs, "{when}");
+        assert_eq!(
+            c.count_documents(doc! {"i2997": {"$gte": 2997}}).unwrap(),
+            4,
+            "{when}"
+        );
+        let sums = c
+            .aggregate(vec![
+                doc! {"$group": {"_id": null, "n": {"$sum": "$i2997"}}},
+            ])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(sums.get_i64("n").unwrap(), 2997 * (1 + 2 + 4 + 5), "{when}");
+    };
+    check(&c, "open buckets");
+    db.flush().unwrap();
+    check(&c, "flushed");
+    drop(c);
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    check(&db.collection("c").unwrap(), "reopened");
+}

@@ -126,14 +126,21 @@ impl Rows {
             }
         };
         let find = |name: &str| data.columns.iter().position(|c| c.name == name);
+        // The columns come in the order of `names`, less those not wanted: the one after the
+        // last found is looked at first, so that a wide bucket costs no search per field.
+        let mut next = 0;
         let slots = names
             .iter()
             .map(|n| {
                 if is_hidden(n) || !need.wants(n) {
-                    None
-                } else {
-                    find(n)
+                    return None;
                 }
+                let at = match data.columns.get(next) {
+                    Some(c) if c.name == *n => Some(next),
+                    _ => find(n),
+                };
+                next = at.map_or(next, |k| k + 1);
+                at
             })
             .collect();
         let meta_col = if want_meta { find(META_COLUMN) } else { None };

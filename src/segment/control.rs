@@ -109,6 +109,20 @@ pub(crate) fn find(entries: &[(u32, Option<Bson>)], name: u32) -> Option<Option<
         .map(|(_, v)| v.as_ref())
 }
 
+/// [`find`] for an entry expected at position `hint`, which is looked at first: a bucket's
+/// `control.min` and `control.max` list its fields in the same order, so walking one list
+/// against the other stays linear in the number of fields.
+pub(crate) fn find_near(
+    entries: &[(u32, Option<Bson>)],
+    name: u32,
+    hint: usize,
+) -> Option<Option<&Bson>> {
+    match entries.get(hint) {
+        Some((n, v)) if *n == name => Some(v.as_ref()),
+        _ => find(entries, name),
+    }
+}
+
 /// Reads a name index, which must be below `names.len()`.
 fn name_index(c: &mut Cursor<'_>, names: &[String]) -> Result<u32, String> {
     let n = c.varint_u32()?;
@@ -256,7 +270,7 @@ impl ControlEntries {
                 *stored_sums = true;
                 break;
             }
-            let min_v = find(&self.min, k);
+            let min_v = find_near(&self.min, k, i);
             let v = if tag == f::TAG_SAME_AS_MIN {
                 match min_v {
                     Some(v) => v.cloned(),
@@ -293,11 +307,15 @@ impl ControlEntries {
                 continue;
             };
             if is_candidate(name, v, time_field) {
-                let i = self
-                    .min
-                    .iter()
-                    .position(|e| e.0 == *k)
-                    .unwrap_or(usize::MAX);
+                // Usually at the same place in both lists (see `find_near`).
+                let i = match self.min.get(j) {
+                    Some(e) if e.0 == *k => j,
+                    _ => self
+                        .min
+                        .iter()
+                        .position(|e| e.0 == *k)
+                        .unwrap_or(usize::MAX),
+                };
                 self.cands.push((*k, i, j));
             }
         }

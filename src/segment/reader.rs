@@ -825,12 +825,20 @@ impl Segment {
     ) -> Result<BucketData> {
         let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
         let mut columns = Vec::with_capacity(filter.map_or(self.columns_of(s).len(), <[_]>::len));
+        // A set for a long list of names, where a search of the list per column would be
+        // quadratic.
+        let set: Option<foldhash::HashSet<&str>> = filter
+            .filter(|names| names.len() > 32)
+            .map(|names| names.iter().copied().collect());
         self.decode_columns(
             i,
             s,
             pg,
             page,
-            |name| filter.is_none_or(|names| names.contains(&name)),
+            |name| match (&set, filter) {
+                (Some(set), _) => set.contains(name),
+                (None, names) => names.is_none_or(|names| names.contains(&name)),
+            },
             decode_column,
             |name, values| {
                 if values.len() != s.count as usize {

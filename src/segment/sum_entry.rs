@@ -190,10 +190,17 @@ pub(crate) fn put_sums(
     time_field: &str,
 ) -> Result<(), String> {
     let cands = candidates(min, max, time_field);
-    if let Some(k) = sums
-        .keys()
-        .find(|k| !cands.iter().any(|c| c.name == k.as_str()))
-    {
+    // A set for wide buckets, where a search of the list per field would be quadratic.
+    let unknown = match cands.len() > 32 {
+        true => {
+            let known: foldhash::HashSet<&str> = cands.iter().map(|c| c.name).collect();
+            sums.keys().find(|k| !known.contains(k.as_str()))
+        }
+        false => sums
+            .keys()
+            .find(|k| !cands.iter().any(|c| c.name == k.as_str())),
+    };
+    if let Some(k) = unknown {
         return Err(format!(
             "sum of {k:?}, which has no numeric control.max (or is the time field or hidden)"
         ));
