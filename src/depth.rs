@@ -27,20 +27,34 @@ fn too_deep_for(limit: usize) -> String {
 
 /// True when no element of `doc` sits deeper than `limit` levels.
 pub fn within(doc: &Document, limit: usize) -> bool {
-    let mut pending: Vec<(&Bson, usize)> = doc.values().map(|v| (v, 1)).collect();
+    fits(doc, 1, limit)
+}
+
+/// True when no element of `doc`, whose own elements sit `level` levels deep, sits deeper than
+/// `limit` levels.
+pub fn fits(doc: &Document, level: usize, limit: usize) -> bool {
+    if level > limit && !doc.is_empty() {
+        return false;
+    }
+    let mut pending: Vec<(&Bson, usize)> = doc.values().map(|v| (v, level)).collect();
     while let Some((v, level)) = pending.pop() {
-        let inside: Vec<&Bson> = match v {
-            Bson::Document(d) => d.values().collect(),
-            Bson::Array(a) => a.iter().collect(),
-            Bson::JavaScriptCodeWithScope(c) => c.scope.values().collect(),
-            _ => continue,
-        };
-        if !inside.is_empty() && level >= limit {
+        if push_inside(&mut pending, v, level + 1) > 0 && level >= limit {
             return false;
         }
-        pending.extend(inside.into_iter().map(|x| (x, level + 1)));
     }
     true
+}
+
+/// Pushes the values inside `v` (a document, an array or a scope) at `level`; returns how many.
+fn push_inside<'a>(pending: &mut Vec<(&'a Bson, usize)>, v: &'a Bson, level: usize) -> usize {
+    let before = pending.len();
+    match v {
+        Bson::Document(d) => pending.extend(d.values().map(|x| (x, level))),
+        Bson::Array(a) => pending.extend(a.iter().map(|x| (x, level))),
+        Bson::JavaScriptCodeWithScope(c) => pending.extend(c.scope.values().map(|x| (x, level))),
+        _ => {}
+    }
+    pending.len() - before
 }
 
 /// `Error::BadValue` naming `what` (a filter, a pipeline stage, ...) when `doc` nests deeper

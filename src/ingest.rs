@@ -445,9 +445,10 @@ fn scan_checked<'a>(
     Ok((id, time_ms, key))
 }
 
-/// Walks embedded documents and arrays so that malformed bytes anywhere inside are found now,
-/// not when the record is replayed; `v` is the value of an element `level` levels deep. The
-/// depth is bounded before the walk goes deeper, so hostile nesting cannot exhaust the stack.
+/// Walks embedded documents, arrays and the scopes of code so that malformed bytes anywhere
+/// inside are found now, not when the record is replayed; `v` is the value of an element
+/// `level` levels deep. The depth is bounded before the walk goes deeper, so hostile nesting
+/// cannot exhaust the stack.
 fn check_nested(v: RawBsonRef<'_>, level: usize) -> std::result::Result<(), String> {
     let malformed = |e: bson::error::Error| format!("malformed BSON: {e}");
     // `x` sits one level below `v`.
@@ -464,6 +465,12 @@ fn check_nested(v: RawBsonRef<'_>, level: usize) -> std::result::Result<(), Stri
         RawBsonRef::Array(a) => {
             for el in a {
                 inner(el.map_err(malformed)?)?;
+            }
+        }
+        // A scope is a document like any other, and is converted like one.
+        RawBsonRef::JavaScriptCodeWithScope(c) => {
+            for el in c.scope.iter() {
+                inner(el.map_err(malformed)?.1)?;
             }
         }
         _ => {}

@@ -843,11 +843,16 @@ fn nesting_beyond_mongodbs_limit_is_refused_without_exhausting_the_stack() {
     let raw = |d: &Document| RawDocumentBuf::try_from(d).unwrap();
     let good = doc! {"t": t};
     let before = c.stats().unwrap();
-    // Elements at level 181: under documents, under arrays.
+    // Elements at level 181: under documents, under arrays, in the scope of code.
+    let scope = tsbucket::bson::JavaScriptCodeWithScope {
+        code: "f()".into(),
+        scope: doc! {"b": 1},
+    };
     for bad in [
         nested(181, Bson::Int32(1)),
         nested(180, Bson::Array(vec![Bson::Int32(1)])),
         nested(180, Bson::Document(doc! {"b": 1})),
+        nested(180, Bson::JavaScriptCodeWithScope(scope)),
     ] {
         for e in [
             c.insert_many(&[good.clone(), bad.clone()]).unwrap_err(),
@@ -862,7 +867,8 @@ fn nesting_beyond_mongodbs_limit_is_refused_without_exhausting_the_stack() {
             }
         }
     }
-    // Raw bytes nested a hundred thousand levels deep, as a hostile client could send them.
+    // Raw bytes nested a hundred thousand levels deep, as a hostile client could send them:
+    // as a document, and as the scope of code (`{ length | code | scope }`).
     let mut inner = vec![5u8, 0, 0, 0, 0];
     for _ in 0..100_000 {
         let mut d = ((inner.len() + 8) as i32).to_le_bytes().to_vec();
@@ -871,16 +877,23 @@ fn nesting_beyond_mongodbs_limit_is_refused_without_exhausting_the_stack() {
         d.push(0);
         inner = d;
     }
-    let mut top = raw(&good).into_bytes();
-    top.pop();
-    top.extend_from_slice(b"\x03x\0");
-    top.extend_from_slice(&inner);
-    top.push(0);
-    let n = top.len() as i32;
-    top[..4].copy_from_slice(&n.to_le_bytes());
-    let hostile = RawDocumentBuf::from_bytes(top).unwrap();
-    let e = c.insert_many_raw(&[hostile]).unwrap_err();
-    assert!(matches!(&e, Error::InvalidDocument { index: 0, .. }), "{e}");
+    let mut with_scope = ((4 + 4 + 2 + inner.len()) as i32).to_le_bytes().to_vec();
+    with_scope.extend_from_slice(&2i32.to_le_bytes());
+    with_scope.extend_from_slice(b"f\0");
+    with_scope.extend_from_slice(&inner);
+    for (kind, value) in [(3u8, &inner), (0x0F, &with_scope)] {
+        let mut top = raw(&good).into_bytes();
+        top.pop();
+        top.push(kind);
+        top.extend_from_slice(b"x\0");
+        top.extend_from_slice(value);
+        top.push(0);
+        let n = top.len() as i32;
+        top[..4].copy_from_slice(&n.to_le_bytes());
+        let hostile = RawDocumentBuf::from_bytes(top).unwrap();
+        let e = c.insert_many_raw(&[hostile]).unwrap_err();
+        assert!(matches!(&e, Error::InvalidDocument { index: 0, .. }), "{e}");
+    }
     let after = c.stats().unwrap();
     assert_eq!(after.wal_bytes, before.wal_bytes, "nothing was logged");
     // At the limit, and with empty documents and arrays one level below it (they hold no

@@ -116,6 +116,12 @@ fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> 
             }
             end(out, start)?;
         }
+        // The crate encodes a scope by recursion: its depth is checked first.
+        Bson::JavaScriptCodeWithScope(c)
+            if !crate::depth::fits(&c.scope, level + 1, MAX_NESTING) =>
+        {
+            return Err(too_deep());
+        }
         other => {
             // Rare types: take the crate's bytes of a one-field document `{"": v}`, whose value
             // starts after the length, the type byte and the empty key.
