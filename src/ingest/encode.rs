@@ -99,10 +99,12 @@ pub fn write_value(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), Stri
 /// [`write_value`] for embedded documents, arrays and the rare types.
 #[inline(never)]
 fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> {
+    // What a document, array or scope holds sits one level below it.
+    let inner = level + 1;
     match v {
-        Bson::Document(d) => write_document(d, out, level + 1)?,
+        Bson::Document(d) => write_document(d, out, inner)?,
         Bson::Array(a) => {
-            if level >= MAX_NESTING && !a.is_empty() {
+            if inner > MAX_NESTING && !a.is_empty() {
                 return Err(too_deep());
             }
             let start = begin(out);
@@ -112,7 +114,7 @@ fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> 
                 use std::fmt::Write;
                 let _ = write!(key, "{i}");
                 write_key(out, x.element_type(), &key)?;
-                write_value(x, out, level + 1)?;
+                write_value(x, out, inner)?;
             }
             end(out, start)?;
         }

@@ -94,6 +94,12 @@ impl Filter {
     /// `BadValue` (see [`crate::depth`]).
     pub fn parse(d: &Document) -> Result<Filter> {
         crate::depth::check(d, "filter")?;
+        Filter::parse_checked(d)
+    }
+
+    /// [`Filter::parse`] for a document whose depth was checked already (a part of a filter,
+    /// or a `$match` stage's, checked with its pipeline stage).
+    pub(crate) fn parse_checked(d: &Document) -> Result<Filter> {
         let mut parts = Vec::new();
         for (k, v) in d {
             parts.push(parse_entry(k, v)?);
@@ -150,7 +156,7 @@ fn parse_list(op: &str, v: &Bson) -> Result<Vec<Filter>> {
     };
     arr.iter()
         .map(|e| match e {
-            Bson::Document(d) => Filter::parse(d),
+            Bson::Document(d) => Filter::parse_checked(d),
             _ => Err(bad(format!("{op} argument's entries must be objects"))),
         })
         .collect()

@@ -154,7 +154,7 @@ impl Pipeline {
                     let Bson::Document(f) = arg else {
                         return Err(bad("the $match filter must be an object"));
                     };
-                    let f = Filter::parse(f)?;
+                    let f = Filter::parse_checked(f)?;
                     if out.is_empty() {
                         leading.push(f);
                         continue;
