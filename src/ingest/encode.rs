@@ -119,9 +119,7 @@ fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> 
             end(out, start)?;
         }
         // The crate encodes a scope by recursion: its depth is checked first.
-        Bson::JavaScriptCodeWithScope(c)
-            if !crate::depth::fits(&c.scope, level + 1, MAX_NESTING) =>
-        {
+        Bson::JavaScriptCodeWithScope(c) if !crate::depth::fits(&c.scope, inner, MAX_NESTING) => {
             return Err(too_deep());
         }
         other => {
