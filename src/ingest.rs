@@ -9,6 +9,7 @@ mod ids;
 mod prefetch;
 mod series;
 mod shape;
+mod template;
 mod validate;
 
 pub use series::{series_key, MetaId, SeriesKey};
@@ -17,6 +18,7 @@ pub use shape::{defers, ShapeId};
 use shape::{LastRow, ShapeBuilder};
 
 use ids::IdBlock;
+use template::Template;
 
 use crate::catalog::column::to_bson;
 use crate::catalog::{is_hidden, is_hidden_name};
@@ -279,17 +281,31 @@ pub fn prepare_raw_batch(
     let mut block = IdBlock::reserve(docs.len());
     let mut shape = ShapeBuilder::default();
     let mut unique = Vec::new();
+    let mut template = Template::default();
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
-        shape.begin();
-        let scanned = scan_common(doc, fields, &mut shape, &mut unique);
-        let ((mut id, time_ms, key), mut meta_at) = match scanned {
-            Some(found) => found.map_err(bad)?,
+        // `Some` once the document is known to have the template's shape.
+        let mut known = None;
+        let mut learn = false;
+        let ((mut id, time_ms, key), mut meta_at) = match template.scan(doc.as_bytes(), fields) {
+            Some((found, meta_at, shape)) => {
+                known = Some(shape);
+                (found, meta_at)
+            }
             None => {
-                shape.spoil();
-                let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
-                // Proven well formed, so a walk of its elements finds the meta element.
-                (found, meta_span(doc.as_bytes(), fields))
+                shape.begin();
+                match scan_common(doc, fields, &mut shape, &mut unique) {
+                    Some(found) => {
+                        learn = true;
+                        found.map_err(bad)?
+                    }
+                    None => {
+                        shape.spoil();
+                        let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
+                        // Proven well formed, so a walk of its elements finds the meta element.
+                        (found, meta_span(doc.as_bytes(), fields))
+                    }
+                }
             }
         };
         let meta_len = meta_at.map_or(0, |(at, end)| {
@@ -302,7 +318,9 @@ pub fn prepare_raw_batch(
         let bytes = doc.as_bytes();
         if id.is_none() {
             let oid = block.next_id();
-            shape.prepend_id();
+            if known.is_none() {
+                shape.prepend_id();
+            }
             meta_at = meta_at.map(|(s, e)| (s + GENERATED_ID_BYTES, e + GENERATED_ID_BYTES));
             let len = (bytes.len() + GENERATED_ID_BYTES) as i32;
             out.extend_from_slice(&len.to_le_bytes());
@@ -317,7 +335,13 @@ pub fn prepare_raw_batch(
         ids.push(id.unwrap_or(Bson::Null));
         check_sizes(out.len() - start, meta_len, index, fields)?;
         let mut p = finish(time_ms, key, start, out.len() - start);
-        p.shape = shape.finish();
+        p.shape = match known {
+            Some(shape) => shape,
+            None => shape.finish(),
+        };
+        if learn {
+            template.learn(bytes, fields, p.shape);
+        }
         p.meta_at = meta_at;
         prepared.push(p);
     }

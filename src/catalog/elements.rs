@@ -134,7 +134,7 @@ fn le_len(b: &[u8]) -> Option<usize> {
 
 /// Bytes taken by a value of type `kind` at the start of `b`; `None` for an unknown type or a
 /// length that does not fit.
-fn value_len(kind: u8, b: &[u8]) -> Option<usize> {
+pub fn value_len(kind: u8, b: &[u8]) -> Option<usize> {
     let n = match kind {
         0x01 | 0x09 | 0x11 | 0x12 => 8,
         // String, JavaScript code, symbol: length-prefixed, NUL included in the length.

@@ -55,7 +55,9 @@ fn document(doc: &[u8], depth: usize) -> bool {
     elements.finished()
 }
 
-fn value(kind: u8, v: &[u8], depth: usize) -> bool {
+/// True when a value of type `kind` whose bytes are `v` (as framed), `depth` documents deep,
+/// is surely well formed (see [`element_ok`]).
+pub fn value(kind: u8, v: &[u8], depth: usize) -> bool {
     match kind {
         // Fixed sizes: the walker framed exactly that many bytes.
         0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 => true,

@@ -1,0 +1,398 @@
+//! Raw documents that repeat the element headers of the document before them.
+//!
+//! A series sends the same fields in the same order every time, and so, in practice, do the
+//! many series of one batch. Once a raw document has passed the full scan, the next one whose
+//! element headers (`{ type | name | 0 }`, at the top level and inside a meta value that is a
+//! document) are the same bytes has names already proven UTF-8, unique and not reserved, and
+//! has the same shape: only its values need checking, and the places of `_id`, time and meta
+//! are known. [`Template::scan`] does that in one walk and gives up at the first difference,
+//! leaving the document to the full scan, so it never decides anything the full scan would
+//! decide otherwise: it only accepts.
+
+use super::series::{series_key, SeriesKey};
+use super::shape::ShapeId;
+use super::validate;
+use super::{Fields, MetaAt, Scanned};
+use crate::catalog::column::to_bson;
+use crate::catalog::elements::{utf8_ok, value_len, Elements};
+use bson::oid::ObjectId;
+use bson::raw::{RawBsonRef, RawDocument};
+
+/// The element headers of the last raw document that passed the full scan.
+#[derive(Default)]
+pub struct Template {
+    /// Its top-level element headers.
+    top: Headers,
+    /// The element headers of its meta value, when that is a document.
+    meta: Headers,
+    /// Positions among the top-level elements of `_id`, the time field and the meta field.
+    id_at: Option<usize>,
+    time_at: Option<usize>,
+    meta_at: Option<usize>,
+    /// The shape the full scan named for it (a generated `_id` included when it had none).
+    shape: ShapeId,
+    /// False until a document was learnt.
+    ready: bool,
+}
+
+/// Element headers back to back, and where each one ends.
+#[derive(Default)]
+struct Headers {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Headers {
+    fn learn(&mut self, doc: &[u8]) {
+        self.bytes.clear();
+        self.ends.clear();
+        for e in Elements::new(doc) {
+            self.bytes.push(e.kind);
+            self.bytes.extend_from_slice(e.name);
+            self.bytes.push(0);
+            self.ends.push(self.bytes.len());
+        }
+    }
+
+    /// Walks the elements of `doc` (one whole document, `depth` documents deep), which must
+    /// have exactly these headers, checking each value as [`validate::value`] does and calling
+    /// `each(index, (start, end), kind, value)` per element; false at the first difference, at
+    /// bytes that do not frame or are not well formed, or when `each` says false. `inner`
+    /// gives the headers expected inside one element whose value is a document; a value
+    /// without them gets the general check.
+    #[inline]
+    fn walk(
+        &self,
+        doc: &[u8],
+        depth: usize,
+        inner: Option<(usize, &Headers)>,
+        mut each: impl FnMut(usize, (usize, usize), u8, &[u8]) -> bool,
+    ) -> bool {
+        if !validate::framed(doc) {
+            return false;
+        }
+        let (mut pos, mut from) = (4, 0);
+        for (i, &to) in self.ends.iter().enumerate() {
+            let Some(header) = self.bytes.get(from..to) else {
+                return false;
+            };
+            from = to;
+            let after = pos + header.len();
+            if !doc.get(pos..after).is_some_and(|h| same(h, header)) {
+                return false;
+            }
+            let (Some(&kind), Some(rest)) = (header.first(), doc.get(after..)) else {
+                return false;
+            };
+            let value = match inner {
+                Some((at, headers)) if at == i && kind == 0x03 => {
+                    // A document with the inner headers needs only its values checked.
+                    value_len(kind, rest)
+                        .and_then(|n| rest.get(..n))
+                        .filter(|v| {
+                            headers.walk(v, depth + 1, None, accept)
+                                || validate::value(kind, v, depth)
+                        })
+                }
+                _ => checked_value(kind, rest, depth),
+            };
+            let Some(value) = value else {
+                return false;
+            };
+            let end = after + value.len();
+            if !each(i, (pos, end), kind, value) {
+                return false;
+            }
+            pos = end;
+        }
+        // The terminator, and nothing after it.
+        pos + 1 == doc.len() && doc.get(pos) == Some(&0)
+    }
+}
+
+impl Template {
+    /// Remembers a document that passed the full scan and the shape it was given.
+    pub fn learn(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
+        self.top.learn(doc);
+        self.meta.learn(&[]);
+        let (mut id_at, mut time_at, mut meta_at) = (None, None, None);
+        let meta = fields.meta.map(str::as_bytes);
+        for (i, e) in Elements::new(doc).enumerate() {
+            if e.name == b"_id" {
+                id_at = Some(i);
+            } else if e.name == fields.time.as_bytes() {
+                time_at = Some(i);
+            } else if Some(e.name) == meta {
+                meta_at = Some(i);
+                if e.kind == 0x03 {
+                    self.meta.learn(e.value);
+                }
+            }
+        }
+        (self.id_at, self.time_at, self.meta_at) = (id_at, time_at, meta_at);
+        self.shape = shape;
+        self.ready = true;
+    }
+
+    /// What the full scan would find in `doc`, when its headers are the template's and its
+    /// values are well formed; `None` otherwise, which says nothing either way.
+    pub fn scan(&self, doc: &[u8], fields: &Fields<'_>) -> Option<(Scanned, MetaAt, ShapeId)> {
+        if !self.ready {
+            return None;
+        }
+        let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
+        let mut meta_at = None;
+        let mut ok = true;
+        let inner = self.meta_at.map(|at| (at, &self.meta));
+        let walked = self.top.walk(doc, 0, inner, |i, span, kind, value| {
+            if Some(i) == self.meta_at {
+                meta_at = Some(span);
+                key = match kind {
+                    0x03 => match RawDocument::from_bytes(value) {
+                        Ok(d) => series_key(RawBsonRef::Document(d)),
+                        Err(_) => return false,
+                    },
+                    _ => match fields.meta.and_then(|m| raw_get(doc, m)) {
+                        Some(v) => series_key(v),
+                        None => return false,
+                    },
+                };
+                return true;
+            }
+            if Some(i) == self.time_at {
+                if kind == 0x09 {
+                    time_ms = value.try_into().ok().map(i64::from_le_bytes);
+                }
+            } else if Some(i) == self.id_at {
+                id = match <[u8; 12]>::try_from(value) {
+                    Ok(b) if kind == 0x07 => Some(bson::Bson::ObjectId(ObjectId::from_bytes(b))),
+                    _ => raw_get(doc, "_id").map(to_bson),
+                };
+                ok &= id.is_some();
+            }
+            true
+        });
+        (walked && ok).then_some(((id, time_ms, key), meta_at, self.shape))
+    }
+}
+
+/// The value named `name` in a document already walked, through the `bson` crate.
+fn raw_get<'a>(doc: &'a [u8], name: &str) -> Option<RawBsonRef<'a>> {
+    RawDocument::from_bytes(doc).ok()?.get(name).ok()?
+}
+
+/// A walk's callback that asks nothing more.
+fn accept(_: usize, _: (usize, usize), _: u8, _: &[u8]) -> bool {
+    true
+}
+
+/// The value of type `kind` at the start of `rest`, `depth` documents deep, when it frames and
+/// [`validate::value`] finds it well formed. The types a row usually holds are framed here,
+/// inline; the rest go to the general functions.
+#[inline(always)]
+fn checked_value(kind: u8, rest: &[u8], depth: usize) -> Option<&[u8]> {
+    let n = match kind {
+        0x01 | 0x09 | 0x11 | 0x12 => 8,
+        0x07 => 12,
+        0x10 => 4,
+        0x02 => {
+            // `string_ok`, inline: a length of at least 1, that counts a terminating NUL.
+            let len = i32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+            let v = rest.get(..usize::try_from(len).ok()?.checked_add(4)?)?;
+            let (&last, body) = v.get(4..)?.split_last()?;
+            return (last == 0 && utf8_ok(body)).then_some(v);
+        }
+        _ => {
+            let v = rest.get(..value_len(kind, rest)?)?;
+            return validate::value(kind, v, depth).then_some(v);
+        }
+    };
+    rest.get(..n)
+}
+
+/// `a == b`, for the short slices of element headers: a word at a time, the last word
+/// overlapping the one before.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| -> u64 {
+        s.get(at..at + 8)
+            .and_then(|w| w.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    };
+    if n < 8 {
+        return a == b;
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(a, n - 8) == word(b, n - 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{prepare_raw_batch, Prepared};
+    use super::*;
+    use crate::error::Error;
+    use bson::{doc, Bson, DateTime, Document, RawDocumentBuf};
+    use proptest::prelude::*;
+
+    const F: Fields<'static> = Fields {
+        time: "t",
+        meta: Some("m"),
+    };
+
+    /// Rows from a few names, types and meta values, so that most repeat the headers of the
+    /// row before and some differ from it in one place.
+    fn rows() -> impl Strategy<Value = Vec<Document>> {
+        let row = (0..4u8, 0..4u8, 0..3u8, any::<bool>(), 0..3u8);
+        proptest::collection::vec(row, 1..10).prop_map(|rows| {
+            rows.into_iter()
+                .enumerate()
+                .map(|(i, (meta, a, b, own_id, order))| {
+                    let mut d = Document::new();
+                    if own_id {
+                        d.insert("_id", bson::oid::ObjectId::new());
+                    }
+                    let meta = match meta {
+                        0 => Bson::Document(doc! {"host": format!("h{i}"), "rack": "r1", "n": 1}),
+                        1 => Bson::Document(doc! {"rack": "r1", "host": "h0", "n": 1}),
+                        2 => Bson::String(format!("s{}", i % 2)),
+                        _ => Bson::Document(doc! {"host": {"dc": "x"}, "tags": ["a", "b"]}),
+                    };
+                    let a = match a {
+                        0 => Bson::Int64(i as i64),
+                        1 => Bson::Double(0.5),
+                        2 => Bson::String("é".repeat(i)),
+                        _ => Bson::Boolean(i % 2 == 0),
+                    };
+                    let fields = [
+                        ("t", Bson::DateTime(DateTime::from_millis(i as i64))),
+                        ("m", meta),
+                        ("a", a),
+                    ];
+                    // Rotate the fields now and then, so that headers move.
+                    for k in 0..3 {
+                        let (name, value) = fields[(k + usize::from(order)) % 3].clone();
+                        d.insert(name, value);
+                    }
+                    if b > 0 {
+                        d.insert("b", b as i32);
+                    }
+                    d
+                })
+                .collect()
+        })
+    }
+
+    fn raw(docs: &[Document]) -> Vec<RawDocumentBuf> {
+        docs.iter()
+            .map(|d| RawDocumentBuf::try_from(d).unwrap())
+            .collect()
+    }
+
+    /// What a prepared row says about its document, `_id` aside.
+    fn facts(p: &Prepared) -> impl PartialEq + std::fmt::Debug + '_ {
+        (p.time_ms, p.size, &p.key, p.shape, p.meta_at, p.len)
+    }
+
+    /// A row prepared alone, with nothing learnt before it.
+    fn alone(doc: &RawDocumentBuf) -> super::super::Result<Prepared> {
+        prepare_raw_batch(1, std::slice::from_ref(doc), &F).map(|(mut p, _, _)| p.remove(0))
+    }
+
+    fn message(e: &Error) -> String {
+        match e {
+            Error::InvalidDocument { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    proptest! {
+        /// A row prepared after rows whose headers it may repeat is prepared as it is alone.
+        #[test]
+        fn rows_are_prepared_as_they_are_alone(docs in rows()) {
+            let docs = raw(&docs);
+            let (prepared, payload, ids) = prepare_raw_batch(1, &docs, &F).unwrap();
+            for ((p, doc), id) in prepared.iter().zip(&docs).zip(&ids) {
+                let one = alone(doc).unwrap();
+                prop_assert_eq!(facts(p), facts(&one));
+                let logged = Document::try_from(p.raw(&payload).unwrap()).unwrap();
+                prop_assert_eq!(logged.get("_id"), Some(id));
+            }
+        }
+
+        /// Damage to a row whose headers repeat the row before is found as it is in the row
+        /// alone: the same error, or the same row when the damage leaves it well formed.
+        #[test]
+        fn damage_after_a_repeated_row_is_found_as_alone(
+            docs in rows(),
+            flips in proptest::collection::vec((any::<u16>(), 1..=255u8), 1..4),
+        ) {
+            let mut docs = raw(&docs);
+            let Some(last) = docs.last().cloned() else { return Ok(()) };
+            // The row before has the same headers: the damaged row meets the template.
+            docs.push(last.clone());
+            let mut bytes = last.as_bytes().to_vec();
+            for (at, x) in flips {
+                let i = usize::from(at) % bytes.len();
+                bytes[i] ^= x;
+            }
+            // The crate checks only the frame here, as for what callers pass in.
+            let Ok(damaged) = RawDocumentBuf::from_bytes(bytes) else { return Ok(()) };
+            let n = docs.len() - 1;
+            docs[n] = damaged.clone();
+            match (prepare_raw_batch(1, &docs, &F), alone(&damaged)) {
+                (Ok((p, _, _)), Ok(one)) => prop_assert_eq!(facts(&p[n]), facts(&one)),
+                (Err(e), Err(one)) => {
+                    let index = match e {
+                        Error::InvalidDocument { index, .. } => Some(index),
+                        _ => None,
+                    };
+                    prop_assert_eq!(index, Some(n));
+                    prop_assert_eq!(message(&e), message(&one));
+                }
+                (batch, one) => prop_assert!(false, "{:?} against {:?}", batch.err(), one.err()),
+            }
+        }
+    }
+
+    #[test]
+    fn repeated_headers_take_the_fast_walk() {
+        let d = |host: &str| doc! {"t": DateTime::from_millis(1), "m": {"host": host}, "x": 1.5};
+        let mut t = Template::default();
+        let first = RawDocumentBuf::try_from(&d("a")).unwrap();
+        assert!(t.scan(first.as_bytes(), &F).is_none());
+        t.learn(first.as_bytes(), &F, 7);
+        let next = RawDocumentBuf::try_from(&d("bb")).unwrap();
+        let ((id, time, key), meta_at, shape) = t.scan(next.as_bytes(), &F).unwrap();
+        assert_eq!((id, time, shape), (None, Some(1), 7));
+        assert_eq!(key.0, alone(&next).unwrap().key);
+        // The prepared row has a generated `_id` in front.
+        let shifted = meta_at.map(|(s, e)| (s + 17, e + 17));
+        assert_eq!(shifted, alone(&next).unwrap().meta_at);
+        // Another name, another type or another field order all leave the template.
+        for other in [
+            doc! {"t": DateTime::from_millis(1), "m": {"host": "a"}, "y": 1.5},
+            doc! {"t": DateTime::from_millis(1), "m": {"host": "a"}, "x": 1},
+            doc! {"m": {"host": "a"}, "t": DateTime::from_millis(1), "x": 1.5},
+            doc! {"t": DateTime::from_millis(1), "m": {"host": "a"}, "x": 1.5, "z": 1},
+        ] {
+            let b = RawDocumentBuf::try_from(&other).unwrap();
+            assert!(t.scan(b.as_bytes(), &F).is_none(), "{other}");
+        }
+        // A meta document with other names is checked in full, and still taken.
+        let b = RawDocumentBuf::try_from(
+            &doc! {"t": DateTime::from_millis(1), "m": {"rack": 3}, "x": 1.5},
+        )
+        .unwrap();
+        assert!(t.scan(b.as_bytes(), &F).is_some());
+    }
+}
