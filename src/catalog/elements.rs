@@ -98,8 +98,36 @@ fn string_body(value: &[u8]) -> Option<&[u8]> {
 
 /// True when `b` is UTF-8. Names and string values are short and nearly always ASCII, which
 /// is tested a word at a time; the full check runs only for the rest.
+#[inline]
 pub fn utf8_ok(b: &[u8]) -> bool {
-    b.is_ascii() || std::str::from_utf8(b).is_ok()
+    short_ascii(b).unwrap_or_else(|| b.is_ascii()) || std::str::from_utf8(b).is_ok()
+}
+
+/// Whether `b` is ASCII, for up to 16 bytes (`None` beyond): the high bits of two words that
+/// overlap, or of two halves, with no call and no loop.
+#[inline(always)]
+fn short_ascii(b: &[u8]) -> Option<bool> {
+    let n = b.len();
+    let (x, y) = match n {
+        0 => return Some(true),
+        1..=3 => {
+            let (first, last) = (b.first()?, b.last()?);
+            (
+                u64::from(*first | *last | b.get(n / 2).copied().unwrap_or(0)),
+                0,
+            )
+        }
+        4..=7 => (
+            u64::from(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)),
+            u64::from(u32::from_le_bytes(b.get(n - 4..)?.try_into().ok()?)),
+        ),
+        8..=16 => (
+            u64::from_le_bytes(b.get(..8)?.try_into().ok()?),
+            u64::from_le_bytes(b.get(n - 8..)?.try_into().ok()?),
+        ),
+        _ => return None,
+    };
+    Some((x | y) & 0x8080_8080_8080_8080 == 0)
 }
 
 /// Position of the first zero byte of `b`. Field names are short, where a byte-by-byte search
@@ -186,6 +214,20 @@ mod tests {
         ) {
             prop_assert_eq!(find_nul(&b), b.iter().position(|&c| c == 0));
             prop_assert_eq!(utf8_ok(&b), std::str::from_utf8(&b).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_high_byte_is_found_at_every_position_of_a_short_string() {
+        for len in 0..=20 {
+            let ascii = vec![b'a'; len];
+            assert_eq!(short_ascii(&ascii), (len <= 16).then_some(true));
+            for at in 0..len {
+                let mut b = ascii.clone();
+                b[at] = 0x80;
+                assert_eq!(short_ascii(&b), (len <= 16).then_some(false), "{b:?}");
+                assert!(!utf8_ok(&b));
+            }
         }
     }
 

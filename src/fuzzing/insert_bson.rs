@@ -44,38 +44,61 @@ pub fn split(mut bytes: &[u8]) -> Vec<RawDocumentBuf> {
     out
 }
 
-/// Measurements derived from the input, mostly valid.
+/// Measurements derived from the input, mostly valid. Some repeat the bytes of the one before
+/// with a few bytes changed: the same element headers with other values, or damage where the
+/// insert path checks only values.
 fn generated(inp: &mut Input<'_>) -> Vec<RawDocumentBuf> {
-    (0..inp.below(8))
-        .filter_map(|_| {
-            let mut d = Document::new();
-            let body = values::document(inp, 2);
-            let time = match inp.u8() % 8 {
-                0 => None,
-                1 => Some(values::any(inp, 1)),
-                _ => Some(Bson::DateTime(DateTime::from_millis(
-                    1_700_000_000_000 + i64::from(inp.u32() as i32) * 1000,
-                ))),
-            };
-            let meta = match inp.u8() % 4 {
-                0 => None,
-                1 => Some(values::any(inp, 2)),
-                _ => Some(Bson::Int32(i32::from(inp.u8() % 4))),
-            };
-            let at = inp.below(body.len() + 1);
-            for (k, (key, v)) in body.into_iter().enumerate() {
-                if k == at {
-                    put(&mut d, &time, &meta);
+    let mut out: Vec<RawDocumentBuf> = Vec::new();
+    for _ in 0..inp.below(8) {
+        let again = match out.last() {
+            Some(prev) if inp.u8() % 3 == 0 => Some(prev.as_bytes().to_vec()),
+            _ => None,
+        };
+        let made = match again {
+            Some(mut bytes) => {
+                for _ in 0..inp.below(3) {
+                    let at = inp.below(bytes.len());
+                    if let Some(b) = bytes.get_mut(at) {
+                        *b ^= inp.u8();
+                    }
                 }
-                d.insert(key, v);
+                RawDocumentBuf::from_bytes(bytes).ok()
             }
-            if at >= d.len() && !d.contains_key("t") {
-                put(&mut d, &time, &meta);
-            }
-            let bytes = d.to_vec().ok()?;
-            RawDocumentBuf::from_bytes(bytes).ok()
-        })
-        .collect()
+            None => one_generated(inp),
+        };
+        out.extend(made);
+    }
+    out
+}
+
+/// One measurement derived from the input, mostly valid.
+fn one_generated(inp: &mut Input<'_>) -> Option<RawDocumentBuf> {
+    let mut d = Document::new();
+    let body = values::document(inp, 2);
+    let time = match inp.u8() % 8 {
+        0 => None,
+        1 => Some(values::any(inp, 1)),
+        _ => Some(Bson::DateTime(DateTime::from_millis(
+            1_700_000_000_000 + i64::from(inp.u32() as i32) * 1000,
+        ))),
+    };
+    let meta = match inp.u8() % 4 {
+        0 => None,
+        1 => Some(values::any(inp, 2)),
+        _ => Some(Bson::Int32(i32::from(inp.u8() % 4))),
+    };
+    let at = inp.below(body.len() + 1);
+    for (k, (key, v)) in body.into_iter().enumerate() {
+        if k == at {
+            put(&mut d, &time, &meta);
+        }
+        d.insert(key, v);
+    }
+    if at >= d.len() && !d.contains_key("t") {
+        put(&mut d, &time, &meta);
+    }
+    let bytes = d.to_vec().ok()?;
+    RawDocumentBuf::from_bytes(bytes).ok()
 }
 
 fn put(d: &mut Document, time: &Option<Bson>, meta: &Option<Bson>) {

@@ -25,54 +25,59 @@ pub struct Template {
     top: Headers,
     /// The element headers of its meta value, when that is a document.
     meta: Headers,
-    /// Positions among the top-level elements of `_id`, the time field and the meta field.
-    id_at: Option<usize>,
-    time_at: Option<usize>,
-    meta_at: Option<usize>,
     /// The shape the full scan named for it (a generated `_id` included when it had none).
     shape: ShapeId,
     /// False until a document was learnt.
     ready: bool,
 }
 
-/// Element headers back to back, and where each one ends.
+/// What the insert path takes from an element besides checking it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Plain,
+    Id,
+    Time,
+    Meta,
+}
+
+/// Element headers back to back, and per element where its header ends and its role.
 #[derive(Default)]
 struct Headers {
     bytes: Vec<u8>,
-    ends: Vec<usize>,
+    steps: Vec<(usize, Role)>,
 }
 
 impl Headers {
-    fn learn(&mut self, doc: &[u8]) {
+    fn learn(&mut self, doc: &[u8], role: impl Fn(&[u8]) -> Role) {
         self.bytes.clear();
-        self.ends.clear();
+        self.steps.clear();
         for e in Elements::new(doc) {
             self.bytes.push(e.kind);
             self.bytes.extend_from_slice(e.name);
             self.bytes.push(0);
-            self.ends.push(self.bytes.len());
+            self.steps.push((self.bytes.len(), role(e.name)));
         }
     }
 
     /// Walks the elements of `doc` (one whole document, `depth` documents deep), which must
     /// have exactly these headers, checking each value as [`validate::value`] does and calling
-    /// `each(index, (start, end), kind, value)` per element; false at the first difference, at
-    /// bytes that do not frame or are not well formed, or when `each` says false. `inner`
-    /// gives the headers expected inside one element whose value is a document; a value
-    /// without them gets the general check.
+    /// `each(role, (start, end), kind, value)` for each element with a role; false at the first
+    /// difference, at bytes that do not frame or are not well formed, or when `each` says
+    /// false. `inner` gives the headers expected inside the meta value when it is a document; a
+    /// value without them gets the general check.
     #[inline]
     fn walk(
         &self,
         doc: &[u8],
         depth: usize,
-        inner: Option<(usize, &Headers)>,
-        mut each: impl FnMut(usize, (usize, usize), u8, &[u8]) -> bool,
+        inner: Option<&Headers>,
+        mut each: impl FnMut(Role, (usize, usize), u8, &[u8]) -> bool,
     ) -> bool {
         if !validate::framed(doc) {
             return false;
         }
         let (mut pos, mut from) = (4, 0);
-        for (i, &to) in self.ends.iter().enumerate() {
+        for &(to, role) in &self.steps {
             let Some(header) = self.bytes.get(from..to) else {
                 return false;
             };
@@ -85,7 +90,7 @@ impl Headers {
                 return false;
             };
             let value = match inner {
-                Some((at, headers)) if at == i && kind == 0x03 => {
+                Some(headers) if role == Role::Meta && kind == 0x03 => {
                     // A document with the inner headers needs only its values checked.
                     value_len(kind, rest)
                         .and_then(|n| rest.get(..n))
@@ -100,7 +105,7 @@ impl Headers {
                 return false;
             };
             let end = after + value.len();
-            if !each(i, (pos, end), kind, value) {
+            if role != Role::Plain && !each(role, (pos, end), kind, value) {
                 return false;
             }
             pos = end;
@@ -113,23 +118,21 @@ impl Headers {
 impl Template {
     /// Remembers a document that passed the full scan and the shape it was given.
     pub fn learn(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
-        self.top.learn(doc);
-        self.meta.learn(&[]);
-        let (mut id_at, mut time_at, mut meta_at) = (None, None, None);
         let meta = fields.meta.map(str::as_bytes);
-        for (i, e) in Elements::new(doc).enumerate() {
-            if e.name == b"_id" {
-                id_at = Some(i);
-            } else if e.name == fields.time.as_bytes() {
-                time_at = Some(i);
-            } else if Some(e.name) == meta {
-                meta_at = Some(i);
-                if e.kind == 0x03 {
-                    self.meta.learn(e.value);
-                }
+        self.top.learn(doc, |name| {
+            if name == b"_id" {
+                Role::Id
+            } else if name == fields.time.as_bytes() {
+                Role::Time
+            } else if Some(name) == meta {
+                Role::Meta
+            } else {
+                Role::Plain
             }
-        }
-        (self.id_at, self.time_at, self.meta_at) = (id_at, time_at, meta_at);
+        });
+        let value = Elements::new(doc).find(|e| Some(e.name) == meta && e.kind == 0x03);
+        self.meta
+            .learn(value.map_or(&[][..], |e| e.value), |_| Role::Plain);
         self.shape = shape;
         self.ready = true;
     }
@@ -143,35 +146,38 @@ impl Template {
         let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
         let mut meta_at = None;
         let mut ok = true;
-        let inner = self.meta_at.map(|at| (at, &self.meta));
-        let walked = self.top.walk(doc, 0, inner, |i, span, kind, value| {
-            if Some(i) == self.meta_at {
-                meta_at = Some(span);
-                key = match kind {
-                    0x03 => match RawDocument::from_bytes(value) {
-                        Ok(d) => series_key(RawBsonRef::Document(d)),
-                        Err(_) => return false,
-                    },
-                    _ => match fields.meta.and_then(|m| raw_get(doc, m)) {
-                        Some(v) => series_key(v),
-                        None => return false,
-                    },
-                };
-                return true;
-            }
-            if Some(i) == self.time_at {
-                if kind == 0x09 {
-                    time_ms = value.try_into().ok().map(i64::from_le_bytes);
+        let walked = self
+            .top
+            .walk(doc, 0, Some(&self.meta), |role, span, kind, value| {
+                if role == Role::Meta {
+                    meta_at = Some(span);
+                    key = match kind {
+                        0x03 => match RawDocument::from_bytes(value) {
+                            Ok(d) => series_key(RawBsonRef::Document(d)),
+                            Err(_) => return false,
+                        },
+                        _ => match fields.meta.and_then(|m| raw_get(doc, m)) {
+                            Some(v) => series_key(v),
+                            None => return false,
+                        },
+                    };
+                    return true;
                 }
-            } else if Some(i) == self.id_at {
-                id = match <[u8; 12]>::try_from(value) {
-                    Ok(b) if kind == 0x07 => Some(bson::Bson::ObjectId(ObjectId::from_bytes(b))),
-                    _ => raw_get(doc, "_id").map(to_bson),
-                };
-                ok &= id.is_some();
-            }
-            true
-        });
+                if role == Role::Time {
+                    if kind == 0x09 {
+                        time_ms = value.try_into().ok().map(i64::from_le_bytes);
+                    }
+                } else if role == Role::Id {
+                    id = match <[u8; 12]>::try_from(value) {
+                        Ok(b) if kind == 0x07 => {
+                            Some(bson::Bson::ObjectId(ObjectId::from_bytes(b)))
+                        }
+                        _ => raw_get(doc, "_id").map(to_bson),
+                    };
+                    ok &= id.is_some();
+                }
+                true
+            });
         (walked && ok).then_some(((id, time_ms, key), meta_at, self.shape))
     }
 }
@@ -182,7 +188,7 @@ fn raw_get<'a>(doc: &'a [u8], name: &str) -> Option<RawBsonRef<'a>> {
 }
 
 /// A walk's callback that asks nothing more.
-fn accept(_: usize, _: (usize, usize), _: u8, _: &[u8]) -> bool {
+fn accept(_: Role, _: (usize, usize), _: u8, _: &[u8]) -> bool {
     true
 }
 
@@ -210,30 +216,38 @@ fn checked_value(kind: u8, rest: &[u8], depth: usize) -> Option<&[u8]> {
     rest.get(..n)
 }
 
-/// `a == b`, for the short slices of element headers: a word at a time, the last word
-/// overlapping the one before.
+/// `a == b`, for the short slices of element headers: with no call, in words that overlap
+/// where the length is not a multiple of theirs.
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
     }
-    let word = |s: &[u8], at: usize| -> u64 {
+    let w4 = |s: &[u8], at: usize| {
+        s.get(at..at + 4)
+            .and_then(|w| w.try_into().ok())
+            .map(u32::from_ne_bytes)
+    };
+    let w8 = |s: &[u8], at: usize| {
         s.get(at..at + 8)
             .and_then(|w| w.try_into().ok())
-            .map_or(0, u64::from_ne_bytes)
+            .map(u64::from_ne_bytes)
     };
-    if n < 8 {
-        return a == b;
-    }
-    let mut at = 0;
-    while at + 8 < n {
-        if word(a, at) != word(b, at) {
-            return false;
+    match n {
+        0..=3 => a == b,
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        _ => {
+            let mut at = 0;
+            while at + 8 < n {
+                if w8(a, at) != w8(b, at) {
+                    return false;
+                }
+                at += 8;
+            }
+            w8(a, n - 8) == w8(b, n - 8)
         }
-        at += 8;
     }
-    word(a, n - 8) == word(b, n - 8)
 }
 
 #[cfg(test)]
