@@ -4,7 +4,8 @@
 //! inserting threads (validation and encoding, and the wait for the log's reply), the log
 //! writer (`tsbucket-wal`: write, fsync), its applier (`tsbucket-apply`: the bucket catalog)
 //! and the flusher (segment encoding). CPU figures hold up better than wall time on a busy
-//! machine.
+//! machine. Then the log writer's own wall time per batch (`Database::log_stats`): writing
+//! records, syncing them, and writing and syncing zeros ahead of them.
 //!
 //! `cargo run --release --example ingest_timing -- --help`
 
@@ -14,7 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tsbucket::bson::{Bson, Document, RawDocumentBuf};
 use tsbucket::workload::Devops;
-use tsbucket::{Collection, Database, DbOptions, Granularity, SyncMode, TimeseriesOptions};
+use tsbucket::{
+    Collection, Database, DbOptions, Granularity, LogStats, SyncMode, TimeseriesOptions,
+};
 
 #[derive(Parser)]
 struct Args {
@@ -77,8 +80,9 @@ fn own_cpu() -> u64 {
         .unwrap_or(0)
 }
 
-/// One run: ingest time, close time, and CPU nanoseconds per thread group during the ingest.
-type RunResult = (Duration, Duration, HashMap<String, u64>);
+/// One run: ingest time, close time, CPU nanoseconds per thread group during the ingest, and
+/// what the log writer did.
+type RunResult = (Duration, Duration, HashMap<String, u64>, LogStats);
 
 fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResult> {
     let dir = tempfile::tempdir()?;
@@ -149,9 +153,10 @@ fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResu
     if !a.warm {
         cpu.insert("insert".into(), insert_ns);
     }
+    let log = db.log_stats()?;
     let t1 = Instant::now();
     db.close()?;
-    Ok((ingest, t1.elapsed(), cpu))
+    Ok((ingest, t1.elapsed(), cpu, log))
 }
 
 /// Reads every name and value of the batch `r`, so that it is in cache.
@@ -212,8 +217,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rates = Vec::new();
     let mut closes = Vec::new();
     let mut cpu: HashMap<String, Vec<f64>> = HashMap::new();
+    let mut log: [Vec<f64>; 4] = Default::default();
     for _ in 0..a.runs.max(1) {
-        let (ingest, close, used) = run_once(&a, sync, &input)?;
+        let (ingest, close, used, l) = run_once(&a, sync, &input)?;
+        let per_batch = |ns: u64| ns as f64 / 1000.0 / batches;
+        let taken = [l.write_nanos, l.sync_nanos, l.zero_nanos];
+        for (v, ns) in log.iter_mut().zip(taken) {
+            v.push(per_batch(ns));
+        }
+        log[3].push(l.record_bytes as f64 / l.records.max(1) as f64 / 1000.0);
         rates.push(n as f64 / ingest.as_secs_f64());
         closes.push(close.as_secs_f64() * 1000.0);
         for (k, v) in used {
@@ -247,5 +259,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|k| format!("{k} {:.0}", median(cpu[*k].clone())))
         .collect();
     println!("CPU us per batch (medians): {}", parts.join(", "));
+    let [write, sync, zeros, kb] = log.map(median);
+    println!(
+        "log writer, wall us per batch (medians): write {write:.0}, sync {sync:.0}, \
+         zeros written and synced ahead {zeros:.0}; {kb:.0} KB per record"
+    );
     Ok(())
 }

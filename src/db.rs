@@ -529,6 +529,13 @@ impl Database {
         self.inner.flush(true)
     }
 
+    /// What the write-ahead log's writer has done since the database was opened, and how long
+    /// its writes, syncs and zeros written ahead took: where an insert's wait for durability
+    /// goes. `Error::Closed` once the database is closed.
+    pub fn log_stats(&self) -> Result<crate::wal::LogStats> {
+        self.inner.log_stats()
+    }
+
     /// Checks everything on disk: every segment's checksums and decoded columns, its control
     /// min/max against its data (`Segment::verify`), that the manifest's segments are exactly
     /// the files in `seg/`, and that the in-memory `_id` index equals one rebuilt from a scan.
@@ -696,6 +703,15 @@ impl DbInner {
                 self.poison(e)
             }
         })
+    }
+
+    /// See [`Database::log_stats`].
+    pub(crate) fn log_stats(&self) -> Result<crate::wal::LogStats> {
+        self.wal
+            .read()
+            .as_ref()
+            .map(|w| w.stats())
+            .ok_or(Error::Closed)
     }
 
     /// Bytes of the log on disk.

@@ -73,4 +73,4 @@ pub use modify::{DeleteResult, UpdateResult};
 pub use options::{BucketLimits, DbOptions, Granularity, TimeseriesOptions};
 pub use query::{Cursor, Explain, FindOptions};
 pub use ttl::SweepResult;
-pub use wal::SyncMode;
+pub use wal::{LogStats, SyncMode};

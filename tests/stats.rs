@@ -177,3 +177,37 @@ fn devops_like_data_compresses_well() {
     // Integral doubles in 0..100 cost about a byte each against 9 + name bytes in BSON.
     assert!(s.compression_ratio > 10.0, "{}", s.compression_ratio);
 }
+
+/// `Database::log_stats`: one record per insert call, its bytes, and a sync per commit group
+/// only when inserts wait for durability.
+#[test]
+fn log_stats_count_records_bytes_and_syncs() {
+    for sync in [tsbucket::SyncMode::Always, tsbucket::SyncMode::Never] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tsbucket::DbOptions::default().sync(sync);
+        let db = Database::open_with(dir.path(), opts).unwrap();
+        let c = db
+            .create_collection("s", TimeseriesOptions::new("t").meta_field("m"))
+            .unwrap();
+        assert_eq!(db.log_stats().unwrap(), tsbucket::LogStats::default());
+        let batches: Vec<Vec<Document>> = (0..3).map(|k| docs("h", T0 + k * HOUR, 50)).collect();
+        for b in &batches {
+            c.insert_many(b).unwrap();
+        }
+        // A refused batch writes nothing, so the log counts nothing for it.
+        c.insert_many(&[doc! {"m": 1}]).unwrap_err();
+        let s = db.log_stats().unwrap();
+        assert_eq!(s.records, 3);
+        assert!(s.groups >= 1 && s.groups <= 3, "{s:?}");
+        // Each record holds its documents (with generated `_id`s) and a header.
+        let at_least: u64 = batches.iter().map(|b| inserted_size(b)).sum();
+        assert!(s.record_bytes > at_least, "{s:?}");
+        match sync {
+            tsbucket::SyncMode::Always => assert_eq!(s.syncs, s.groups, "{s:?}"),
+            _ => assert_eq!((s.syncs, s.zero_bytes, s.zero_nanos), (0, 0, 0), "{s:?}"),
+        }
+        let db2 = db.clone();
+        db.close().unwrap();
+        assert!(matches!(db2.log_stats(), Err(tsbucket::Error::Closed)));
+    }
+}

@@ -45,6 +45,28 @@ pub enum SyncMode {
     Never,
 }
 
+/// What a log writer has done since its log was opened, and how long it took: where the time
+/// of an insert under [`SyncMode::Always`] goes, beside the caller's own encoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Commit groups written (one write, and one sync under `Always`, for each).
+    pub groups: u64,
+    /// Records written (one per insert call).
+    pub records: u64,
+    /// Bytes of those records, headers included.
+    pub record_bytes: u64,
+    /// Time spent writing records to the file (into the OS's cache).
+    pub write_nanos: u64,
+    /// `fdatasync` calls that made records durable, and the time they took.
+    pub syncs: u64,
+    /// See [`LogStats::syncs`].
+    pub sync_nanos: u64,
+    /// Zeros written and synced ahead of the records (`Always` only), and the time that took.
+    pub zero_bytes: u64,
+    /// See [`LogStats::zero_bytes`].
+    pub zero_nanos: u64,
+}
+
 /// Options of a [`Wal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalOptions {
@@ -291,6 +313,22 @@ impl<T: Send + 'static> Wal<T> {
         tx.send(Msg::Reclaim { upto, reply })
             .map_err(|_| writer_gone())?;
         answer.recv().unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    /// What the writer has done since the log was opened.
+    pub fn stats(&self) -> LogStats {
+        let c = &self.shared.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        LogStats {
+            groups: get(&c.groups),
+            records: get(&c.records),
+            record_bytes: get(&c.record_bytes),
+            write_nanos: get(&c.write_nanos),
+            syncs: get(&c.syncs),
+            sync_nanos: get(&c.sync_nanos),
+            zero_bytes: get(&c.zero_bytes),
+            zero_nanos: get(&c.zero_nanos),
+        }
     }
 
     /// Bytes of all WAL files (0 for a file that cannot be measured).

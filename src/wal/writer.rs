@@ -77,6 +77,27 @@ pub struct Shared {
     /// True once the writer may no longer write of its own accord (zeros ahead); held while
     /// it does, so that whoever sets it knows no such write is under way.
     pub quiet: Mutex<bool>,
+    /// What the writer has done and how long it took (see [`super::LogStats`]).
+    pub counters: Counters,
+}
+
+/// The writer's running totals, read by [`super::Wal::stats`].
+#[derive(Default)]
+pub struct Counters {
+    pub groups: AtomicU64,
+    pub records: AtomicU64,
+    pub record_bytes: AtomicU64,
+    pub write_nanos: AtomicU64,
+    pub syncs: AtomicU64,
+    pub sync_nanos: AtomicU64,
+    pub zero_bytes: AtomicU64,
+    pub zero_nanos: AtomicU64,
+}
+
+/// Adds the time since `t0` to `total`.
+fn add_since(total: &AtomicU64, t0: Instant) {
+    let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    total.fetch_add(ns, Ordering::Relaxed);
 }
 
 impl Shared {
@@ -334,6 +355,14 @@ impl<T: Send + 'static> Writer<T> {
                 return;
             }
         }
+        let c = &self.shared.counters;
+        c.groups.fetch_add(1, Ordering::Relaxed);
+        c.records.fetch_add(group.len() as u64, Ordering::Relaxed);
+        let bytes: usize = group
+            .iter()
+            .map(|(p, _, _)| p.len() + RECORD_HEADER_LEN)
+            .sum();
+        c.record_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         let first = self.next_seq;
         self.next_seq += group.len() as u64;
         let Some(applier) = &self.applier else {
@@ -426,7 +455,9 @@ impl<T: Send + 'static> Writer<T> {
     /// Writes encoded records at the end of the records, over the zeros written ahead.
     fn write_records(&mut self, buf: &[u8]) -> io::Result<()> {
         self.dirty = true;
+        let t0 = Instant::now();
         self.cur.write_at(self.end, buf)?;
+        add_since(&self.shared.counters.write_nanos, t0);
         self.end += buf.len() as u64;
         Ok(())
     }
@@ -451,9 +482,15 @@ impl<T: Send + 'static> Writer<T> {
             return;
         }
         self.zeroed = true;
+        let t0 = Instant::now();
         let r = self.cur.append(&ZEROS).and_then(|()| self.cur.sync_data());
         match r {
-            Ok(()) => self.publish_size(),
+            Ok(()) => {
+                let c = &self.shared.counters;
+                add_since(&c.zero_nanos, t0);
+                c.zero_bytes.fetch_add(ZERO_STEP as u64, Ordering::Relaxed);
+                self.publish_size();
+            }
             // As after any failed write or sync, the file's state is unknown.
             Err(e) => self.shared.poison(format!("WAL write ahead failed: {e}")),
         }
@@ -474,7 +511,11 @@ impl<T: Send + 'static> Writer<T> {
     }
 
     fn sync_now(&mut self) -> io::Result<()> {
+        let t0 = Instant::now();
         self.cur.sync_data()?;
+        let c = &self.shared.counters;
+        add_since(&c.sync_nanos, t0);
+        c.syncs.fetch_add(1, Ordering::Relaxed);
         self.dirty = false;
         self.last_sync = Instant::now();
         Ok(())
