@@ -1,10 +1,11 @@
-//! Ingest and recovery on the devops-cpu workload (TSBS shape): validation and encoding alone,
-//! whole inserts with and without fsync, and reopening a database whose log holds the data.
+//! Ingest and recovery on the devops-cpu workload (TSBS shape): validation and encoding alone
+//! (from `Document`s and from BSON bytes), whole inserts with and without fsync, and reopening a
+//! database whose log holds the data.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::time::Duration;
-use tsbucket::bson::Document;
-use tsbucket::ingest::{prepare_batch, Fields};
+use tsbucket::bson::{Document, RawDocumentBuf};
+use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields};
 use tsbucket::workload::Devops;
 use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
 
@@ -34,6 +35,22 @@ fn prepare(c: &mut Criterion) {
         b.iter(|| {
             for chunk in docs.chunks(1000) {
                 criterion::black_box(prepare_batch(1, chunk, &fields).unwrap());
+            }
+        })
+    });
+    g.finish();
+    // The same documents as BSON bytes: rows that repeat the headers of the row before have
+    // only their values checked.
+    let raws: Vec<RawDocumentBuf> = docs
+        .iter()
+        .map(|d| RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+    let mut g = c.benchmark_group("ingest::prepare_raw_batch");
+    g.throughput(Throughput::Elements(raws.len() as u64));
+    g.bench_function("devops_1000", |b| {
+        b.iter(|| {
+            for chunk in raws.chunks(1000) {
+                criterion::black_box(prepare_raw_batch(1, chunk, &fields).unwrap());
             }
         })
     });
