@@ -54,7 +54,54 @@ fn prepare(c: &mut Criterion) {
             }
         })
     });
+    // Rows of one shape, of two shapes in turn, and of six shapes in no order: what checking
+    // a row by the headers of the rows before costs where they seldom repeat.
+    for (name, shapes) in [
+        ("same_shape", 1),
+        ("two_shapes_in_turn", 2),
+        ("six_shapes_mixed", 6),
+    ] {
+        let rows = shaped_rows(20_000, shapes);
+        g.throughput(Throughput::Elements(rows.len() as u64));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for chunk in rows.chunks(1000) {
+                    criterion::black_box(prepare_raw_batch(1, chunk, &fields).unwrap());
+                }
+            })
+        });
+    }
     g.finish();
+}
+
+/// `n` small measurements whose fields come in one of `shapes` orders and sets; with more than
+/// two shapes the order is pseudo-random.
+fn shaped_rows(n: i64, shapes: u64) -> Vec<RawDocumentBuf> {
+    let mut x: u64 = 7;
+    (0..n)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let shape = match shapes {
+                1 => 0,
+                2 => i as u64 % 2,
+                s => (x >> 33) % s,
+            };
+            let mut d = tsbucket::bson::doc! {
+                "time": tsbucket::bson::DateTime::from_millis(1_700_000_000_000 + i),
+                "tags": {"host": format!("h{}", i % 100), "dc": "eu"},
+            };
+            let names = ["a", "b", "c", "d"];
+            for k in 0..4 {
+                d.insert(names[(k + shape as usize) % 4], i + k as i64);
+            }
+            if shape >= 4 {
+                d.insert(format!("x{shape}"), 1.5);
+            }
+            RawDocumentBuf::try_from(&d).unwrap()
+        })
+        .collect()
 }
 
 fn insert(c: &mut Criterion) {

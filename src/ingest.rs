@@ -18,7 +18,7 @@ pub use shape::{defers, ShapeId};
 use shape::{LastRow, ShapeBuilder};
 
 use ids::IdBlock;
-use template::Template;
+use template::Templates;
 
 use crate::catalog::column::to_bson;
 use crate::catalog::{is_hidden, is_hidden_name};
@@ -281,13 +281,13 @@ pub fn prepare_raw_batch(
     let mut block = IdBlock::reserve(docs.len());
     let mut shape = ShapeBuilder::default();
     let mut unique = Vec::new();
-    let mut template = Template::default();
+    let mut templates = Templates::default();
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
         // `Some` once the document is known to have the template's shape.
         let mut known = None;
         let mut learn = false;
-        let ((mut id, time_ms, key), mut meta_at) = match template.scan(doc.as_bytes(), fields) {
+        let ((mut id, time_ms, key), mut meta_at) = match templates.scan(doc.as_bytes(), fields) {
             Some((found, meta_at, shape)) => {
                 known = Some(shape);
                 (found, meta_at)
@@ -340,7 +340,7 @@ pub fn prepare_raw_batch(
             None => shape.finish(),
         };
         if learn {
-            template.learn(bytes, fields, p.shape);
+            templates.offer(bytes, fields, p.shape);
         }
         p.meta_at = meta_at;
         prepared.push(p);

@@ -18,7 +18,91 @@ use crate::catalog::elements::{utf8_ok, value_len, Elements};
 use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument};
 
-/// The element headers of the last raw document that passed the full scan.
+/// Learning waits for at most this many documents that miss every template.
+const MAX_WAIT: u32 = 63;
+/// What a match adds to [`Templates::score`] and a miss takes away (trying pays off while
+/// about half the documents match: a miss may pay for two failed walks and a learn), and the
+/// most it holds.
+const MATCH_SCORE: u32 = 3;
+const MISS_SCORE: u32 = 3;
+const MAX_SCORE: u32 = 64;
+/// At a score of 0, one document in this many is tried.
+const PROBE_EVERY: u32 = 16;
+
+/// The last two templates learnt, the one matched last tried first, so that a batch whose rows
+/// take turns between two shapes matches too.
+///
+/// A document that matches neither has paid for the walks that failed, so where rows rarely
+/// repeat a shape the templates step aside: each match raises a score by 3 and each miss
+/// lowers it by as much, and at 0 only one document in 16 is tried. Learning backs off too: each
+/// learn waits for twice as many misses as the one before, up to [`MAX_WAIT`], and each match
+/// shortens that wait by one.
+pub struct Templates {
+    slots: [Template; 2],
+    /// The slot matched or learnt last.
+    recent: usize,
+    /// Documents that missed both since the last learn, and how many to let pass before the
+    /// next one.
+    misses: u32,
+    wait: u32,
+    /// How well matching has been going (see above).
+    score: u32,
+    /// Documents seen, for the tries at a score of 0.
+    seen: u32,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates {
+            slots: Default::default(),
+            recent: 0,
+            misses: 0,
+            wait: 0,
+            score: MAX_SCORE,
+            seen: 0,
+        }
+    }
+}
+
+impl Templates {
+    /// [`Template::scan`] with the slot matched last, then the other (or neither, while
+    /// matching rarely succeeds).
+    pub fn scan(&mut self, doc: &[u8], fields: &Fields<'_>) -> Option<(Scanned, MetaAt, ShapeId)> {
+        self.seen = self.seen.wrapping_add(1);
+        if self.score == 0 && self.seen % PROBE_EVERY != 0 {
+            return None;
+        }
+        for k in [self.recent, 1 - self.recent] {
+            if let Some(found) = self.slots.get(k).and_then(|t| t.scan(doc, fields)) {
+                (self.recent, self.misses) = (k, 0);
+                self.wait = self.wait.saturating_sub(1);
+                self.score = (self.score + MATCH_SCORE).min(MAX_SCORE);
+                return Some(found);
+            }
+        }
+        self.score = self.score.saturating_sub(MISS_SCORE);
+        None
+    }
+
+    /// A document that matched no template and passed the full scan, with the shape it was
+    /// given: learnt in place of the template matched longest ago, unless documents have
+    /// kept missing.
+    pub fn offer(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
+        self.misses += 1;
+        if self.misses <= self.wait {
+            return;
+        }
+        let k = 1 - self.recent;
+        if let Some(t) = self.slots.get_mut(k) {
+            t.learn(doc, fields, shape);
+        }
+        self.recent = k;
+        self.misses = 0;
+        self.wait = (self.wait * 2 + 1).min(MAX_WAIT);
+    }
+}
+
+/// The element headers of a raw document that passed the full scan.
 #[derive(Default)]
 pub struct Template {
     /// Its top-level element headers.
@@ -66,12 +150,12 @@ impl Headers {
     /// false. `inner` gives the headers expected inside the meta value when it is a document; a
     /// value without them gets the general check.
     #[inline]
-    fn walk(
+    fn walk<'d>(
         &self,
-        doc: &[u8],
+        doc: &'d [u8],
         depth: usize,
         inner: Option<&Headers>,
-        mut each: impl FnMut(Role, (usize, usize), u8, &[u8]) -> bool,
+        mut each: impl FnMut(Role, (usize, usize), u8, &'d [u8]) -> bool,
     ) -> bool {
         if !validate::framed(doc) {
             return false;
@@ -143,42 +227,43 @@ impl Template {
         if !self.ready {
             return None;
         }
-        let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
-        let mut meta_at = None;
-        let mut ok = true;
+        // Values are only noted during the walk: a walk that fails later must not have paid
+        // for a series key or an `_id` conversion.
+        let (mut id, mut time, mut meta) = (None, None, None);
         let walked = self
             .top
             .walk(doc, 0, Some(&self.meta), |role, span, kind, value| {
-                if role == Role::Meta {
-                    meta_at = Some(span);
-                    key = match kind {
-                        0x03 => match RawDocument::from_bytes(value) {
-                            Ok(d) => series_key(RawBsonRef::Document(d)),
-                            Err(_) => return false,
-                        },
-                        _ => match fields.meta.and_then(|m| raw_get(doc, m)) {
-                            Some(v) => series_key(v),
-                            None => return false,
-                        },
-                    };
-                    return true;
-                }
-                if role == Role::Time {
-                    if kind == 0x09 {
-                        time_ms = value.try_into().ok().map(i64::from_le_bytes);
-                    }
-                } else if role == Role::Id {
-                    id = match <[u8; 12]>::try_from(value) {
-                        Ok(b) if kind == 0x07 => {
-                            Some(bson::Bson::ObjectId(ObjectId::from_bytes(b)))
-                        }
-                        _ => raw_get(doc, "_id").map(to_bson),
-                    };
-                    ok &= id.is_some();
+                match role {
+                    Role::Meta => meta = Some((span, kind, value)),
+                    Role::Time => time = Some((kind, value)),
+                    Role::Id => id = Some((kind, value)),
+                    Role::Plain => {}
                 }
                 true
             });
-        (walked && ok).then_some(((id, time_ms, key), meta_at, self.shape))
+        if !walked {
+            return None;
+        }
+        let time_ms = match time {
+            Some((0x09, v)) => Some(i64::from_le_bytes(v.try_into().ok()?)),
+            _ => None,
+        };
+        let id = match id {
+            Some((0x07, v)) => Some(bson::Bson::ObjectId(ObjectId::from_bytes(
+                v.try_into().ok()?,
+            ))),
+            Some(_) => Some(to_bson(raw_get(doc, "_id")?)),
+            None => None,
+        };
+        let (key, meta_at) = match meta {
+            Some((span, 0x03, v)) => {
+                let d = RawDocument::from_bytes(v).ok()?;
+                (series_key(RawBsonRef::Document(d)), Some(span))
+            }
+            Some((span, _, _)) => (series_key(raw_get(doc, fields.meta?)?), Some(span)),
+            None => ((SeriesKey::none(), 0), None),
+        };
+        Some(((id, time_ms, key), meta_at, self.shape))
     }
 }
 
@@ -376,6 +461,52 @@ mod tests {
                 (batch, one) => prop_assert!(false, "{:?} against {:?}", batch.err(), one.err()),
             }
         }
+    }
+
+    /// How many of `docs` the templates match, offering each miss as the insert path does.
+    fn matches(docs: &[Document]) -> usize {
+        let mut t = Templates::default();
+        let mut n = 0;
+        for (i, d) in docs.iter().enumerate() {
+            let raw = RawDocumentBuf::try_from(d).unwrap();
+            match t.scan(raw.as_bytes(), &F) {
+                Some(_) => n += 1,
+                None => t.offer(raw.as_bytes(), &F, i as ShapeId + 1),
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn two_shapes_in_turn_both_match_and_ever_new_shapes_stop_being_tried() {
+        let t = |i: i64| DateTime::from_millis(i);
+        let same: Vec<Document> = (0..100).map(|i| doc! {"t": t(i), "x": i}).collect();
+        assert_eq!(matches(&same), 99);
+        let turns: Vec<Document> = (0..100)
+            .map(|i| match i % 2 {
+                0 => doc! {"t": t(i), "x": i},
+                _ => doc! {"t": t(i), "y": 1.5},
+            })
+            .collect();
+        // Rows 0, 1 and 3 miss (row 1 is not learnt: learning waits a miss after row 0's),
+        // then every row matches one of the two.
+        assert_eq!(matches(&turns), 97);
+        // Every row of a new shape: after a few tries only one row in 16 is tried, and
+        // learning backs off, so misses cost little.
+        let mut ts = Templates::default();
+        let mut tried_late = 0;
+        for i in 0..1000 {
+            let mut d = doc! {"t": t(i)};
+            d.insert(format!("f{i}"), 1);
+            let raw = RawDocumentBuf::try_from(&d).unwrap();
+            if ts.score > 0 || ts.seen.wrapping_add(1) % PROBE_EVERY == 0 {
+                tried_late += usize::from(i >= 500);
+            }
+            assert!(ts.scan(raw.as_bytes(), &F).is_none());
+            ts.offer(raw.as_bytes(), &F, 1);
+        }
+        assert!(tried_late <= 500 / PROBE_EVERY as usize + 1, "{tried_late}");
+        assert_eq!(ts.wait, MAX_WAIT);
     }
 
     #[test]
