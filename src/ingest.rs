@@ -284,7 +284,7 @@ pub fn prepare_raw_batch(
     let mut templates = Templates::default();
     for (index, doc) in docs.iter().enumerate() {
         let bad = |message: String| Error::InvalidDocument { index, message };
-        // `Some` once the document is known to have the template's shape.
+        // `Some` once the document is known to have a template's shape.
         let mut known = None;
         let mut learn = false;
         let ((mut id, time_ms, key), mut meta_at) = match templates.scan(doc.as_bytes(), fields) {

@@ -1,13 +1,13 @@
-//! Raw documents that repeat the element headers of the document before them.
+//! Raw documents that repeat the element headers of a recent document.
 //!
 //! A series sends the same fields in the same order every time, and so, in practice, do the
-//! many series of one batch. Once a raw document has passed the full scan, the next one whose
+//! many series of one batch. Once a raw document has passed the full scan, a later one whose
 //! element headers (`{ type | name | 0 }`, at the top level and inside a meta value that is a
 //! document) are the same bytes has names already proven UTF-8, unique and not reserved, and
 //! has the same shape: only its values need checking, and the places of `_id`, time and meta
 //! are known. [`Template::scan`] does that in one walk and gives up at the first difference,
 //! leaving the document to the full scan, so it never decides anything the full scan would
-//! decide otherwise: it only accepts.
+//! decide otherwise: it only accepts. [`Templates`] keeps two of them.
 
 use super::series::{series_key, SeriesKey};
 use super::shape::ShapeId;
@@ -132,15 +132,16 @@ struct Headers {
 }
 
 impl Headers {
-    fn learn(&mut self, doc: &[u8], role: impl Fn(&[u8]) -> Role) {
+    fn clear(&mut self) {
         self.bytes.clear();
         self.steps.clear();
-        for e in Elements::new(doc) {
-            self.bytes.push(e.kind);
-            self.bytes.extend_from_slice(e.name);
-            self.bytes.push(0);
-            self.steps.push((self.bytes.len(), role(e.name)));
-        }
+    }
+
+    fn push(&mut self, kind: u8, name: &[u8], role: Role) {
+        self.bytes.push(kind);
+        self.bytes.extend_from_slice(name);
+        self.bytes.push(0);
+        self.steps.push((self.bytes.len(), role));
     }
 
     /// Walks the elements of `doc` (one whole document, `depth` documents deep), which must
@@ -203,20 +204,25 @@ impl Template {
     /// Remembers a document that passed the full scan and the shape it was given.
     pub fn learn(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
         let meta = fields.meta.map(str::as_bytes);
-        self.top.learn(doc, |name| {
-            if name == b"_id" {
+        self.top.clear();
+        self.meta.clear();
+        for e in Elements::new(doc) {
+            let role = if e.name == b"_id" {
                 Role::Id
-            } else if name == fields.time.as_bytes() {
+            } else if e.name == fields.time.as_bytes() {
                 Role::Time
-            } else if Some(name) == meta {
+            } else if Some(e.name) == meta {
                 Role::Meta
             } else {
                 Role::Plain
+            };
+            if role == Role::Meta && e.kind == 0x03 {
+                for inner in Elements::new(e.value) {
+                    self.meta.push(inner.kind, inner.name, Role::Plain);
+                }
             }
-        });
-        let value = Elements::new(doc).find(|e| Some(e.name) == meta && e.kind == 0x03);
-        self.meta
-            .learn(value.map_or(&[][..], |e| e.value), |_| Role::Plain);
+            self.top.push(e.kind, e.name, role);
+        }
         self.shape = shape;
         self.ready = true;
     }
