@@ -355,14 +355,6 @@ impl<T: Send + 'static> Writer<T> {
                 return;
             }
         }
-        let c = &self.shared.counters;
-        c.groups.fetch_add(1, Ordering::Relaxed);
-        c.records.fetch_add(group.len() as u64, Ordering::Relaxed);
-        let bytes: usize = group
-            .iter()
-            .map(|(p, _, _)| p.len() + RECORD_HEADER_LEN)
-            .sum();
-        c.record_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         let first = self.next_seq;
         self.next_seq += group.len() as u64;
         let Some(applier) = &self.applier else {
@@ -416,6 +408,12 @@ impl<T: Send + 'static> Writer<T> {
         buf.clear();
         buf.reserve(total);
         let r = self.encode_and_write(group, &mut buf);
+        if r.is_ok() {
+            let c = &self.shared.counters;
+            c.groups.fetch_add(1, Ordering::Relaxed);
+            c.records.fetch_add(group.len() as u64, Ordering::Relaxed);
+            c.record_bytes.fetch_add(total as u64, Ordering::Relaxed);
+        }
         self.publish_size();
         // Keep the buffer for the next group unless one huge record inflated it.
         if buf.capacity() <= 2 * MAX_GROUP_BYTES {
