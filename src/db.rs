@@ -328,6 +328,7 @@ impl Database {
         let wal_opts = WalOptions {
             sync: opts.sync,
             max_record_bytes: opts.max_batch_bytes + 64,
+            spare_files: opts.wal_spare_files,
             ..WalOptions::default()
         };
         let wal_dir = path.join(WAL_DIR);
@@ -714,9 +715,14 @@ impl DbInner {
             .ok_or(Error::Closed)
     }
 
-    /// Bytes of the log on disk.
+    /// Bytes of the log on disk, the space it keeps for reuse included.
     pub(crate) fn wal_bytes(&self) -> u64 {
         self.wal.read().as_ref().map_or(0, |w| w.size_on_disk())
+    }
+
+    /// Bytes of the log's records: what [`DbOptions::wal_limit_bytes`] bounds.
+    pub(crate) fn wal_log_bytes(&self) -> u64 {
+        self.wal.read().as_ref().map_or(0, |w| w.log_bytes())
     }
 
     /// Writes closed buckets to segments, records them and the new log checkpoint in the
@@ -735,7 +741,7 @@ impl DbInner {
                 for c in st.colls.values_mut() {
                     c.catalog.close_all();
                 }
-            } else if self.wal_bytes() > self.opts.wal_limit_bytes {
+            } else if self.wal_log_bytes() > self.opts.wal_limit_bytes {
                 // Buckets holding the oldest half of the unflushed log pin it: close them.
                 let lo = checkpoint_of(&st);
                 let upto = lo + (st.applied_seq.saturating_sub(lo)) / 2;
@@ -1063,7 +1069,7 @@ fn spawn_flusher(
                     st.colls
                         .values()
                         .any(|c| c.catalog.closed_bytes() >= db.opts.flush_threshold_bytes)
-                } || db.wal_bytes() > db.opts.wal_limit_bytes;
+                } || db.wal_log_bytes() > db.opts.wal_limit_bytes;
                 if need {
                     // Failures poison the database; the next write reports them.
                     let _ = db.flush(false);

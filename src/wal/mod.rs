@@ -10,9 +10,11 @@
 //! - [`record`]: framing (encode/decode of the file header and of records).
 //! - [`reader`]: recovery (which damage is a torn tail, which is corruption).
 //! - [`writer`]: the writer thread (group commit, rotation, reclaim, poisoning).
+//! - [`spare`]: reclaimed files kept for reuse, so that records need no zeros written ahead.
 
 pub mod reader;
 pub mod record;
+mod spare;
 mod writer;
 
 #[cfg(test)]
@@ -23,12 +25,13 @@ use crate::{Error, Result};
 use crossbeam_channel::Sender;
 use reader::TailFix;
 use record::encode_file_header;
+use spare::Spares;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use writer::{create_file, Msg, Shared, Writer};
+use writer::{start_file, Msg, Shared, Writer};
 
 /// When an appended record is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,6 +79,9 @@ pub struct WalOptions {
     pub max_record_bytes: usize,
     /// A file that reached this size is closed and a new one started (default 64 MiB).
     pub rotate_bytes: u64,
+    /// Reclaimed files kept for new files to reuse (default 4; 0 deletes them). Files shorter
+    /// than a quarter of `rotate_bytes` are always deleted.
+    pub spare_files: usize,
 }
 
 impl Default for WalOptions {
@@ -84,6 +90,7 @@ impl Default for WalOptions {
             sync: SyncMode::Always,
             max_record_bytes: 64 << 20,
             rotate_bytes: 64 << 20,
+            spare_files: 4,
         }
     }
 }
@@ -178,6 +185,8 @@ impl<T: Send + 'static> Wal<T> {
             vfs.sync_dir(parent)?;
         }
         let rec = reader::recover(&*vfs, dir, opts.max_record_bytes, checkpoint, replay)?;
+        let mut spares = Spares::open(&*vfs, dir, opts.spare_files)?;
+        let mut salt = rec.last_salt;
         let mut files = rec.files;
         let mut cur = match files.last() {
             None => None,
@@ -191,7 +200,7 @@ impl<T: Send + 'static> Wal<T> {
                     }
                     TailFix::RewriteHeader => {
                         f.truncate(0)?;
-                        f.append(&encode_file_header(last.first_seq))?;
+                        f.append(&encode_file_header(last.first_seq, 0))?;
                         f.sync_data()?;
                     }
                 }
@@ -205,10 +214,13 @@ impl<T: Send + 'static> Wal<T> {
         // or every file reclaimed): continue at checkpoint + 1 in a new file, so seqs in each
         // file stay contiguous.
         let last_seq = rec.last_seq.max(checkpoint);
+        let mut end = cur.as_ref().map_or(0, |c| c.len());
         if cur.is_none() || rec.last_seq < checkpoint {
-            let (file, handle) = create_file(&*vfs, dir, last_seq + 1)?;
+            let (file, handle, s, e) = start_file(&*vfs, dir, last_seq + 1, &mut spares)?;
             files.push(file);
             cur = Some(handle);
+            salt = s;
+            end = e;
         }
         let Some(cur) = cur else {
             return Err(writer_gone());
@@ -221,9 +233,7 @@ impl<T: Send + 'static> Wal<T> {
         let shared = Arc::new(Shared::default());
         shared.last_seq.store(last_seq, Ordering::SeqCst);
         shared.acked.store(last_seq, Ordering::SeqCst);
-        shared
-            .bytes
-            .store(older_bytes + cur.len(), Ordering::SeqCst);
+        writer::publish_size(&shared, older_bytes, end, cur.len(), &spares);
         let (tx, rx) = crossbeam_channel::unbounded();
         let (durable_tx, durable_rx) = crossbeam_channel::bounded(writer::APPLIER_QUEUE);
         let applier_shared = shared.clone();
@@ -236,8 +246,10 @@ impl<T: Send + 'static> Wal<T> {
             sync: opts.sync,
             rotate_bytes: opts.rotate_bytes,
             files,
-            end: cur.len(),
-            zeroed: false,
+            spare_tail: cur.len() > end,
+            end,
+            salt,
+            spares,
             cur,
             next_seq: last_seq + 1,
             dirty: false,
@@ -331,9 +343,15 @@ impl<T: Send + 'static> Wal<T> {
         }
     }
 
-    /// Bytes of all WAL files (0 for a file that cannot be measured).
-    pub fn size_on_disk(&self) -> u64 {
+    /// Bytes of the log's records, file headers included: what reclaiming can free.
+    pub fn log_bytes(&self) -> u64 {
         self.shared.bytes.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of all WAL files, the space kept for reuse included (zeros written ahead, spare
+    /// files).
+    pub fn size_on_disk(&self) -> u64 {
+        self.shared.bytes.load(Ordering::SeqCst) + self.shared.spare_bytes.load(Ordering::SeqCst)
     }
 
     /// Stops the writer thread after the appends already queued, and syncs. Returns the error

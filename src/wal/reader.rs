@@ -82,6 +82,8 @@ pub struct Recovery {
     pub last_seq: u64,
     /// What to do to the last file.
     pub tail: TailFix,
+    /// The last file's salt (0 when it has no readable header: it is rewritten as new).
+    pub last_salt: u32,
 }
 
 /// A record found by the scan: which mapped file, which bytes.
@@ -96,11 +98,20 @@ struct Found {
 /// Used after a bad record in the last file: such a record proves that data written *after*
 /// the damage exists, so the damage is not a torn tail. Bounded by the buffer; the kind-word
 /// pre-check keeps it about one comparison per byte.
-fn valid_record_after(buf: &[u8], from: usize, min_seq: u64, max: usize) -> Option<usize> {
+///
+/// `salt` is the file's (`None` when its header is unreadable): records of an earlier use of
+/// a recycled file carry another salt and are not looked at.
+fn valid_record_after(
+    buf: &[u8],
+    from: usize,
+    min_seq: u64,
+    salt: Option<u32>,
+    max: usize,
+) -> Option<usize> {
     let last_start = buf.len().checked_sub(RECORD_HEADER_LEN)?;
     (from..=last_start).find(|&q| {
-        may_start_record(buf, q)
-            && match decode_record(buf, q, max) {
+        may_start_record(buf, q, salt)
+            && match decode_record(buf, q, salt, max) {
                 Ok(r) => r.seq >= min_seq,
                 // A complete, checksummed record over the size limit is still a real record.
                 Err(BadRecord::Oversize { .. }) => true,
@@ -127,6 +138,7 @@ pub fn recover(
             files,
             last_seq: checkpoint,
             tail: TailFix::None,
+            last_salt: 0,
         });
     };
     let start_seq = checkpoint.saturating_add(1);
@@ -150,6 +162,7 @@ pub fn recover(
     let mut found: Vec<Found> = Vec::new();
     let mut expected = files.get(start).map_or(start_seq, |f| f.first_seq);
     let mut tail = TailFix::None;
+    let mut last_salt = 0;
     let n = files.len();
     for (i, f) in files.iter().enumerate().skip(start) {
         let is_last = i + 1 == n;
@@ -166,32 +179,37 @@ pub fn recover(
         }
         let buf = vfs.map(&f.path)?;
         let idx = maps.len();
-        match decode_file_header(&buf) {
-            Ok(s) if s == f.first_seq => {}
-            Ok(s) => {
+        let salt = match decode_file_header(&buf) {
+            Ok(h) if h.first_seq == f.first_seq => h.salt,
+            Ok(h) => {
                 return Err(Error::corruption(
                     &f.path,
                     0,
                     format!(
-                        "file header says first seq {s}, the file name says {}",
-                        f.first_seq
+                        "file header says first seq {}, the file name says {}",
+                        h.first_seq, f.first_seq
                     ),
                 ))
             }
             Err(e) => {
                 // A rotation that crashed before its header was synced leaves a last file with a
                 // torn header and no records: recreate it. With a record after it, the header
-                // was damaged later and acknowledged data is at stake.
-                if is_last && valid_record_after(&buf, 0, expected, max_record_bytes).is_none() {
+                // was damaged later and acknowledged data is at stake. The salt is unknown, so
+                // a record of any salt counts; records of an earlier use of the file have seqs
+                // below the file's first.
+                if is_last
+                    && valid_record_after(&buf, 0, expected, None, max_record_bytes).is_none()
+                {
                     tail = TailFix::RewriteHeader;
                     break;
                 }
                 return Err(Error::corruption(&f.path, 0, e));
             }
-        }
+        };
+        last_salt = salt;
         let mut pos = FILE_HEADER_LEN;
         while pos < buf.len() {
-            let bad = match decode_record(&buf, pos, max_record_bytes) {
+            let bad = match decode_record(&buf, pos, Some(salt), max_record_bytes) {
                 Ok(r) if r.seq == expected => {
                     found.push(Found {
                         file: idx,
@@ -217,7 +235,7 @@ pub fn recover(
             }
             // From `pos` itself: an intact record there with a seq beyond `expected` also
             // proves records are missing.
-            if let Some(q) = valid_record_after(&buf, pos, expected, max_record_bytes) {
+            if let Some(q) = valid_record_after(&buf, pos, expected, Some(salt), max_record_bytes) {
                 return Err(Error::corruption(
                     &f.path,
                     pos as u64,
@@ -243,9 +261,13 @@ pub fn recover(
             .ok_or_else(|| Error::Poisoned("WAL recovery lost track of a record".into()))?;
         replay(r.seq, payload)?;
     }
+    if tail == TailFix::RewriteHeader {
+        last_salt = 0;
+    }
     Ok(Recovery {
         files,
         last_seq: expected - 1,
         tail,
+        last_salt,
     })
 }

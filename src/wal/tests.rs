@@ -473,7 +473,7 @@ fn tail_garbage_zeros_huge_length_and_stale_records_are_truncated() {
     // A valid-looking header claiming a huge payload (and one over max_record_bytes).
     for len in [u32::MAX, 64 << 20, 1 << 20, 1000] {
         let mut h = Vec::new();
-        encode_record(&mut h, n + 1, b"");
+        encode_record(&mut h, n + 1, 0, b"");
         h[4..8].copy_from_slice(&len.to_le_bytes());
         let crc = crc32fast::hash(&h[4..24]);
         h[0..4].copy_from_slice(&crc.to_le_bytes());
@@ -497,7 +497,7 @@ fn garbage_tail_scan_allocates_nothing_beyond_the_file() {
     // decoder borrows payloads from the file buffer, so this only checks the outcome.
     let (name, good, _) = single_file_log(3);
     let mut h = Vec::new();
-    encode_record(&mut h, 4, b"");
+    encode_record(&mut h, 4, 0, b"");
     h[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
     let crc = crc32fast::hash(&h[4..24]);
     h[0..4].copy_from_slice(&crc.to_le_bytes());
@@ -631,7 +631,7 @@ fn damaged_file_header_is_corruption_unless_it_is_an_unfinished_rotation() {
     let _ = next;
     let total = 30;
     let new_name = file_name(total + 1);
-    let header = record::encode_file_header(total + 1);
+    let header = record::encode_file_header(total + 1, 0);
     for cut in 0..FILE_HEADER_LEN {
         let mut f = files.clone();
         f.push((new_name.clone(), header[..cut].to_vec()));
@@ -648,7 +648,7 @@ fn damaged_file_header_is_corruption_unless_it_is_an_unfinished_rotation() {
 #[test]
 fn header_naming_another_seq_than_the_file_name_is_corruption() {
     let (name, mut bytes, _) = single_file_log(3);
-    bytes[..FILE_HEADER_LEN].copy_from_slice(&record::encode_file_header(2));
+    bytes[..FILE_HEADER_LEN].copy_from_slice(&record::encode_file_header(2, 0));
     assert_corruption(open(&fs_with_file(&name, &bytes)), &name, 0);
 }
 
@@ -1148,7 +1148,7 @@ fn worked_example_of_the_format_spec_is_byte_exact() {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
         hex,
-        "54534257414c0d0a010000002000000001000000000000000000000075e5e93b\
+        "54534257414c0d0a0200000020000000010000000000000000000000bfa84094\
          ba9ada4702000000010000000000000001000000ac2a93d86869\
          70bedf440000000002000000000000000100000000000000"
     );
@@ -1220,7 +1220,10 @@ fn crash_during_recovery_then_recovery_again_gives_the_same_log() {
     let mut torn_tail = multi_file_log(20, 300);
     torn_tail.last_mut().unwrap().1.extend_from_slice(&[9; 50]);
     let mut torn_header = multi_file_log(20, 300);
-    torn_header.push((file_name(21), record::encode_file_header(21)[..10].to_vec()));
+    torn_header.push((
+        file_name(21),
+        record::encode_file_header(21, 0)[..10].to_vec(),
+    ));
     let opts = WalOptions {
         rotate_bytes: 300,
         ..Default::default()
@@ -1258,9 +1261,9 @@ proptest::proptest! {
         with_header in proptest::prelude::any::<bool>(),
         splice_valid in proptest::prelude::any::<bool>(),
     ) {
-        let mut bytes = if with_header { record::encode_file_header(1).to_vec() } else { Vec::new() };
+        let mut bytes = if with_header { record::encode_file_header(1, 0).to_vec() } else { Vec::new() };
         if splice_valid {
-            encode_record(&mut bytes, 1, b"valid");
+            encode_record(&mut bytes, 1, 0, b"valid");
         }
         bytes.extend_from_slice(&body);
         let fs = fs_with_file(&file_name(1), &bytes);
@@ -1362,5 +1365,309 @@ fn a_file_rotated_with_zeros_ahead_ends_with_its_last_record() {
     // The old file is complete: after a power cut it reads without complaint.
     let (_, replayed, _) = open(&mem.crash()).unwrap();
     assert_eq!(replayed, expected(1, 8));
+    wal.close().unwrap();
+}
+
+// ---------------------------------------------------------------- reclaimed files reused
+
+/// Names in the WAL directory that end in `.free`, sorted.
+fn spare_files(vfs: &dyn Vfs) -> Vec<String> {
+    spare_files_in(vfs, &dir())
+}
+
+fn spare_files_in(vfs: &dyn Vfs, dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = vfs
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".free"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The salt in a WAL file's header.
+fn salt_of(vfs: &dyn Vfs, path: &Path) -> u32 {
+    record::decode_file_header(&vfs.read(path).unwrap())
+        .unwrap()
+        .salt
+}
+
+fn spare_opts(spares: usize) -> WalOptions {
+    WalOptions {
+        rotate_bytes: 300,
+        spare_files: spares,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn reclaimed_files_are_kept_as_spares_and_new_files_start_in_them() {
+    let fs = MemFs::new();
+    let opts = spare_opts(2);
+    let (wal, _, _) = open_with(Arc::new(fs.clone()), opts.clone(), 0).unwrap();
+    append_range(&wal, 1, 40);
+    let live_before = wal.log_bytes();
+    wal.reclaim(25).unwrap();
+    // The two largest covered files wait for reuse; the others are gone.
+    let spares = spare_files(&fs);
+    assert_eq!(spares.len(), 2, "{spares:?}");
+    assert!(wal.log_bytes() < live_before);
+    assert!(wal.size_on_disk() > wal.log_bytes());
+    let before = wal_files(&fs);
+    append_range(&wal, 41, 60);
+    // New files took the spares' places, under log names, with a random nonzero salt.
+    assert!(spare_files(&fs).len() < 2);
+    let reused: Vec<PathBuf> = wal_files(&fs)
+        .into_iter()
+        .filter(|p| !before.contains(p) && salt_of(&fs, p) != 0)
+        .collect();
+    assert!(!reused.is_empty(), "no file was started in a spare");
+    // Every acknowledged record survives a power cut, and nothing older comes back.
+    for mode in MODES {
+        let (again, replayed, _) = open_with(Arc::new(fs.crash_with(mode, 3)), opts.clone(), 25)
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        assert_eq!(replayed, expected(26, 60), "{mode:?}");
+        drop(again);
+    }
+    wal.close().unwrap();
+    // A file that has a successor ends with its last record: a reused file's old records were
+    // cut off at rotation, and the last file's at close.
+    for p in wal_files(&fs) {
+        let bytes = fs.read(&p).unwrap();
+        assert_eq!(records_end(&bytes), bytes.len(), "{}", p.display());
+    }
+    let (_, replayed, _) = open_with(Arc::new(fs.crash()), opts, 25).unwrap();
+    assert_eq!(replayed, expected(26, 60));
+}
+
+#[test]
+fn without_spares_reclaimed_files_are_deleted_and_extra_spares_go_at_open() {
+    let fs = MemFs::new();
+    let (wal, _, _) = open_with(Arc::new(fs.clone()), spare_opts(0), 0).unwrap();
+    append_range(&wal, 1, 40);
+    wal.reclaim(25).unwrap();
+    assert!(spare_files(&fs).is_empty());
+    assert_eq!(wal.size_on_disk(), wal.log_bytes());
+    wal.close().unwrap();
+
+    let fs = MemFs::new();
+    let (wal, _, _) = open_with(Arc::new(fs.clone()), spare_opts(4), 0).unwrap();
+    append_range(&wal, 1, 60);
+    wal.reclaim(50).unwrap();
+    assert_eq!(spare_files(&fs).len(), 4);
+    wal.close().unwrap();
+    // Opened with room for one spare: the others are deleted, the largest kept.
+    let (wal, replayed, _) = open_with(Arc::new(fs.clone()), spare_opts(1), 50).unwrap();
+    assert_eq!(replayed, expected(51, 60));
+    assert_eq!(spare_files(&fs).len(), 1);
+    drop(wal);
+    let (_, _, _) = open_with(Arc::new(fs.crash()), spare_opts(1), 50).unwrap();
+}
+
+#[test]
+fn files_shorter_than_a_quarter_of_the_rotation_size_are_not_kept() {
+    let fs = MemFs::new();
+    let opts = WalOptions {
+        rotate_bytes: 64 << 20,
+        spare_files: 4,
+        ..Default::default()
+    };
+    let (wal, _, _) = open_with(Arc::new(fs.clone()), opts, 0).unwrap();
+    append_range(&wal, 1, 10);
+    wal.reclaim(10).unwrap();
+    assert!(spare_files(&fs).is_empty());
+    wal.close().unwrap();
+}
+
+/// A file started in the space of an older one: header with `salt`, records `first..=last`,
+/// then the bytes of `old` (what the older use of the file left there).
+fn reused_file(first: u64, last: u64, salt: u32, old: &[u8]) -> Vec<u8> {
+    let mut b = record::encode_file_header(first, salt).to_vec();
+    for i in first..=last {
+        encode_record(&mut b, i, salt, &payload(i));
+    }
+    b.extend_from_slice(old);
+    b
+}
+
+#[test]
+fn an_old_record_left_in_a_reused_file_is_never_replayed() {
+    // After the last record of the new use sits an old record that happens to carry the very
+    // seq that comes next (as bytes inside an old payload could): its other salt gives it away.
+    let mut old = Vec::new();
+    encode_record(&mut old, 13, 0x77, b"not a record of this file");
+    encode_record(&mut old, 14, 0x77, b"nor this");
+    let bytes = reused_file(10, 12, 0x4242, &old);
+    let fs = fs_with_file(&file_name(10), &bytes);
+    let (wal, replayed, _) = open_with(Arc::new(fs.clone()), WalOptions::default(), 9).unwrap();
+    assert_eq!(replayed, expected(10, 12));
+    // The old bytes were cut, and the log continues at 13.
+    assert_eq!(wal.append(payload(13), 13).unwrap(), 13);
+    wal.close().unwrap();
+    let (_, replayed, _) = open_with(Arc::new(fs.crash()), WalOptions::default(), 9).unwrap();
+    assert_eq!(replayed, expected(10, 13));
+
+    // Old records of the file's own salt (a previous use that drew the same salt) have seqs
+    // below the file's first: a torn tail too, not corruption.
+    let mut old = Vec::new();
+    encode_record(&mut old, 3, 0x4242, b"old");
+    encode_record(&mut old, 4, 0x4242, b"old");
+    let fs = fs_with_file(&file_name(10), &reused_file(10, 12, 0x4242, &old));
+    let (_, replayed, _) = open_with(Arc::new(fs), WalOptions::default(), 9).unwrap();
+    assert_eq!(replayed, expected(10, 12));
+
+    // Damage to a record of the new use, with a record of the new use after it, is still
+    // corruption although old records follow.
+    let mut bytes = reused_file(10, 12, 0x4242, &old);
+    let second = FILE_HEADER_LEN + RECORD_HEADER_LEN + payload(10).len();
+    bytes[second + RECORD_HEADER_LEN] ^= 1;
+    let fs = fs_with_file(&file_name(10), &bytes);
+    assert_corruption(
+        open_with(Arc::new(fs), WalOptions::default(), 9),
+        &file_name(10),
+        second as u64,
+    );
+}
+
+#[test]
+fn a_reused_file_whose_header_is_damaged_is_corruption_when_it_holds_records() {
+    let mut old = Vec::new();
+    encode_record(&mut old, 2, 0x11, b"old");
+    let mut bytes = reused_file(10, 12, 0x4242, &old);
+    bytes[25] ^= 0x40; // inside the salt
+    let fs = fs_with_file(&file_name(10), &bytes);
+    assert_corruption(
+        open_with(Arc::new(fs), WalOptions::default(), 9),
+        &file_name(10),
+        0,
+    );
+    // With no record of its own, only old ones: a start in a spare that never got further.
+    let mut bytes = reused_file(10, 9, 0x4242, &old);
+    bytes[25] ^= 0x40;
+    let fs = fs_with_file(&file_name(10), &bytes);
+    let (wal, replayed, _) = open_with(Arc::new(fs), WalOptions::default(), 9).unwrap();
+    assert!(replayed.is_empty());
+    assert_eq!(wal.append(payload(10), 10).unwrap(), 10);
+}
+
+/// Crash images while appends start files in spares, cut at every operation: every
+/// acknowledged record after the checkpoint is back, in order, and nothing else.
+#[test]
+fn power_cut_at_every_operation_while_files_start_in_spares_keeps_acknowledged_records() {
+    let opts = spare_opts(2);
+    let checkpoint = 20;
+    for k in 1..=90u64 {
+        let mem = MemFs::new();
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        fault.set_partial_appends(true);
+        let (wal, _, _) = open_with(Arc::new(fault.clone()), opts.clone(), 0).unwrap();
+        append_range(&wal, 1, 30);
+        wal.reclaim(checkpoint).unwrap();
+        assert!(!spare_files(&mem).is_empty());
+        let mut acked = 30;
+        fault.fail_nth(k, true, Injected::Eio);
+        for i in 31..=70u64 {
+            match wal.append(payload(i), i) {
+                Ok(s) => {
+                    assert_eq!(s, i);
+                    acked = i;
+                }
+                Err(_) => break,
+            }
+        }
+        drop(wal);
+        for (m, mode) in MODES.iter().enumerate() {
+            for keep_entries in [false, true] {
+                let img = if keep_entries {
+                    mem.crash_with_dir_entries(*mode, k * 5 + m as u64)
+                } else {
+                    mem.crash_with(*mode, k * 5 + m as u64)
+                };
+                let what = format!("cut at op {k}, {mode:?}, entries kept {keep_entries}");
+                let (wal, replayed, _) = open_with(Arc::new(img.clone()), opts.clone(), checkpoint)
+                    .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
+                let n = checkpoint + replayed.len() as u64;
+                assert!(
+                    n >= acked,
+                    "{what}: lost acknowledged records ({n} < {acked})"
+                );
+                assert_eq!(replayed, expected(checkpoint + 1, n), "{what}");
+                assert_eq!(wal.append(payload(n + 1), n + 1).unwrap(), n + 1, "{what}");
+                drop(wal);
+                let (_, replayed, _) =
+                    open_with(Arc::new(img.crash()), opts.clone(), checkpoint).unwrap();
+                assert_eq!(
+                    replayed,
+                    expected(checkpoint + 1, n + 1),
+                    "{what}: after append"
+                );
+            }
+        }
+    }
+}
+
+/// Copies every file of `from` into `to`: what a process crash (`kill -9`) leaves, since every
+/// write the writer made is in the OS's cache.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn real_fs_files_started_in_spares_recover_after_a_process_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wal_dir = tmp.path().join("wal");
+    let vfs: Arc<dyn Vfs> = Arc::new(crate::vfs::RealFs);
+    let opts = WalOptions {
+        rotate_bytes: 4096,
+        spare_files: 2,
+        ..Default::default()
+    };
+    let reopen = |d: &Path, checkpoint: u64| {
+        let mut replayed = Vec::new();
+        let wal: Wal<()> = Wal::open(
+            vfs.clone(),
+            d,
+            opts.clone(),
+            checkpoint,
+            &mut |s, p| {
+                replayed.push((s, p.to_vec()));
+                Ok(())
+            },
+            Box::new(|_, _, _| {}),
+        )
+        .unwrap();
+        (wal, replayed)
+    };
+    let (wal, _) = reopen(&wal_dir, 0);
+    for i in 1..=120 {
+        assert_eq!(wal.append(payload(i), ()).unwrap(), i);
+    }
+    wal.reclaim(80).unwrap();
+    let spares = spare_files_in(&*vfs, &wal_dir);
+    assert_eq!(spares.len(), 2, "{spares:?}");
+    for i in 121..=200 {
+        assert_eq!(wal.append(payload(i), ()).unwrap(), i);
+    }
+    // Files were started in the spares: their salts are not 0.
+    let salted = reader::list_files(&*vfs, &wal_dir)
+        .unwrap()
+        .iter()
+        .filter(|f| salt_of(&*vfs, &f.path) != 0)
+        .count();
+    assert!(salted > 0);
+    // The directory as a crash leaves it, old records past the end of the last file and all.
+    let copy = tmp.path().join("copy");
+    copy_dir(&wal_dir, &copy);
+    let (again, replayed) = reopen(&copy, 80);
+    assert_eq!(replayed, expected(81, 200));
+    assert_eq!(again.append(payload(201), ()).unwrap(), 201);
+    again.close().unwrap();
+    let (_, replayed) = reopen(&copy, 80);
+    assert_eq!(replayed, expected(81, 201));
     wal.close().unwrap();
 }

@@ -18,6 +18,7 @@
 
 use super::reader::{file_name, WalFile};
 use super::record::{encode_file_header, encode_record, RECORD_HEADER_LEN};
+use super::spare::{self, Spares};
 use super::SyncMode;
 use crate::vfs::{Vfs, WritableFile};
 use crate::{Error, Result};
@@ -72,8 +73,12 @@ pub struct Shared {
     applied: Condvar,
     /// Why the log refuses writes, once it does.
     pub poisoned: Mutex<Option<String>>,
-    /// Bytes of all log files, kept by the writer so that asking costs no file-system calls.
+    /// Bytes of the log's records (file headers included), kept by the writer so that asking
+    /// costs no file-system calls.
     pub bytes: AtomicU64,
+    /// Bytes on disk beyond the records: zeros written ahead, old records past the end of a
+    /// reused file, and spare files.
+    pub spare_bytes: AtomicU64,
     /// True once the writer may no longer write of its own accord (zeros ahead); held while
     /// it does, so that whoever sets it knows no such write is under way.
     pub quiet: Mutex<bool>,
@@ -173,10 +178,43 @@ pub fn create_file(
 ) -> io::Result<(WalFile, Box<dyn WritableFile>)> {
     let path = dir.join(file_name(first_seq));
     let mut f = vfs.open_append(&path, true)?;
-    f.append(&encode_file_header(first_seq))?;
+    f.append(&encode_file_header(first_seq, 0))?;
     f.sync_data()?;
     vfs.sync_dir(dir)?;
     Ok((WalFile { first_seq, path }, f))
+}
+
+/// Starts log file `first_seq` in a spare file if there is one, else in a new file. Returns
+/// the file, its handle, its salt and the end of its header (a reused file is longer).
+pub fn start_file(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    first_seq: u64,
+    spares: &mut Spares,
+) -> io::Result<(WalFile, Box<dyn WritableFile>, u32, u64)> {
+    if let Some(s) = spares.take() {
+        return match spare::reuse(vfs, dir, &s, first_seq) {
+            Ok((file, handle, salt)) => {
+                Ok((file, handle, salt, super::record::FILE_HEADER_LEN as u64))
+            }
+            Err(e) => {
+                spares.put_back(s);
+                Err(e)
+            }
+        };
+    }
+    let (file, handle) = create_file(vfs, dir, first_seq)?;
+    let end = handle.len();
+    Ok((file, handle, 0, end))
+}
+
+/// Publishes the log's sizes: `older` bytes of earlier files, `end` of the records and `len`
+/// of the current file, and the spare files.
+pub fn publish_size(shared: &Shared, older: u64, end: u64, len: u64, spares: &Spares) {
+    shared.bytes.store(older + end, Ordering::SeqCst);
+    shared
+        .spare_bytes
+        .store(len.saturating_sub(end) + spares.bytes(), Ordering::SeqCst);
 }
 
 type Item<T> = (Vec<u8>, T, Sender<Result<u64>>);
@@ -225,10 +263,15 @@ pub struct Writer<T> {
     /// All WAL files, oldest first; the last one is `cur`.
     pub files: Vec<WalFile>,
     pub cur: Box<dyn WritableFile>,
-    /// End of the last record in `cur`; zeros written ahead may follow it.
+    /// End of the last record in `cur`; zeros written ahead, or old records of a reused file,
+    /// may follow it.
     pub end: u64,
-    /// Zeros may have been written past `end` in `cur`.
-    pub zeroed: bool,
+    /// Bytes that are not records may lie past `end` in `cur`.
+    pub spare_tail: bool,
+    /// The salt of `cur`'s records.
+    pub salt: u32,
+    /// Files kept for reuse.
+    pub spares: Spares,
     /// Seq the next record gets.
     pub next_seq: u64,
     /// Bytes were written since the last sync.
@@ -437,7 +480,7 @@ impl<T: Send + 'static> Writer<T> {
                 }
                 self.rotate(seq).map_err(|e| (e, "rotation"))?;
             }
-            encode_record(buf, seq, payload);
+            encode_record(buf, seq, self.salt, payload);
         }
         self.write_records(buf).map_err(|e| (e, "write"))?;
         match self.sync {
@@ -461,7 +504,8 @@ impl<T: Send + 'static> Writer<T> {
     }
 
     /// Adds zeros past the records when fewer than [`ZERO_AHEAD`] remain, nothing waits to be
-    /// written and the zeros stay below the rotation size (see [`ZERO_AHEAD`]). A failure
+    /// written and the zeros stay below the rotation size (see [`ZERO_AHEAD`]); when a spare
+    /// file is waiting, starts the next file in it instead, which needs no zeros. A failure
     /// poisons the log like any failed write: the next request is refused naming it.
     fn zero_ahead(&mut self) {
         if self.sync != SyncMode::Always
@@ -479,7 +523,15 @@ impl<T: Send + 'static> Writer<T> {
         if *quiet {
             return;
         }
-        self.zeroed = true;
+        // A file must hold a record before it has a successor (the successor is named for the
+        // next seq).
+        if !self.spares.is_empty() && self.next_seq > self.cur_first_seq() {
+            if let Err(e) = self.rotate(self.next_seq) {
+                self.shared.poison(format!("WAL rotation failed: {e}"));
+            }
+            return;
+        }
+        self.spare_tail = true;
         let t0 = Instant::now();
         let r = self.cur.append(&ZEROS).and_then(|()| self.cur.sync_data());
         match r {
@@ -494,14 +546,15 @@ impl<T: Send + 'static> Writer<T> {
         }
     }
 
-    /// Cuts the zeros written ahead off the current file, durably.
-    fn cut_zeros(&mut self) -> io::Result<()> {
+    /// Cuts what follows the records (zeros written ahead, old records of a reused file) off the
+    /// current file, durably.
+    fn cut_tail(&mut self) -> io::Result<()> {
         // Also when the file's own length says nothing follows: a failed write may have left
         // bytes past it.
-        if self.zeroed {
+        if self.spare_tail {
             // Durable at once (with everything before it), so nothing is left dirty.
             self.cur.truncate(self.end)?;
-            self.zeroed = false;
+            self.spare_tail = false;
             self.dirty = false;
             self.publish_size();
         }
@@ -520,9 +573,13 @@ impl<T: Send + 'static> Writer<T> {
     }
 
     fn publish_size(&self) {
-        self.shared
-            .bytes
-            .store(self.older_bytes + self.cur.len(), Ordering::SeqCst);
+        publish_size(
+            &self.shared,
+            self.older_bytes,
+            self.end,
+            self.cur.len(),
+            &self.spares,
+        );
     }
 
     fn cur_first_seq(&self) -> u64 {
@@ -535,14 +592,17 @@ impl<T: Send + 'static> Writer<T> {
     fn rotate(&mut self, first_seq: u64) -> io::Result<()> {
         // A file with a successor must end with its last record: recovery takes anything
         // after it for damage.
-        self.cut_zeros()?;
+        self.cut_tail()?;
         if self.dirty {
             self.sync_now()?;
         }
-        let (file, handle) = create_file(&*self.vfs, &self.dir, first_seq)?;
+        let (file, handle, salt, end) =
+            start_file(&*self.vfs, &self.dir, first_seq, &mut self.spares)?;
         self.files.push(file);
         self.older_bytes += self.cur.len();
-        self.end = handle.len();
+        self.spare_tail = handle.len() > end;
+        self.end = end;
+        self.salt = salt;
         self.cur = handle;
         self.publish_size();
         Ok(())
@@ -550,29 +610,46 @@ impl<T: Send + 'static> Writer<T> {
 
     fn reclaim(&mut self, upto: u64) -> Result<()> {
         self.shared.check()?;
+        // The older files go first, so that a new file can start in one of them.
+        let mut retired = self.retire_covered(upto)?;
         // If the current file holds any record <= upto, start a new one so it can go too.
         if upto >= self.cur_first_seq() && self.next_seq > self.cur_first_seq() {
             if let Err(e) = self.rotate(self.next_seq) {
                 self.shared.poison(format!("WAL rotation failed: {e}"));
                 return Err(io_copy(&e, "rotation"));
             }
+            retired |= self.retire_covered(upto)?;
         }
+        if retired {
+            self.vfs.sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes, or keeps as spares, the files before the current one whose records are all
+    /// `<= upto`; returns whether there were any. The caller syncs the directory.
+    fn retire_covered(&mut self, upto: u64) -> Result<bool> {
         // Oldest first, so an interrupted reclaim leaves a contiguous suffix of files.
-        let mut removed = false;
+        let mut retired = false;
         while let Some(next) = self.files.get(1) {
             if next.first_seq.saturating_sub(1) > upto {
                 break;
             }
             let victim = self.files.remove(0);
-            if let Err(e) = self.vfs.remove_file(&victim.path) {
-                if e.kind() != io::ErrorKind::NotFound {
-                    self.files.insert(0, victim);
-                    return Err(e.into());
-                }
+            let min_len = self.spare_min_len();
+            let r = match self.vfs.file_len(&victim.path) {
+                Ok(len) => self.spares.retire(&*self.vfs, &victim, len, min_len),
+                // Already gone: nothing to keep or delete.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                self.files.insert(0, victim);
+                return Err(e.into());
             }
-            removed = true;
+            retired = true;
         }
-        if removed {
+        if retired {
             self.older_bytes = self
                 .files
                 .iter()
@@ -580,9 +657,14 @@ impl<T: Send + 'static> Writer<T> {
                 .map(|f| self.vfs.file_len(&f.path).unwrap_or(0))
                 .sum();
             self.publish_size();
-            self.vfs.sync_dir(&self.dir)?;
         }
-        Ok(())
+        Ok(retired)
+    }
+
+    /// Files shorter than this are deleted rather than kept for reuse: a file cut short by a
+    /// reclaim saves too little writing to be worth its disk space.
+    fn spare_min_len(&self) -> u64 {
+        self.rotate_bytes / 4
     }
 
     /// Final sync at close, leaving the file to end with its last record. A poisoned log is not
@@ -591,7 +673,7 @@ impl<T: Send + 'static> Writer<T> {
         self.shared.check()?;
         // Quiet (the database refuses writes): the zeros stay, and recovery cuts them.
         let quiet = *self.shared.quiet.lock();
-        if let Err(e) = if quiet { Ok(()) } else { self.cut_zeros() } {
+        if let Err(e) = if quiet { Ok(()) } else { self.cut_tail() } {
             self.shared
                 .poison(format!("WAL truncation at close failed: {e}"));
             return Err(io_copy(&e, "truncation"));
