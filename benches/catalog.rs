@@ -23,10 +23,11 @@ fn catalog() -> CollCatalog {
     )
 }
 
-fn insert(c: &mut Criterion) {
+/// Devops rows for `hours`, prepared as the log's applier gets them.
+fn prepared(hours: f64) -> Vec<PreparedBatch> {
     let docs: Vec<_> = Devops {
         hosts: 1000,
-        hours: 0.1,
+        hours,
         ..Devops::default()
     }
     .generate()
@@ -35,31 +36,51 @@ fn insert(c: &mut Criterion) {
         time: "time",
         meta: Some("tags"),
     };
-    let batches: Vec<_> = docs
-        .chunks(1000)
+    docs.chunks(1000)
         .map(|c| prepare_batch(1, c, &fields).unwrap())
-        .collect();
-    let fill = |cat: &mut CollCatalog| {
-        for (seq, (prepared, payload, _)) in batches.iter().enumerate() {
-            cat.begin_batch();
-            for (i, m) in prepared.iter().enumerate() {
-                if let Some(raw) = m.raw(payload) {
-                    cat.insert(m, raw, seq as u64 + 1, i as u32);
-                }
+        .collect()
+}
+
+type PreparedBatch = (
+    Vec<tsbucket::ingest::Prepared>,
+    Vec<u8>,
+    Vec<tsbucket::bson::Bson>,
+);
+
+fn fill(cat: &mut CollCatalog, batches: &[PreparedBatch]) {
+    for (seq, (prepared, payload, _)) in batches.iter().enumerate() {
+        cat.begin_batch();
+        for (i, m) in prepared.iter().enumerate() {
+            if let Some(raw) = m.raw(payload) {
+                cat.insert(m, raw, seq as u64 + 1, i as u32);
             }
         }
-    };
+    }
+}
+
+fn insert(c: &mut Criterion) {
     let mut g = c.benchmark_group("CollCatalog::insert");
-    g.throughput(Throughput::Elements(docs.len() as u64));
-    g.sample_size(20);
-    g.bench_function("devops_1000_hosts", |b| {
-        b.iter_batched(catalog, |mut cat| fill(&mut cat), BatchSize::PerIteration)
-    });
+    g.sample_size(10);
+    // 36 rows per bucket, then whole hour-long buckets of 360 rows (about 90 KB each).
+    for (name, hours) in [("devops_1000_hosts", 0.1), ("devops_1000_hosts_1h", 1.0)] {
+        let batches = prepared(hours);
+        let rows: usize = batches.iter().map(|b| b.0.len()).sum();
+        g.throughput(Throughput::Elements(rows as u64));
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                catalog,
+                |mut cat| fill(&mut cat, &batches),
+                BatchSize::PerIteration,
+            )
+        });
+    }
     g.finish();
+    let batches = prepared(0.1);
+    let rows: usize = batches.iter().map(|b| b.0.len()).sum();
     let mut full = catalog();
-    fill(&mut full);
+    fill(&mut full, &batches);
     let mut g = c.benchmark_group("CollCatalog::snapshot_open");
-    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.throughput(Throughput::Elements(rows as u64));
     g.sample_size(20);
     g.bench_function("devops_1000_buckets", |b| b.iter(|| full.snapshot_open()));
     g.finish();

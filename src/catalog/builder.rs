@@ -2,6 +2,7 @@
 
 use super::column::{rank_of, to_bson, Data};
 use super::control::Schema;
+use super::rows::RowRun;
 use crate::bucket::{BucketData, Column, Shape, META_SLOT};
 use crate::ingest::Prepared;
 use bson::oid::ObjectId;
@@ -282,7 +283,7 @@ impl Columns {
 fn split_uniform(
     signature: &[u8],
     meta_field: Option<&str>,
-    pending: &[u8],
+    pending: &RowRun,
     rows: usize,
 ) -> Columns {
     let mut cols = Columns::default();
@@ -310,9 +311,7 @@ fn split_uniform(
             schema: None,
         });
     }
-    let mut at = 0;
-    while let Some(doc) = next_document(pending, at) {
-        at += doc.len();
+    for doc in pending.docs() {
         let mut columns = cols.columns.iter_mut();
         for e in super::elements::Elements::new(doc) {
             // The rows were checked against the signature as they arrived.
@@ -324,12 +323,6 @@ fn split_uniform(
     }
     cols.shapes.push(cols.scratch.clone());
     cols
-}
-
-/// The bytes of the document starting at `at` in a run of documents, if one does.
-fn next_document(run: &[u8], at: usize) -> Option<&[u8]> {
-    let len = i32::from_le_bytes(run.get(at..at + 4)?.try_into().ok()?);
-    run.get(at..at.checked_add(usize::try_from(len).ok().filter(|&n| n >= 5)?)?)
 }
 
 /// True when `bytes` are the bytes of `v` as they follow its name inside a document; the
@@ -421,7 +414,7 @@ pub struct BucketBuilder {
     /// True while every row is in `pending`.
     deferring: bool,
     /// The rows not split yet, as BSON documents back to back, each without its meta element.
-    pending: Vec<u8>,
+    pending: RowRun,
     /// `{ type: u8 | name | 0 }` per element of each pending row.
     signature: Vec<u8>,
     seqs: Vec<u64>,
@@ -467,7 +460,7 @@ impl BucketBuilder {
             meta_field: meta_field.map(str::to_string),
             cols: Columns::default(),
             deferring: true,
-            pending: Vec::new(),
+            pending: RowRun::default(),
             signature: Vec::new(),
             seqs: Vec::new(),
             idxs: Vec::new(),
@@ -635,15 +628,15 @@ impl BucketBuilder {
     /// Appends a row to `pending` without its meta element, which lies at `meta`.
     fn append_pending(&mut self, doc: &[u8], meta: Option<(usize, usize)>) {
         let Some((start, end)) = meta else {
-            self.pending.extend_from_slice(doc);
+            self.pending.push(&[doc]);
             return;
         };
         let len = doc.len() - (end - start);
-        self.pending.extend_from_slice(&(len as i32).to_le_bytes());
-        self.pending
-            .extend_from_slice(doc.get(4..start).unwrap_or_default());
-        self.pending
-            .extend_from_slice(doc.get(end..).unwrap_or_default());
+        self.pending.push(&[
+            &(len as i32).to_le_bytes(),
+            doc.get(4..start).unwrap_or_default(),
+            doc.get(end..).unwrap_or_default(),
+        ]);
     }
 
     /// Splits the pending rows into columns; from then on every row is split on arrival.

@@ -13,6 +13,7 @@ pub mod column;
 pub mod control;
 pub mod elements;
 pub mod meta;
+pub mod rows;
 pub mod stats;
 
 pub use builder::{
