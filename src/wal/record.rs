@@ -134,6 +134,13 @@ fn kind_word(salt: u32) -> [u8; 4] {
 /// The caller guarantees `payload.len() <= u32::MAX` (the WAL checks `max_record_bytes`, which
 /// is capped at `u32::MAX`, before it encodes anything).
 pub fn encode_record(out: &mut Vec<u8>, seq: u64, salt: u32, payload: &[u8]) {
+    encode_record_header(out, seq, salt, payload);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the 24-byte header of the record [`encode_record`] would append, without the
+/// payload: a large payload can then be written from where it is, uncopied.
+pub fn encode_record_header(out: &mut Vec<u8>, seq: u64, salt: u32, payload: &[u8]) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]); // header crc, filled below
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -144,7 +151,6 @@ pub fn encode_record(out: &mut Vec<u8>, seq: u64, salt: u32, payload: &[u8]) {
     if let Some(slot) = out.get_mut(start..start + 4) {
         slot.copy_from_slice(&hcrc.to_le_bytes());
     }
-    out.extend_from_slice(payload);
 }
 
 /// Why no valid record starts at an offset.

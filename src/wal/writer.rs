@@ -17,7 +17,7 @@
 //! later request is refused without touching the disk. Reopening recovers from what is on disk.
 
 use super::reader::{file_name, WalFile};
-use super::record::{encode_file_header, encode_record, RECORD_HEADER_LEN};
+use super::record::{encode_file_header, encode_record, encode_record_header, RECORD_HEADER_LEN};
 use super::spare::{self, Spares};
 use super::SyncMode;
 use crate::vfs::{Vfs, WritableFile};
@@ -29,6 +29,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Payloads of at least this many bytes are written where they lie, after their header,
+/// instead of being copied into the group's buffer first.
+pub const UNCOPIED_PAYLOAD: usize = 64 << 10;
 
 /// Upper bound of the payload bytes of one commit group (at least one record is always taken).
 pub const MAX_GROUP_BYTES: usize = 4 << 20;
@@ -480,9 +484,19 @@ impl<T: Send + 'static> Writer<T> {
                 }
                 self.rotate(seq).map_err(|e| (e, "rotation"))?;
             }
-            encode_record(buf, seq, self.salt, payload);
+            if payload.len() < UNCOPIED_PAYLOAD {
+                encode_record(buf, seq, self.salt, payload);
+            } else {
+                // Written from the caller's buffer: copying it first would cost as much again.
+                encode_record_header(buf, seq, self.salt, payload);
+                self.write_records(buf).map_err(|e| (e, "write"))?;
+                buf.clear();
+                self.write_records(payload).map_err(|e| (e, "write"))?;
+            }
         }
-        self.write_records(buf).map_err(|e| (e, "write"))?;
+        if !buf.is_empty() {
+            self.write_records(buf).map_err(|e| (e, "write"))?;
+        }
         match self.sync {
             SyncMode::Always => self.sync_now().map_err(|e| (e, "sync"))?,
             SyncMode::Periodic(every) if self.last_sync.elapsed() >= every => {
