@@ -5,7 +5,8 @@
 //! writer (`tsbucket-wal`: write, fsync), its applier (`tsbucket-apply`: the bucket catalog)
 //! and the flusher (segment encoding). CPU figures hold up better than wall time on a busy
 //! machine. Then the log writer's own wall time per batch (`Database::log_stats`): writing
-//! records, syncing them, and writing and syncing zeros ahead of them.
+//! records, syncing them, and writing and syncing zeros ahead of them. `--after-hours` times
+//! a database whose log has reclaimed files to reuse.
 //!
 //! `cargo run --release --example ingest_timing -- --help`
 
@@ -47,6 +48,11 @@ struct Args {
     /// inside the insert calls (one thread only).
     #[arg(long)]
     warm: bool,
+    /// Hours of earlier data inserted and flushed, untimed, into each run's database before
+    /// the timed inserts: the log files they filled are then reclaimed, and the timed inserts
+    /// start new files in their space, as in a database that has been running for a while.
+    #[arg(long, default_value_t = 0.0)]
+    after_hours: f64,
 }
 
 /// CPU nanoseconds of the threads of this process, summed by thread name.
@@ -84,7 +90,12 @@ fn own_cpu() -> u64 {
 /// what the log writer did.
 type RunResult = (Duration, Duration, HashMap<String, u64>, LogStats);
 
-fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResult> {
+fn run_once(
+    a: &Args,
+    sync: SyncMode,
+    earlier: &Input,
+    input: &Input,
+) -> tsbucket::Result<RunResult> {
     let dir = tempfile::tempdir()?;
     let db = Database::open_with(dir.path(), DbOptions::default().sync(sync))?;
     let coll = db.create_collection(
@@ -93,6 +104,16 @@ fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResu
             .meta_field("tags")
             .granularity(Granularity::Seconds),
     )?;
+    match earlier {
+        Input::Docs(d) => d
+            .chunks(a.batch.max(1))
+            .try_for_each(|b| coll.insert_many(b).map(drop))?,
+        Input::Raw(d) => d
+            .chunks(a.batch.max(1))
+            .try_for_each(|b| coll.insert_many_raw(b).map(drop))?,
+    }
+    db.flush()?;
+    let log0 = db.log_stats()?;
     let n = match input {
         Input::Docs(d) => d.len(),
         Input::Raw(d) => d.len(),
@@ -153,10 +174,24 @@ fn run_once(a: &Args, sync: SyncMode, input: &Input) -> tsbucket::Result<RunResu
     if !a.warm {
         cpu.insert("insert".into(), insert_ns);
     }
-    let log = db.log_stats()?;
+    let log = since(db.log_stats()?, log0);
     let t1 = Instant::now();
     db.close()?;
     Ok((ingest, t1.elapsed(), cpu, log))
+}
+
+/// What the log writer did between two readings.
+fn since(b: LogStats, a: LogStats) -> LogStats {
+    LogStats {
+        groups: b.groups - a.groups,
+        records: b.records - a.records,
+        record_bytes: b.record_bytes - a.record_bytes,
+        write_nanos: b.write_nanos - a.write_nanos,
+        syncs: b.syncs - a.syncs,
+        sync_nanos: b.sync_nanos - a.sync_nanos,
+        zero_bytes: b.zero_bytes - a.zero_bytes,
+        zero_nanos: b.zero_nanos - a.zero_nanos,
+    }
 }
 
 /// Reads every name and value of the batch `r`, so that it is in cache.
@@ -196,30 +231,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "periodic" => SyncMode::Periodic(Duration::from_millis(100)),
         other => return Err(format!("unknown sync mode {other:?}").into()),
     };
-    let docs: Vec<Document> = Devops {
+    let mut docs: Vec<Document> = Devops {
         hosts: a.hosts,
-        hours: a.hours,
+        hours: a.after_hours + a.hours,
         ..Devops::default()
     }
     .generate()
     .collect();
-    let n = docs.len();
-    let input = if a.raw {
-        Input::Raw(
-            docs.iter()
-                .map(RawDocumentBuf::try_from)
-                .collect::<Result<_, _>>()?,
-        )
-    } else {
-        Input::Docs(docs)
+    // Rows come time by time, so the first ones are the earlier hours.
+    let skip = (a.after_hours * 360.0).round() as usize * a.hosts;
+    let timed = docs.split_off(skip.min(docs.len()));
+    let n = timed.len();
+    let as_input = |docs: Vec<Document>| -> Result<Input, Box<dyn std::error::Error>> {
+        Ok(if a.raw {
+            Input::Raw(
+                docs.iter()
+                    .map(RawDocumentBuf::try_from)
+                    .collect::<Result<_, _>>()?,
+            )
+        } else {
+            Input::Docs(docs)
+        })
     };
+    let earlier = as_input(docs)?;
+    let input = as_input(timed)?;
     let batches = n.div_ceil(a.batch.max(1)) as f64;
     let mut rates = Vec::new();
     let mut closes = Vec::new();
     let mut cpu: HashMap<String, Vec<f64>> = HashMap::new();
     let mut log: [Vec<f64>; 4] = Default::default();
     for _ in 0..a.runs.max(1) {
-        let (ingest, close, used, l) = run_once(&a, sync, &input)?;
+        let (ingest, close, used, l) = run_once(&a, sync, &earlier, &input)?;
         let per_batch = |ns: u64| ns as f64 / 1000.0 / batches;
         let taken = [l.write_nanos, l.sync_nanos, l.zero_nanos];
         for (v, ns) in log.iter_mut().zip(taken) {
@@ -233,10 +275,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "devops {} hosts x {} h = {n} measurements, batches of {}, {} thread(s), sync {}, {}: \
+        "devops {} hosts x {} h{} = {n} measurements, batches of {}, {} thread(s), sync {}, {}: \
          median {:.0} measurements/s over {} runs (min {:.0}, max {:.0}); close {:.0} ms",
         a.hosts,
         a.hours,
+        if a.after_hours > 0.0 {
+            format!(" after {} h flushed", a.after_hours)
+        } else {
+            String::new()
+        },
         a.batch,
         a.threads,
         a.sync,
