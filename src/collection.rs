@@ -62,8 +62,12 @@ pub struct CollStats {
     pub segments: u64,
     /// Bytes of this collection's segment files.
     pub segment_bytes: u64,
-    /// Bytes of the database's log (shared by all collections).
+    /// Bytes of the database's log records, file headers included (shared by all collections).
     pub wal_bytes: u64,
+    /// Bytes the log keeps on disk for reuse, not counted in `bytes_on_disk`: reclaimed log
+    /// files kept as spares (`DbOptions::wal_spare_files`) and zeros written ahead of the
+    /// records (shared by all collections).
+    pub wal_spare_bytes: u64,
     /// Bytes of the manifest (shared by all collections).
     pub manifest_bytes: u64,
     /// `segment_bytes + wal_bytes + manifest_bytes`.
@@ -470,7 +474,8 @@ impl Collection {
 
     /// Storage figures and catalog counters.
     pub fn stats(&self) -> Result<CollStats> {
-        let wal_bytes = self.db.wal_bytes();
+        let wal_bytes = self.db.wal_log_bytes();
+        let wal_spare_bytes = self.db.wal_bytes().saturating_sub(wal_bytes);
         let manifest_bytes = self
             .db
             .vfs
@@ -511,6 +516,7 @@ impl Collection {
         })?;
         s.catalog = catalog_stats(&self.db.state.read(), self.id).unwrap_or_default();
         s.wal_bytes = wal_bytes;
+        s.wal_spare_bytes = wal_spare_bytes;
         s.manifest_bytes = manifest_bytes;
         s.bytes_on_disk = s.segment_bytes + wal_bytes + manifest_bytes;
         if s.buckets > 0 {

@@ -628,6 +628,56 @@ fn wal_files_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// Names in the database's log directory with the given suffix.
+fn wal_names(dir: &std::path::Path, suffix: &str) -> Vec<String> {
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(suffix))
+        .collect()
+}
+
+#[test]
+fn a_reclaimed_log_file_is_kept_for_reuse_and_not_counted_as_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t"))
+        .unwrap();
+    let pad = "x".repeat(400);
+    let base = at("2024-01-01T00:00:00Z").timestamp_millis();
+    let batch = |round: i64| -> Vec<Document> {
+        (0..1000i64)
+            .map(|i| doc! {"t": DateTime::from_millis(base + round * 1000 + i), "pad": &pad})
+            .collect()
+    };
+    // About 20 MB of log: more than the quarter of a log file below which none is kept.
+    for round in 0..45 {
+        c.insert_many(&batch(round)).unwrap();
+    }
+    db.flush().unwrap();
+    let s = c.stats().unwrap();
+    assert_eq!(wal_names(dir.path(), ".free").len(), 1);
+    assert!(s.wal_spare_bytes > 16 << 20, "{s:?}");
+    assert_eq!(
+        s.bytes_on_disk,
+        s.segment_bytes + s.wal_bytes + s.manifest_bytes
+    );
+    assert!(s.bytes_on_disk < s.wal_spare_bytes);
+    assert_eq!(s.wal_bytes + s.wal_spare_bytes, wal_files_bytes(dir.path()));
+    // New records go into the kept file, and everything is there after a reopen.
+    for round in 45..50 {
+        c.insert_many(&batch(round)).unwrap();
+    }
+    assert!(wal_names(dir.path(), ".free").is_empty());
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 50_000);
+    let s = c.stats().unwrap();
+    assert_eq!(s.wal_bytes + s.wal_spare_bytes, wal_files_bytes(dir.path()));
+}
+
 #[test]
 fn reported_log_size_matches_the_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -644,12 +694,18 @@ fn reported_log_size_matches_the_files() {
         // Not compared here: between inserts the log writer may be adding zeros ahead of its
         // records, which a flush waits for.
         db.flush().unwrap();
-        assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
+        let s = c.stats().unwrap();
+        assert_eq!(s.wal_bytes + s.wal_spare_bytes, wal_files_bytes(dir.path()));
+        assert_eq!(
+            s.bytes_on_disk,
+            s.segment_bytes + s.wal_bytes + s.manifest_bytes
+        );
     }
     db.close().unwrap();
     let db = Database::open(dir.path()).unwrap();
     let c = db.collection("c").unwrap();
-    assert_eq!(c.stats().unwrap().wal_bytes, wal_files_bytes(dir.path()));
+    let s = c.stats().unwrap();
+    assert_eq!(s.wal_bytes + s.wal_spare_bytes, wal_files_bytes(dir.path()));
 }
 
 #[test]

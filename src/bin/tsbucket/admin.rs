@@ -318,6 +318,7 @@ fn stats_json(s: &CollStats) -> Value {
         "segments": s.segments,
         "segmentBytes": s.segment_bytes,
         "walBytes": s.wal_bytes,
+        "walSpareBytes": s.wal_spare_bytes,
         "manifestBytes": s.manifest_bytes,
         "bytesOnDisk": s.bytes_on_disk,
         "bsonBytes": s.bson_bytes,

@@ -245,14 +245,15 @@ fn demo(
         flush.as_secs_f64()
     ))?;
     out.line(&format!(
-        "storage: {} bytes on disk = {:.2} bytes/measurement, {:.3} bytes/value; {} buckets in {} segments; {:.1}x smaller than the {} bytes of BSON inserted",
+        "storage: {} bytes on disk = {:.2} bytes/measurement, {:.3} bytes/value; {} buckets in {} segments; {:.1}x smaller than the {} bytes of BSON inserted{}",
         stats.bytes_on_disk,
         stats.bytes_on_disk as f64 / fed.rows.max(1) as f64,
         stats.bytes_on_disk as f64 / values.max(1) as f64,
         stats.buckets,
         stats.segments,
         stats.bson_bytes as f64 / stats.bytes_on_disk.max(1) as f64,
-        stats.bson_bytes
+        stats.bson_bytes,
+        spare_note(&stats)
     ))?;
 
     let start = cfg.start_ms;
@@ -287,4 +288,15 @@ fn demo(
     db.close()?;
     out.finish()?;
     Ok(())
+}
+
+/// What the log keeps on disk for reuse beside the data, which `bytes_on_disk` leaves out.
+fn spare_note(stats: &tsbucket::CollStats) -> String {
+    if stats.wal_spare_bytes == 0 {
+        return String::new();
+    }
+    format!(
+        "; the log also keeps {} bytes of reclaimed files for new ones to reuse (DbOptions::wal_spare_files)",
+        stats.wal_spare_bytes
+    )
 }
