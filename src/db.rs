@@ -225,6 +225,12 @@ impl Database {
     /// log is replayed so every acknowledged insert is back, open buckets included.
     pub fn open_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
         let path = path.as_ref().to_path_buf();
+        // Refused before anything is created or read.
+        if opts.wal_file_bytes == 0 {
+            return Err(Error::InvalidOptions(
+                "the log file size (DbOptions::wal_file_bytes) must be > 0".into(),
+            ));
+        }
         let vfs = opts.vfs.clone();
         vfs.create_dir_all(&path)?;
         let lock = vfs
@@ -329,7 +335,7 @@ impl Database {
             sync: opts.sync,
             max_record_bytes: opts.max_batch_bytes + 64,
             spare_files: opts.wal_spare_files,
-            ..WalOptions::default()
+            rotate_bytes: opts.wal_file_bytes,
         };
         let wal_dir = path.join(WAL_DIR);
         let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);

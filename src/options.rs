@@ -278,8 +278,11 @@ pub struct DbOptions {
     pub flush_threshold_bytes: usize,
     /// Log bytes after which the oldest open buckets are closed so the log can be reclaimed.
     pub wal_limit_bytes: u64,
+    /// Size at which a log file is closed and the next one started (default 64 MiB). Log space
+    /// is reclaimed a whole file at a time.
+    pub wal_file_bytes: u64,
     /// Reclaimed log files kept on disk for new log files to reuse (default 4; each is about
-    /// 64 MiB, and files under 16 MiB are never kept). Records written into a reused file need
+    /// `wal_file_bytes`, and files under a quarter of it are never kept). Records written into a reused file need
     /// no zeros written ahead of them, which halves the bytes the log writes (see
     /// `format-spec/wal.md`, "Spare files"); 0 deletes reclaimed files at once.
     pub wal_spare_files: usize,
@@ -316,6 +319,7 @@ impl Default for DbOptions {
             catalog_memory_limit: 256 * 1024 * 1024,
             flush_threshold_bytes: 16 * 1024 * 1024,
             wal_limit_bytes: 512 * 1024 * 1024,
+            wal_file_bytes: 64 << 20,
             wal_spare_files: 4,
             max_batch_bytes: 48 * 1024 * 1024,
             ttl_interval: Some(Duration::from_secs(60)),
@@ -335,6 +339,7 @@ impl std::fmt::Debug for DbOptions {
             .field("catalog_memory_limit", &self.catalog_memory_limit)
             .field("flush_threshold_bytes", &self.flush_threshold_bytes)
             .field("wal_limit_bytes", &self.wal_limit_bytes)
+            .field("wal_file_bytes", &self.wal_file_bytes)
             .field("wal_spare_files", &self.wal_spare_files)
             .field("max_batch_bytes", &self.max_batch_bytes)
             .field("ttl_interval", &self.ttl_interval)

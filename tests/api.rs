@@ -679,6 +679,21 @@ fn a_reclaimed_log_file_is_kept_for_reuse_and_not_counted_as_data() {
 }
 
 #[test]
+fn a_log_file_size_of_zero_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let opts = tsbucket::DbOptions {
+        wal_file_bytes: 0,
+        ..Default::default()
+    };
+    assert!(matches!(
+        Database::open_with(&path, opts),
+        Err(Error::InvalidOptions(_))
+    ));
+    assert!(!path.exists());
+}
+
+#[test]
 fn reported_log_size_matches_the_files() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();

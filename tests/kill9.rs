@@ -32,11 +32,19 @@ fn child_ingests_until_killed() {
     let mut rng = Rng::new(seed);
     // Small thresholds so background flushes, WAL-limit closes and memory closes all happen
     // within the short life of the child.
+    // Half the cycles use small log files, so that reclaimed ones are kept as spares and new
+    // files start in them (over their old records) while the child is killed.
+    let wal_file_bytes = if rng.chance(2) {
+        64 << 10
+    } else {
+        DbOptions::default().wal_file_bytes
+    };
     let opts = DbOptions {
         flush_threshold_bytes: 48 << 10,
         wal_limit_bytes: 256 << 10,
         catalog_memory_limit: 1 << 20,
         ttl_interval: None,
+        wal_file_bytes,
         ..DbOptions::default()
     };
     let db = match Database::open_with(&dir, opts) {
@@ -152,6 +160,27 @@ fn run_and_kill(
     (acked, errors)
 }
 
+/// What a killed child left in the log: spare files, and log files started in a spare (a
+/// nonzero salt in the header, bytes 24..28).
+fn reused_log_files(dir: &std::path::Path) -> (usize, usize) {
+    let Ok(entries) = std::fs::read_dir(dir.join("wal")) else {
+        return (0, 0);
+    };
+    let (mut spares, mut salted) = (0, 0);
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".free") {
+            spares += 1;
+        } else if name.ends_with(".log") {
+            let head = std::fs::read(e.path()).unwrap_or_default();
+            if head.get(24..28).is_some_and(|s| s != [0, 0, 0, 0]) {
+                salted += 1;
+            }
+        }
+    }
+    (spares, salted)
+}
+
 #[test]
 fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() {
     if std::env::var(DIR_VAR).is_ok() {
@@ -166,11 +195,15 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
     // Per cycle's collection: what the check after that cycle found, and its document count.
     let mut found: BTreeMap<u64, (common::Present, u64)> = BTreeMap::new();
     let mut total_acked = 0usize;
+    let (mut spares_seen, mut salted_seen) = (0, 0);
     for cycle in 1..=cycles {
         let delay = Duration::from_millis(rng.range(20, 1500));
         let child_seed = rng.next_u64();
         let (acked, errors) = run_and_kill(&dir, child_seed, cycle, delay);
         let ctx = format!("cycle {cycle} (delay {delay:?}, child seed {child_seed})");
+        let (spares, salted) = reused_log_files(&dir);
+        spares_seen += spares;
+        salted_seen += salted;
         assert!(errors.is_empty(), "{ctx}: the child reported {errors:?}");
         total_acked += acked.values().map(|&b| b as usize).sum::<usize>();
 
@@ -240,6 +273,15 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
         let again = check_batches(&docs, present, "final").unwrap();
         assert_eq!(&again, present, "cycle {cycle}'s batches changed");
     }
-    eprintln!("kill9: {cycles} cycles, {total_acked} acked batches verified");
+    eprintln!(
+        "kill9: {cycles} cycles, {total_acked} acked batches verified; after the kills the log \
+         held {spares_seen} spare files and {salted_seen} files started in spares"
+    );
+    // Half the children use small log files: over this many kills some were killed after
+    // starting files in spares, which is what that half is for.
+    assert!(
+        cycles < 10 || salted_seen > 0,
+        "no child got to start a log file in a spare"
+    );
     db.close().unwrap();
 }

@@ -173,7 +173,9 @@ impl<T: Send + 'static> Wal<T> {
             )));
         }
         if opts.rotate_bytes == 0 {
-            return Err(Error::InvalidOptions("rotate_bytes must be > 0".into()));
+            return Err(Error::InvalidOptions(
+                "the log file size (DbOptions::wal_file_bytes) must be > 0".into(),
+            ));
         }
         if !vfs.exists(dir) {
             vfs.create_dir_all(dir)?;
