@@ -32,7 +32,12 @@ pub fn file_name(seq: u64) -> String {
 
 /// Parses a WAL file name; `None` for names that are not ours.
 fn parse_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".log")?;
+    seq_of_name(name, ".log")
+}
+
+/// The seq in a name of 20 decimal digits followed by `suffix`; `None` for any other name.
+pub fn seq_of_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

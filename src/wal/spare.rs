@@ -14,7 +14,7 @@
 //! be taken for one of its records.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use super::reader::{file_name, WalFile};
+use super::reader::{file_name, seq_of_name, WalFile};
 use super::record::{encode_file_header, MAX_SALT};
 use crate::vfs::{Vfs, WritableFile};
 use std::hash::{BuildHasher, Hasher};
@@ -28,11 +28,7 @@ pub fn spare_name(first_seq: u64) -> String {
 
 /// Parses a spare file's name; `None` for names that are not ours.
 fn parse_spare_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".free")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    seq_of_name(name, ".free")
 }
 
 /// A file waiting to be reused.

@@ -68,6 +68,21 @@ fn append_range(wal: &Wal<u64>, from: u64, to: u64) {
     wal.applied().wait();
 }
 
+/// Appends records `from..=to` until one fails; returns the last acknowledged seq, if any.
+fn append_until_error(wal: &Wal<u64>, from: u64, to: u64) -> Option<u64> {
+    let mut acked = None;
+    for i in from..=to {
+        match wal.append(payload(i), i) {
+            Ok(s) => {
+                assert_eq!(s, i);
+                acked = Some(i);
+            }
+            Err(_) => break,
+        }
+    }
+    acked
+}
+
 fn expected(from: u64, to: u64) -> Replayed {
     (from..=to).map(|i| (i, payload(i))).collect()
 }
@@ -723,15 +738,7 @@ fn power_cut_at_every_operation_keeps_acknowledged_records() {
         let mut acked = 0;
         if let Ok((wal, _, _)) = open_with(Arc::new(fault.clone()), opts.clone(), 0) {
             fault.fail_nth(k, true, Injected::Eio);
-            for i in 1..=30u64 {
-                match wal.append(payload(i), i) {
-                    Ok(s) => {
-                        assert_eq!(s, i);
-                        acked = i;
-                    }
-                    Err(_) => break,
-                }
-            }
+            acked = append_until_error(&wal, 1, 30).unwrap_or(0);
             drop(wal);
         }
         for (m, mode) in MODES.iter().enumerate() {
@@ -1565,17 +1572,8 @@ fn power_cut_at_every_operation_while_files_start_in_spares_keeps_acknowledged_r
         append_range(&wal, 1, 30);
         wal.reclaim(checkpoint).unwrap();
         assert!(!spare_files(&mem).is_empty());
-        let mut acked = 30;
         fault.fail_nth(k, true, Injected::Eio);
-        for i in 31..=70u64 {
-            match wal.append(payload(i), i) {
-                Ok(s) => {
-                    assert_eq!(s, i);
-                    acked = i;
-                }
-                Err(_) => break,
-            }
-        }
+        let acked = append_until_error(&wal, 31, 70).unwrap_or(30);
         drop(wal);
         for (m, mode) in MODES.iter().enumerate() {
             for keep_entries in [false, true] {
