@@ -475,7 +475,7 @@ impl Collection {
     /// Storage figures and catalog counters.
     pub fn stats(&self) -> Result<CollStats> {
         let wal_bytes = self.db.wal_log_bytes();
-        let wal_spare_bytes = self.db.wal_bytes().saturating_sub(wal_bytes);
+        let wal_spare_bytes = self.db.wal_spare_bytes();
         let manifest_bytes = self
             .db
             .vfs

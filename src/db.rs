@@ -721,9 +721,9 @@ impl DbInner {
             .ok_or(Error::Closed)
     }
 
-    /// Bytes of the log on disk, the space it keeps for reuse included.
-    pub(crate) fn wal_bytes(&self) -> u64 {
-        self.wal.read().as_ref().map_or(0, |w| w.size_on_disk())
+    /// Bytes the log keeps on disk for reuse (see [`crate::CollStats::wal_spare_bytes`]).
+    pub(crate) fn wal_spare_bytes(&self) -> u64 {
+        self.wal.read().as_ref().map_or(0, |w| w.spare_bytes())
     }
 
     /// Bytes of the log's records: what [`DbOptions::wal_limit_bytes`] bounds.

@@ -350,10 +350,15 @@ impl<T: Send + 'static> Wal<T> {
         self.shared.bytes.load(Ordering::SeqCst)
     }
 
-    /// Bytes of all WAL files, the space kept for reuse included (zeros written ahead, spare
-    /// files).
+    /// Bytes on disk kept for reuse, not records: zeros written ahead, old records past the
+    /// end of a reused file, spare files.
+    pub fn spare_bytes(&self) -> u64 {
+        self.shared.spare_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of all WAL files: [`Wal::log_bytes`] plus [`Wal::spare_bytes`].
     pub fn size_on_disk(&self) -> u64 {
-        self.shared.bytes.load(Ordering::SeqCst) + self.shared.spare_bytes.load(Ordering::SeqCst)
+        self.log_bytes() + self.spare_bytes()
     }
 
     /// Stops the writer thread after the appends already queued, and syncs. Returns the error

@@ -59,14 +59,15 @@ impl Spares {
                 files.push(Spare { path, len });
             }
         }
-        files.sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.path.cmp(&b.path)));
-        if files.len() > max {
-            for extra in files.split_off(max) {
+        let mut spares = Spares { files, max };
+        spares.sort();
+        if spares.files.len() > max {
+            for extra in spares.files.split_off(max) {
                 remove(vfs, &extra.path)?;
             }
             vfs.sync_dir(dir)?;
         }
-        Ok(Spares { files, max })
+        Ok(spares)
     }
 
     /// Bytes of the spare files.
@@ -91,7 +92,14 @@ impl Spares {
     /// Puts back a spare that could not be reused.
     pub fn put_back(&mut self, s: Spare) {
         self.files.push(s);
-        self.files.sort_by_key(|s| std::cmp::Reverse(s.len));
+        self.sort();
+    }
+
+    /// Largest first, so that [`Spares::take`] takes the largest and [`Spares::open`] drops
+    /// the smallest.
+    fn sort(&mut self) {
+        self.files
+            .sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.path.cmp(&b.path)));
     }
 
     /// Disposes of a log file all of whose records are reclaimed: keeps it as a spare when
