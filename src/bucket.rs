@@ -46,3 +46,55 @@ pub struct BucketData {
     /// version 3). Carried as is when a bucket is read and written again.
     pub bson_bytes: Option<u64>,
 }
+
+/// A bucket ready for the segment writer: everything its directory entry needs, and its
+/// columns already encoded (`format-spec/codecs.md`). The flusher builds it straight from the
+/// catalog's typed column vectors, which is cheaper than going through [`BucketData`]'s
+/// `Bson` values; the bytes are the same.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedBucket {
+    /// Everything but the columns: `columns` is empty.
+    pub head: BucketData,
+    /// Column names, in the order of `lens`.
+    pub names: Vec<String>,
+    /// The encoded columns back to back.
+    pub body: Vec<u8>,
+    /// Length in bytes of each encoded column in `body`.
+    pub lens: Vec<usize>,
+}
+
+impl EncodedBucket {
+    /// Encodes the columns of `b`.
+    pub fn from_data(b: &BucketData) -> EncodedBucket {
+        let mut out = EncodedBucket {
+            head: b.clone_head(),
+            names: Vec::with_capacity(b.columns.len()),
+            body: Vec::new(),
+            lens: Vec::with_capacity(b.columns.len()),
+        };
+        for c in &b.columns {
+            let start = out.body.len();
+            crate::codec::encode_column(&c.values, &mut out.body);
+            out.names.push(c.name.clone());
+            out.lens.push(out.body.len() - start);
+        }
+        out
+    }
+}
+
+impl BucketData {
+    /// A copy without the columns.
+    fn clone_head(&self) -> BucketData {
+        BucketData {
+            id: self.id,
+            meta: self.meta.clone(),
+            count: self.count,
+            min: self.min.clone(),
+            max: self.max.clone(),
+            columns: Vec::new(),
+            shapes: self.shapes.clone(),
+            row_shapes: self.row_shapes.clone(),
+            bson_bytes: self.bson_bytes,
+        }
+    }
+}

@@ -7,7 +7,7 @@
 //! holds an unlogged measurement; reads wait for it, see [`crate::visible`]), and the flusher
 //! writes closed buckets into segments and advances the manifest's log checkpoint.
 
-use crate::bucket::BucketData;
+use crate::bucket::EncodedBucket;
 use crate::catalog::{
     BucketParams, CatalogStats, ClosedBucket, CollCatalog, FitLimits, Prepared, IDX_COLUMN,
     SEQ_COLUMN,
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::ingest::{decode_insert, prepare_replayed, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
-use crate::segment::{write_segment, PageCache, Segment, SegmentHeaderInfo};
+use crate::segment::{write_encoded_segment, PageCache, Segment, SegmentHeaderInfo};
 use crate::vfs::{LockGuard, Vfs};
 use crate::visible::StateLock;
 use crate::wal::{Wal, WalOptions};
@@ -777,12 +777,13 @@ impl DbInner {
             next.next_segment_id += 1;
             let sp = segment_path(&self.path, sid);
             // Finishing closed buckets happens here, off the thread that applies batches.
-            let refs: Vec<&BucketData> = buckets.iter().map(|b| b.data().as_ref()).collect();
+            let encoded: Vec<EncodedBucket> = buckets.iter().map(|b| b.encoded()).collect();
+            let refs: Vec<&EncodedBucket> = encoded.iter().collect();
             let info = SegmentHeaderInfo {
                 collection_id: *cid,
                 time_field: time_field.clone(),
             };
-            let seg = write_segment(self.vfs.as_ref(), &sp, &info, &refs)
+            let seg = write_encoded_segment(self.vfs.as_ref(), &sp, &info, &refs)
                 .and_then(|_| Segment::open(self.vfs.as_ref(), &sp))
                 .map(|s| s.with_page_cache(self.page_cache.clone()))
                 .inspect_err(|e| self.poison(e))?;
@@ -1094,7 +1095,9 @@ pub(crate) fn catalog_stats(st: &Shared, id: u32) -> Option<CatalogStats> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "test code: a panic is a test failure")]
     use super::*;
+    use crate::bucket::BucketData;
     use crate::bucket::Column;
+    use crate::segment::write_segment;
     use crate::vfs::RealFs;
     use bson::{oid::ObjectId, DateTime};
 

@@ -3,7 +3,8 @@
 use super::column::{rank_of, to_bson, Data};
 use super::control::Schema;
 use super::rows::RowRun;
-use crate::bucket::{BucketData, Column, Shape, META_SLOT};
+use crate::bucket::{BucketData, Column, EncodedBucket, Shape, META_SLOT};
+use crate::codec::{encode_column, encode_column_typed, Typed};
 use crate::ingest::Prepared;
 use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument};
@@ -700,9 +701,55 @@ impl BucketBuilder {
 
     fn snapshot_unsorted(&self, cols: &Columns) -> BucketData {
         let rows = self.count as usize;
+        let mut b = self.head(cols);
+        b.columns = cols
+            .columns
+            .iter()
+            .map(|c| Column {
+                name: c.name.clone(),
+                values: c.values(rows),
+            })
+            .collect();
+        b.columns.push(Column {
+            name: SEQ_COLUMN.to_string(),
+            values: self
+                .seqs
+                .iter()
+                .map(|&s| Some(Bson::Int64(s as i64)))
+                .collect(),
+        });
+        b.columns.push(Column {
+            name: IDX_COLUMN.to_string(),
+            values: self
+                .idxs
+                .iter()
+                .map(|&i| Some(Bson::Int32(i as i32)))
+                .collect(),
+        });
+        if let Some(values) = self.raw_meta_values(cols) {
+            b.columns.push(Column {
+                name: META_COLUMN.to_string(),
+                values,
+            });
+        }
+        b
+    }
+
+    /// The hidden meta column's values, when some row's meta differs from the bucket's.
+    fn raw_meta_values(&self, cols: &Columns) -> Option<Vec<Option<Bson>>> {
+        if cols.raw_metas.is_empty() {
+            return None;
+        }
+        let mut values = cols.raw_metas.clone();
+        values.resize(self.count as usize, None);
+        Some(values)
+    }
+
+    /// Everything of the bucket but its columns (`columns` is left empty): `control`, meta,
+    /// shapes, counts. Sums are left to the caller, which knows the row order.
+    fn head(&self, cols: &Columns) -> BucketData {
         let mut min = Document::new();
         let mut max = Document::new();
-        let mut columns = Vec::with_capacity(cols.columns.len() + 3);
         for c in &cols.columns {
             if let Some((lo, hi)) = c.data.min_max() {
                 if c.name == self.time_field {
@@ -716,46 +763,20 @@ impl BucketBuilder {
                 }
                 max.insert(c.name.clone(), hi);
             }
-            columns.push(Column {
-                name: c.name.clone(),
-                values: c.values(rows),
-            });
         }
         // The seq range in control lets recovery find buckets that already hold logged rows.
         if let (Some(lo), Some(hi)) = (self.seqs.iter().min(), self.seqs.iter().max()) {
             min.insert(SEQ_COLUMN, Bson::Int64(*lo as i64));
             max.insert(SEQ_COLUMN, Bson::Int64(*hi as i64));
         }
-        columns.push(Column {
-            name: SEQ_COLUMN.to_string(),
-            values: self
-                .seqs
-                .iter()
-                .map(|&s| Some(Bson::Int64(s as i64)))
-                .collect(),
-        });
-        columns.push(Column {
-            name: IDX_COLUMN.to_string(),
-            values: self
-                .idxs
-                .iter()
-                .map(|&i| Some(Bson::Int32(i as i32)))
-                .collect(),
-        });
         if !cols.raw_metas.is_empty() {
-            let mut values = cols.raw_metas.clone();
-            values.resize(rows, None);
             // Its presence in control tells readers that whole-document comparisons on the
             // meta must look at rows, not at the bucket's meta value.
-            let present: Vec<Bson> = values.iter().flatten().cloned().collect();
+            let present: Vec<Bson> = cols.raw_metas.iter().flatten().cloned().collect();
             if let Some((lo, hi)) = Data::Any(present).min_max() {
                 min.insert(META_COLUMN, lo);
                 max.insert(META_COLUMN, hi);
             }
-            columns.push(Column {
-                name: META_COLUMN.to_string(),
-                values,
-            });
         }
         BucketData {
             id: self.id,
@@ -763,11 +784,83 @@ impl BucketBuilder {
             count: self.count,
             min,
             max,
-            columns,
+            columns: Vec::new(),
             shapes: cols.shapes.clone(),
             row_shapes: cols.row_shapes.clone(),
             bson_bytes: Some(self.bson_bytes),
         }
+    }
+
+    /// The contents encoded for a segment, typed columns straight from their vectors without
+    /// a `Bson` value per row: what the flusher writes, byte for byte what encoding
+    /// [`BucketBuilder::snapshot`] would give. `None` when the rows are not in time order
+    /// (the caller then encodes a snapshot, which sorts them). The bucket stays readable.
+    pub fn encode(&mut self) -> Option<EncodedBucket> {
+        self.split_pending();
+        let cols = &self.cols;
+        let time = cols.columns.iter().find(|c| c.name == self.time_field)?;
+        match &time.data {
+            Data::Date(t) if time.rows.is_none() && t.windows(2).all(|w| w[0] <= w[1]) => {}
+            _ => return None,
+        }
+        let rows = self.count as usize;
+        let mut head = self.head(cols);
+        self.set_typed_sums(cols, &mut head);
+        let mut out = EncodedBucket {
+            head,
+            names: Vec::with_capacity(cols.columns.len() + 3),
+            body: Vec::new(),
+            lens: Vec::with_capacity(cols.columns.len() + 3),
+        };
+        let mut flags = Vec::new();
+        for c in &cols.columns {
+            let start = out.body.len();
+            // Without a row list the values sit at rows 0.., and later rows lack the field.
+            let present = match &c.rows {
+                None if c.data.len() == rows => None,
+                None => {
+                    flags.clear();
+                    flags.resize(rows, false);
+                    flags.iter_mut().take(c.data.len()).for_each(|f| *f = true);
+                    Some(flags.as_slice())
+                }
+                Some(r) => {
+                    flags.clear();
+                    flags.resize(rows, false);
+                    for &i in r {
+                        if let Some(f) = flags.get_mut(i as usize) {
+                            *f = true;
+                        }
+                    }
+                    Some(flags.as_slice())
+                }
+            };
+            match c.data.typed() {
+                Some(t) => encode_column_typed(t, present, &mut out.body),
+                None => encode_column(&c.values(rows), &mut out.body),
+            }
+            out.names.push(c.name.clone());
+            out.lens.push(out.body.len() - start);
+        }
+        let seqs: Vec<i64> = self.seqs.iter().map(|&s| s as i64).collect();
+        let idxs: Vec<i32> = self.idxs.iter().map(|&i| i as i32).collect();
+        let hidden = [
+            (SEQ_COLUMN, Typed::I64(&seqs)),
+            (IDX_COLUMN, Typed::I32(&idxs)),
+        ];
+        for (name, t) in hidden {
+            let start = out.body.len();
+            encode_column_typed(t, None, &mut out.body);
+            out.names.push(name.to_string());
+            out.lens.push(out.body.len() - start);
+        }
+        if let Some(values) = self.raw_meta_values(cols) {
+            let start = out.body.len();
+            encode_column(&values, &mut out.body);
+            out.names.push(META_COLUMN.to_string());
+            out.lens.push(out.body.len() - start);
+        }
+        Some(out)
     }
 
     /// Consumes the builder into its final contents.

@@ -6,7 +6,7 @@
 //! sometimes a query. Either way it is done once.
 
 use super::builder::BucketBuilder;
-use crate::bucket::BucketData;
+use crate::bucket::{BucketData, EncodedBucket};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 
@@ -38,6 +38,19 @@ impl ClosedBucket {
             let b = self.builder.lock().take();
             Arc::new(b.map(BucketBuilder::finish).unwrap_or_else(empty))
         })
+    }
+
+    /// The bucket encoded for a segment: straight from the builder's typed column vectors
+    /// when nothing has read the bucket yet and its rows are in time order, else from its
+    /// finished contents. The bytes are the same either way.
+    pub fn encoded(&self) -> EncodedBucket {
+        if self.data.get().is_none() {
+            let mut builder = self.builder.lock();
+            if let Some(e) = builder.as_mut().and_then(BucketBuilder::encode) {
+                return e;
+            }
+        }
+        EncodedBucket::from_data(self.data())
     }
 
     /// Number of measurements.

@@ -162,6 +162,21 @@ impl Data {
         *self = Data::Any(all);
     }
 
+    /// The values as a typed slice for the column codecs; `None` for [`Data::Any`].
+    pub fn typed(&self) -> Option<crate::codec::Typed<'_>> {
+        use crate::codec::Typed;
+        Some(match self {
+            Data::I32(v) => Typed::I32(v),
+            Data::I64(v) => Typed::I64(v),
+            Data::F64(v) => Typed::F64(v),
+            Data::Date(v) => Typed::Date(v),
+            Data::Str(v) => Typed::Str(v),
+            Data::Oid(v) => Typed::Oid(v),
+            Data::Bool(v) => Typed::Bool(v),
+            Data::Any(_) => return None,
+        })
+    }
+
     /// Value `i` as `Bson` (`Null` past the end, which callers never ask for).
     pub fn get(&self, i: usize) -> Bson {
         let g = |o: Option<Bson>| o.unwrap_or(Bson::Null);

@@ -392,8 +392,13 @@ fn open_and_closed_buckets_carry_sums_of_numeric_fields() {
 /// A row for [`rows_wait_unsplit_with_the_same_result`]: mostly one shape, with the breaks
 /// that end waiting (other field order, a missing or extra field, another type, a nested
 /// value, a meta value in another field order or of another type).
-fn varied_row(kind: u8, i: i64) -> Document {
-    let t = DateTime::from_millis(1_600_000_000_000 + (i * 7919) % 50_000);
+fn varied_row(kind: u8, i: i64, in_order: bool) -> Document {
+    let step = if in_order {
+        i * 500
+    } else {
+        (i * 7919) % 50_000
+    };
+    let t = DateTime::from_millis(1_600_000_000_000 + step);
     let meta = doc! {"host": "h1", "dc": "eu"};
     match kind % 12 {
         0 => doc! {"t": t, "m": {"dc": "eu", "host": "h1"}, "a": i, "s": format!("v{i}")},
@@ -411,17 +416,19 @@ fn varied_row(kind: u8, i: i64) -> Document {
 proptest::proptest! {
     /// Rows that wait unsplit give the bucket a deferring builder produces exactly what
     /// splitting every row on arrival produces: same refusals, same snapshots (open and
-    /// finished), same meta flags.
+    /// finished), same meta flags. Either way, the columns encoded straight from the typed
+    /// vectors are those of the finished snapshot, whenever rows arrived in time order.
     #[test]
     fn rows_wait_unsplit_with_the_same_result(
         kinds in proptest::collection::vec(0u8..24, 1..60),
         probe in 0usize..60,
         source in 0u8..3,
+        in_order: bool,
     ) {
         let docs: Vec<Document> = kinds
             .iter()
             .enumerate()
-            .map(|(i, &k)| varied_row(k, i as i64))
+            .map(|(i, &k)| varied_row(k, i as i64, in_order))
             .collect();
         // The rows as each way into the catalog prepares them: documents, BSON bytes, and
         // recovery replaying the log record.
@@ -456,18 +463,32 @@ proptest::proptest! {
             min_count: 10,
             large_max_size: 12 << 20,
         };
+        let mut times = Vec::new();
         for (i, p) in prepared.iter().enumerate() {
             let raw = p.raw(&payload).unwrap();
             let a = lazy.try_push(raw, p, 1, i as u32, &limits);
             let b = eager.try_push(raw, p, 1, i as u32, &limits);
             proptest::prop_assert_eq!(a, b);
+            if a.is_ok() {
+                times.push(p.time_ms);
+            }
             if i == probe {
                 proptest::prop_assert_eq!(lazy.snapshot(), eager.snapshot());
             }
         }
         proptest::prop_assert_eq!(lazy.meta_varies(), eager.meta_varies());
         proptest::prop_assert_eq!(lazy.count, eager.count);
-        proptest::prop_assert_eq!(lazy.finish(), eager.finish());
+        // Encoding leaves the bucket readable: the snapshots below come after it.
+        let (lazy_enc, eager_enc) = (lazy.encode(), eager.encode());
+        let sorted = times.windows(2).all(|w| w[0] <= w[1]);
+        proptest::prop_assert_eq!(lazy_enc.is_some(), sorted);
+        proptest::prop_assert_eq!(eager_enc.is_some(), lazy_enc.is_some());
+        let finished = lazy.finish();
+        proptest::prop_assert_eq!(&finished, &eager.finish());
+        let from_data = crate::bucket::EncodedBucket::from_data(&finished);
+        for e in [lazy_enc, eager_enc].into_iter().flatten() {
+            proptest::prop_assert_eq!(&e, &from_data);
+        }
     }
 }
 

@@ -364,11 +364,128 @@ fn encode_values(vals: &[&Bson]) -> (u8, Vec<u8>) {
 pub fn encode_column(values: &[Option<Bson>], out: &mut Vec<u8>) {
     let present: Vec<&Bson> = values.iter().flatten().collect();
     let (id, body) = encode_values(&present);
+    let flags: Option<Vec<bool>> =
+        (present.len() != values.len()).then(|| values.iter().map(Option::is_some).collect());
+    finish_column(id, body, flags.as_deref(), out);
+}
+
+/// The present values of a column that all have one of the common scalar types, as the
+/// bucket catalog holds them: what [`encode_column_typed`] encodes without building `Bson`.
+#[derive(Debug, Clone, Copy)]
+pub enum Typed<'a> {
+    /// Int32 values.
+    I32(&'a [i32]),
+    /// Int64 values.
+    I64(&'a [i64]),
+    /// Double values.
+    F64(&'a [f64]),
+    /// DateTime values (milliseconds).
+    Date(&'a [i64]),
+    /// String values.
+    Str(&'a [String]),
+    /// ObjectId values.
+    Oid(&'a [bson::oid::ObjectId]),
+    /// Boolean values.
+    Bool(&'a [bool]),
+}
+
+impl Typed<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Typed::I32(v) => v.len(),
+            Typed::I64(v) | Typed::Date(v) => v.len(),
+            Typed::F64(v) => v.len(),
+            Typed::Str(v) => v.len(),
+            Typed::Oid(v) => v.len(),
+            Typed::Bool(v) => v.len(),
+        }
+    }
+
+    /// True when there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, i: usize) -> Option<Bson> {
+        Some(match self {
+            Typed::I32(v) => Bson::Int32(*v.get(i)?),
+            Typed::I64(v) => Bson::Int64(*v.get(i)?),
+            Typed::F64(v) => Bson::Double(*v.get(i)?),
+            Typed::Date(v) => Bson::DateTime(DateTime::from_millis(*v.get(i)?)),
+            Typed::Str(v) => Bson::String(v.get(i)?.clone()),
+            Typed::Oid(v) => Bson::ObjectId(*v.get(i)?),
+            Typed::Bool(v) => Bson::Boolean(*v.get(i)?),
+        })
+    }
+}
+
+/// Encodes a column given its present values and, when some rows lack the field, a flag per
+/// row (`vals.len()` of them true). The bytes are exactly those [`encode_column`] writes for
+/// the same values as `Bson`: this only skips building them.
+pub fn encode_column_typed(vals: Typed<'_>, present: Option<&[bool]>, out: &mut Vec<u8>) {
+    if vals.len() < 2 {
+        // One value may be cheaper as CONST, which needs the `Bson` value anyway.
+        let mut next = 0;
+        let mut take = || {
+            next += 1;
+            vals.get(next - 1)
+        };
+        let values: Vec<Option<Bson>> = match present {
+            None => (0..vals.len()).map(|_| take()).collect(),
+            Some(f) => f.iter().map(|&p| if p { take() } else { None }).collect(),
+        };
+        return encode_column(&values, out);
+    }
+    let mut body = Vec::new();
+    let id = match vals {
+        Typed::I32(v) => {
+            let wide: Vec<i64> = v.iter().map(|&x| i64::from(x)).collect();
+            int::encode_last(&wide, &mut body);
+            ids::INT32
+        }
+        Typed::I64(v) => {
+            int::encode_last(v, &mut body);
+            ids::INT64
+        }
+        Typed::Date(v) => {
+            int::encode_dates(v, &mut body, true);
+            ids::DATETIME
+        }
+        Typed::F64(v) => {
+            float::encode(v, &mut body, true);
+            ids::DOUBLE
+        }
+        Typed::Str(v) => {
+            let strs: Vec<&str> = v.iter().map(String::as_str).collect();
+            string::encode(&strs, &mut body, true);
+            ids::STRING
+        }
+        Typed::Oid(v) => {
+            oid::encode(v, &mut body, true);
+            ids::OBJECTID
+        }
+        Typed::Bool(v) => {
+            body.push(0);
+            if presence::encode(v, &mut body) == Layout::Bitmap {
+                if let Some(first) = body.first_mut() {
+                    *first = 1;
+                }
+            }
+            ids::BOOL
+        }
+    };
+    let present = present.filter(|f| f.len() != vals.len());
+    finish_column(id, body, present, out);
+}
+
+/// Writes the tag, the presence section (when `flags` is given) and the body, compressed when
+/// that pays.
+fn finish_column(id: u8, body: Vec<u8>, flags: Option<&[bool]>, out: &mut Vec<u8>) {
     let mut tag = id;
     let mut pres = Vec::new();
-    if present.len() != values.len() {
-        let flags: Vec<bool> = values.iter().map(Option::is_some).collect();
-        tag |= match presence::encode(&flags, &mut pres) {
+    if let Some(flags) = flags {
+        tag |= match presence::encode(flags, &mut pres) {
             Layout::Bitmap => FLAG_BITMAP,
             Layout::Runs => FLAG_RUNS,
         };

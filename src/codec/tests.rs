@@ -142,6 +142,47 @@ fn column() -> impl Strategy<Value = Vec<Option<Bson>>> {
     ]
 }
 
+/// When `col`'s values share one of the types [`Typed`] holds, checks that
+/// [`encode_column_typed`] writes the bytes [`encode_column`] does.
+fn typed_matches_bson(col: &[Option<Bson>]) {
+    let present: Vec<&Bson> = col.iter().flatten().collect();
+    let flags: Vec<bool> = col.iter().map(Option::is_some).collect();
+    let flags = (present.len() != col.len()).then_some(flags.as_slice());
+    macro_rules! all {
+        ($variant:ident) => {
+            present
+                .iter()
+                .map(|b| match b {
+                    Bson::$variant(x) => Some(x.clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+        };
+    }
+    let mut typed = Vec::new();
+    if let Some(v) = all!(Int32) {
+        encode_column_typed(Typed::I32(&v), flags, &mut typed);
+    } else if let Some(v) = all!(Int64) {
+        encode_column_typed(Typed::I64(&v), flags, &mut typed);
+    } else if let Some(v) = all!(Double) {
+        encode_column_typed(Typed::F64(&v), flags, &mut typed);
+    } else if let Some(v) = all!(DateTime) {
+        let ms: Vec<i64> = v.iter().map(|d| d.timestamp_millis()).collect();
+        encode_column_typed(Typed::Date(&ms), flags, &mut typed);
+    } else if let Some(v) = all!(String) {
+        encode_column_typed(Typed::Str(&v), flags, &mut typed);
+    } else if let Some(v) = all!(ObjectId) {
+        encode_column_typed(Typed::Oid(&v), flags, &mut typed);
+    } else if let Some(v) = all!(Boolean) {
+        encode_column_typed(Typed::Bool(&v), flags, &mut typed);
+    } else {
+        return;
+    }
+    let mut plain = Vec::new();
+    encode_column(col, &mut plain);
+    assert_eq!(typed, plain, "typed and Bson encodings differ for {col:?}");
+}
+
 fn walk(seed: u64, n: usize, float: bool) -> Vec<Option<Bson>> {
     let mut cols = super::devops::devops_columns(seed, n, float);
     cols.pop().unwrap_or_default()
@@ -176,6 +217,20 @@ proptest! {
             }
         }
         round_trip(&col);
+    }
+
+    #[test]
+    fn typed_columns_encode_as_their_bson(col in column(), seed in any::<u64>(), n in 1..400usize, shape in 0..6u8) {
+        typed_matches_bson(&col);
+        let typical = match shape {
+            0 => walk(seed, n, false),
+            1 => walk(seed, n, true),
+            2 => super::devops::time_column(n),
+            3 => super::devops::id_column(n),
+            4 => (0..n).map(|i| Some(Bson::String(format!("host_{}", (seed as usize + i / 7) % 5)))).collect(),
+            _ => (0..n).map(|i| Some(Bson::Int32((i as i32).wrapping_mul(seed as i32)))).collect(),
+        };
+        typed_matches_bson(&typical);
     }
 
     #[test]

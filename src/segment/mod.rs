@@ -61,7 +61,7 @@ pub use bounds::{BoundRef, FieldBounds};
 pub use meta_proj::{MetaFields, MetaProjection};
 pub use pagecache::PageCache;
 pub use reader::{BucketLayout, BucketSummary, Control, Segment, SegmentStats};
-pub use writer::write_segment;
+pub use writer::{write_encoded_segment, write_segment};
 
 /// Collection-level facts stored in every segment's header.
 #[derive(Debug, Clone, PartialEq, Eq)]

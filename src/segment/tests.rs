@@ -11,7 +11,7 @@
 use super::order::{compare_bson, is_composite};
 use super::writer::{write_segment_with, WriteOptions};
 use super::*;
-use crate::bucket::{BucketData, Column, META_SLOT};
+use crate::bucket::{BucketData, Column, EncodedBucket, META_SLOT};
 use crate::error::Error;
 use crate::vfs::RealFs;
 use bson::oid::ObjectId;
@@ -501,6 +501,44 @@ fn malformed_buckets_are_refused_before_writing() {
     cases.push(b);
     for b in cases {
         let r = write_segment(&RealFs, &path, &info(), &[&b]);
+        assert!(matches!(r, Err(Error::BadValue(_))), "{r:?}");
+        assert!(!path.exists());
+    }
+}
+
+#[test]
+fn encoded_buckets_write_the_same_file() {
+    let (_d, path) = tmp();
+    let buckets = sample_buckets(300, 11);
+    write_to(&path, &buckets, WriteOptions::default());
+    let plain = std::fs::read(&path).unwrap();
+    let encoded: Vec<EncodedBucket> = buckets.iter().map(EncodedBucket::from_data).collect();
+    let refs: Vec<&EncodedBucket> = encoded.iter().collect();
+    write_encoded_segment(&RealFs, &path, &info(), &refs).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), plain);
+}
+
+#[test]
+fn malformed_encoded_buckets_are_refused_before_writing() {
+    let (_d, path) = tmp();
+    let good = EncodedBucket::from_data(&sample_buckets(1, 6).remove(0));
+    let mut cases = Vec::new();
+    let mut b = good.clone();
+    b.lens.pop();
+    cases.push(b);
+    let mut b = good.clone();
+    b.body.pop();
+    cases.push(b);
+    let mut b = good.clone();
+    b.names.clear();
+    b.lens.clear();
+    b.body.clear();
+    cases.push(b);
+    let mut b = good.clone();
+    b.head.columns = sample_buckets(1, 6).remove(0).columns;
+    cases.push(b);
+    for b in cases {
+        let r = write_encoded_segment(&RealFs, &path, &info(), &[&b]);
         assert!(matches!(r, Err(Error::BadValue(_))), "{r:?}");
         assert!(!path.exists());
     }

@@ -6,7 +6,7 @@
 use super::format::{self as f, Footer, ValueRefs};
 use super::sum_entry::{put_sums, SUM_KEY};
 use super::SegmentHeaderInfo;
-use crate::bucket::{BucketData, META_SLOT};
+use crate::bucket::{BucketData, EncodedBucket, META_SLOT};
 use crate::codec::encode_column;
 use crate::error::{Error, Result};
 use crate::vfs::{Vfs, WritableFile};
@@ -53,12 +53,112 @@ pub fn write_segment(
     write_segment_with(vfs, path, info, buckets, WriteOptions::default())
 }
 
-/// [`write_segment`] with explicit packing options.
-pub(crate) fn write_segment_with(
+/// [`write_segment`] for buckets whose columns are already encoded (the flusher's, which come
+/// straight from the catalog's typed vectors). Besides [`write_segment`]'s checks, each
+/// bucket's column lengths must add up to its body.
+pub fn write_encoded_segment(
     vfs: &dyn Vfs,
     path: &Path,
     info: &SegmentHeaderInfo,
-    buckets: &[&BucketData],
+    buckets: &[&EncodedBucket],
+) -> Result<u64> {
+    write_segment_with(vfs, path, info, buckets, WriteOptions::default())
+}
+
+/// A bucket the writer can place: its directory fields and its encoded columns.
+pub(crate) trait SegmentBucket {
+    /// Everything but the column values.
+    fn head(&self) -> &BucketData;
+    /// Number of columns.
+    fn column_count(&self) -> usize;
+    /// Name of column `i`.
+    fn column_name(&self, i: usize) -> &str;
+    /// Appends the encoded columns to `out` and their lengths to `lens`.
+    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>);
+    /// Why the columns do not fit the bucket's row count, if they do not.
+    fn column_mismatch(&self) -> Option<String>;
+}
+
+impl SegmentBucket for BucketData {
+    fn head(&self) -> &BucketData {
+        self
+    }
+
+    fn column_count(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn column_name(&self, i: usize) -> &str {
+        self.columns.get(i).map_or("", |c| c.name.as_str())
+    }
+
+    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>) {
+        for c in &self.columns {
+            let start = out.len();
+            encode_column(&c.values, out);
+            lens.push(out.len() - start);
+        }
+    }
+
+    fn column_mismatch(&self) -> Option<String> {
+        let c = self
+            .columns
+            .iter()
+            .find(|c| c.values.len() != self.count as usize)?;
+        Some(format!(
+            "column {:?} has {} values for {} rows",
+            c.name,
+            c.values.len(),
+            self.count
+        ))
+    }
+}
+
+impl SegmentBucket for EncodedBucket {
+    fn head(&self) -> &BucketData {
+        &self.head
+    }
+
+    fn column_count(&self) -> usize {
+        self.names.len()
+    }
+
+    fn column_name(&self, i: usize) -> &str {
+        self.names.get(i).map_or("", String::as_str)
+    }
+
+    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>) {
+        out.extend_from_slice(&self.body);
+        lens.extend_from_slice(&self.lens);
+    }
+
+    fn column_mismatch(&self) -> Option<String> {
+        if !self.head.columns.is_empty() {
+            return Some("an encoded bucket's head holds columns".into());
+        }
+        if self.lens.len() != self.names.len() {
+            return Some(format!(
+                "{} column lengths for {} names",
+                self.lens.len(),
+                self.names.len()
+            ));
+        }
+        let total: usize = self.lens.iter().sum();
+        (total != self.body.len()).then(|| {
+            format!(
+                "column lengths add up to {total} bytes, the body has {}",
+                self.body.len()
+            )
+        })
+    }
+}
+
+/// [`write_segment`] with explicit packing options.
+pub(crate) fn write_segment_with<B: SegmentBucket>(
+    vfs: &dyn Vfs,
+    path: &Path,
+    info: &SegmentHeaderInfo,
+    buckets: &[&B],
     opts: WriteOptions,
 ) -> Result<u64> {
     check_input(info, buckets)?;
@@ -83,7 +183,7 @@ fn tmp_path(path: &Path) -> PathBuf {
 }
 
 /// Rejects input the format cannot represent or the reader would refuse.
-fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> {
+fn check_input<B: SegmentBucket>(info: &SegmentHeaderInfo, buckets: &[&B]) -> Result<()> {
     if info.time_field.len() > usize::from(u16::MAX) {
         return Err(Error::BadValue(
             "time field name longer than 65535 bytes".into(),
@@ -92,7 +192,8 @@ fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> 
     if buckets.len() > u32::MAX as usize {
         return Err(Error::BadValue("too many buckets for one segment".into()));
     }
-    for (i, b) in buckets.iter().enumerate() {
+    for (i, whole) in buckets.iter().enumerate() {
+        let b = whole.head();
         let bad = |m: String| Err(Error::BadValue(format!("bucket {i} ({}): {m}", b.id)));
         if b.count == 0 || b.count > f::MAX_BUCKET_ROWS {
             return bad(format!(
@@ -101,20 +202,11 @@ fn check_input(info: &SegmentHeaderInfo, buckets: &[&BucketData]) -> Result<()> 
                 f::MAX_BUCKET_ROWS
             ));
         }
-        if b.columns.is_empty() {
+        if whole.column_count() == 0 {
             return bad("no columns".into());
         }
-        if let Some(c) = b
-            .columns
-            .iter()
-            .find(|c| c.values.len() != b.count as usize)
-        {
-            return bad(format!(
-                "column {:?} has {} values for {} rows",
-                c.name,
-                c.values.len(),
-                b.count
-            ));
+        if let Some(m) = whole.column_mismatch() {
+            return bad(m);
         }
         match b.max.get(SUM_KEY) {
             None => {}
@@ -250,11 +342,11 @@ impl PageSink<'_> {
 /// Per-name "previous `control.min` ObjectId", the reference for the next bucket's delta.
 type OidContext = HashMap<u32, [u8; 12]>;
 
-fn write_file(
+fn write_file<B: SegmentBucket>(
     vfs: &dyn Vfs,
     tmp: &Path,
     info: &SegmentHeaderInfo,
-    buckets: &[&BucketData],
+    buckets: &[&B],
     opts: WriteOptions,
 ) -> Result<u64> {
     let mut file = vfs.open_append(tmp, true)?;
@@ -277,11 +369,7 @@ fn write_file(
     for b in buckets {
         bucket_buf.clear();
         col_lens.clear();
-        for c in &b.columns {
-            let start = bucket_buf.len();
-            encode_column(&c.values, &mut bucket_buf);
-            col_lens.push(bucket_buf.len() - start);
-        }
+        b.encode_columns(&mut bucket_buf, &mut col_lens);
         // Place the bucket: small ones share the open page, large ones get their own.
         let page_index;
         if bucket_buf.len() >= opts.large_bucket {
@@ -302,7 +390,7 @@ fn write_file(
         encode_entry(
             &mut entries,
             &mut tables,
-            b,
+            *b,
             (page_index - prev_page) as u64,
             &prev_id,
             &col_lens,
@@ -310,7 +398,7 @@ fn write_file(
             opts.directory_version,
         )?;
         prev_page = page_index;
-        prev_id = b.id.bytes();
+        prev_id = b.head().id.bytes();
     }
     if !page.is_empty() {
         sink.flush(&page)?;
@@ -418,13 +506,14 @@ pub(crate) fn id_base_millis(id: &[u8; 12]) -> i64 {
 fn encode_entry(
     out: &mut Vec<u8>,
     t: &mut Tables,
-    b: &BucketData,
+    whole: &impl SegmentBucket,
     page_delta: u64,
     prev_id: &[u8; 12],
     col_lens: &[usize],
     time_field: &str,
     version: u8,
 ) -> Result<()> {
+    let b = whole.head();
     let id = b.id.bytes();
     f::put_oid_delta(out, prev_id, &id);
     let meta_ref = t.meta(b.meta.as_ref())?;
@@ -473,9 +562,9 @@ fn encode_entry(
             .map_err(|e| Error::BadValue(format!("bucket {}: {e}", b.id)))?;
     }
 
-    f::put_varint(out, b.columns.len() as u64);
-    for (c, &len) in b.columns.iter().zip(col_lens) {
-        f::put_varint(out, u64::from(t.name(&c.name)));
+    f::put_varint(out, whole.column_count() as u64);
+    for (i, &len) in col_lens.iter().enumerate() {
+        f::put_varint(out, u64::from(t.name(whole.column_name(i))));
         f::put_varint(out, len as u64);
     }
     f::put_varint(out, b.shapes.len() as u64);
