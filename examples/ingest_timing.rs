@@ -5,7 +5,8 @@
 //! writer (`tsbucket-wal`: write, fsync), its applier (`tsbucket-apply`: the bucket catalog)
 //! and the flusher (segment encoding). CPU figures hold up better than wall time on a busy
 //! machine. Then the log writer's own wall time per batch (`Database::log_stats`): writing
-//! records, syncing them, and writing and syncing zeros ahead of them. `--after-hours` times
+//! records, syncing them, and writing and syncing zeros ahead of them; and what the inserts
+//! left: buckets closed for memory or not yet flushed, log and spare sizes. `--after-hours` times
 //! a database whose log has reclaimed files to reuse.
 //!
 //! `cargo run --release --example ingest_timing -- --help`
@@ -86,9 +87,9 @@ fn own_cpu() -> u64 {
         .unwrap_or(0)
 }
 
-/// One run: ingest time, close time, CPU nanoseconds per thread group during the ingest, and
-/// what the log writer did.
-type RunResult = (Duration, Duration, HashMap<String, u64>, LogStats);
+/// One run: ingest time, close time, CPU nanoseconds per thread group during the ingest, what
+/// the log writer did, and a line on the state the ingest left.
+type RunResult = (Duration, Duration, HashMap<String, u64>, LogStats, String);
 
 fn run_once(
     a: &Args,
@@ -175,9 +176,21 @@ fn run_once(
         cpu.insert("insert".into(), insert_ns);
     }
     let log = since(db.log_stats()?, log0);
+    let st = coll.stats()?;
+    let state = format!(
+        "{} buckets closed by the catalog's memory limit, {} open and {} closed but unflushed; \
+         log {:.0} MB, {:.0} MB kept in spare files; zeros written ahead of {:.0}% of the \
+         record bytes",
+        st.catalog.num_buckets_closed_due_to_memory_threshold,
+        st.open_buckets,
+        st.unflushed_buckets.saturating_sub(st.open_buckets),
+        st.wal_bytes as f64 / 1e6,
+        st.wal_spare_bytes as f64 / 1e6,
+        100.0 * log.zero_bytes as f64 / log.record_bytes.max(1) as f64,
+    );
     let t1 = Instant::now();
     db.close()?;
-    Ok((ingest, t1.elapsed(), cpu, log))
+    Ok((ingest, t1.elapsed(), cpu, log, state))
 }
 
 /// What the log writer did between two readings.
@@ -260,8 +273,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut closes = Vec::new();
     let mut cpu: HashMap<String, Vec<f64>> = HashMap::new();
     let mut log: [Vec<f64>; 4] = Default::default();
+    let mut last_state = String::new();
     for _ in 0..a.runs.max(1) {
-        let (ingest, close, used, l) = run_once(&a, sync, &earlier, &input)?;
+        let (ingest, close, used, l, state) = run_once(&a, sync, &earlier, &input)?;
+        last_state = state;
         let per_batch = |ns: u64| ns as f64 / 1000.0 / batches;
         let taken = [l.write_nanos, l.sync_nanos, l.zero_nanos];
         for (v, ns) in log.iter_mut().zip(taken) {
@@ -311,5 +326,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "log writer, wall us per batch (medians): write {write:.0}, sync {sync:.0}, \
          zeros written and synced ahead {zeros:.0}; {kb:.0} KB per record"
     );
+    println!("after the last run's inserts: {last_state}");
     Ok(())
 }

@@ -94,10 +94,12 @@ struct Series {
     pending_hint: usize,
 }
 
-/// A set-aside bucket closes once its series has received this many measurements (or its own
-/// count, if larger) without touching it: late data for it is then unlikely, and holding it
-/// costs memory and pins the log.
-pub const SET_ASIDE_IDLE_INSERTS: u64 = 256;
+/// A set-aside bucket closes once its series has received this many measurements without
+/// touching it: late data for it is then unlikely, and holding it costs memory, pins the log
+/// and keeps its rows from the flusher. A series that alternates between time ranges touches
+/// each of its buckets every few measurements and keeps them all. (A series that moves on in
+/// time, like devops hosts every 10 s, would otherwise hold a whole second span of data.)
+pub const SET_ASIDE_IDLE_INSERTS: u64 = 64;
 
 /// The catalog of one collection.
 pub struct CollCatalog {
@@ -313,9 +315,10 @@ impl CollCatalog {
         let now = series.inserts;
         let mut i = 0;
         while i < series.open.len() {
-            let idle = series.open.get(i).is_some_and(|b| {
-                now - b.last_series_insert >= SET_ASIDE_IDLE_INSERTS.max(u64::from(b.count))
-            });
+            let idle = series
+                .open
+                .get(i)
+                .is_some_and(|b| now - b.last_series_insert >= SET_ASIDE_IDLE_INSERTS);
             if idle && Some(i) != series.current {
                 let done = series.open.swap_remove(i);
                 if series.current == Some(series.open.len()) {

@@ -178,6 +178,32 @@ fn alternating_days_reopen_their_buckets() {
 }
 
 #[test]
+fn a_set_aside_bucket_closes_once_its_series_has_moved_on() {
+    let mut c = catalog(3600, 3600);
+    let h0 = ms("2021-06-01T10:00:00Z");
+    let h1 = h0 + 3_600_000;
+    let put_at = |c: &mut CollCatalog, t: i64| {
+        put(c, doc! {"t": DateTime::from_millis(t), "m": "s", "v": 1});
+    };
+    for i in 0..360 {
+        put_at(&mut c, h0 + i * 10_000);
+    }
+    // The next hour sets the first bucket aside; a late measurement still joins it.
+    put_at(&mut c, h1);
+    put_at(&mut c, h0 + 5);
+    assert_eq!((c.open_buckets(), c.archived_buckets()), (2, 1));
+    for i in 1..SET_ASIDE_IDLE_INSERTS as i64 {
+        put_at(&mut c, h1 + i * 10_000);
+    }
+    assert_eq!((c.open_buckets(), c.closed().len()), (2, 0));
+    put_at(&mut c, h1 + 3_000_000);
+    assert_eq!((c.open_buckets(), c.closed().len()), (1, 1));
+    assert_eq!(c.closed()[0].count(), 361);
+    // Once for the late measurement, once for the next hour's bucket after it.
+    assert_eq!(c.stats().num_buckets_reopened, 2);
+}
+
+#[test]
 fn schema_change_closes_bucket() {
     // AT-7
     let mut c = catalog(3600, 60);
