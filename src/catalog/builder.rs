@@ -277,6 +277,66 @@ impl Columns {
     }
 }
 
+/// The byte layout that rows waiting unsplit share when they carry the same headers and only
+/// fixed-width values outside the meta field (the meta value being the bucket's, byte for
+/// byte): each value sits at the same offset in every row, so only the values are kept, about
+/// a third of a devops row, and splitting them needs no walk of names.
+#[derive(Debug, Clone)]
+struct FixedRows {
+    /// Length of every such row as a document.
+    doc_len: usize,
+    /// (offset in the document, length) of each value outside the meta field, in order.
+    values: Vec<(usize, usize)>,
+    /// Bytes kept per row: the values' lengths added up.
+    width: usize,
+}
+
+impl FixedRows {
+    /// The layout of `doc`, whose meta element (if any) lies at `meta`; `None` when a value
+    /// outside it is not of fixed width.
+    fn of(doc: &[u8], meta: Option<(usize, usize)>) -> Option<FixedRows> {
+        let mut values = Vec::new();
+        let mut elements = super::elements::Elements::new(doc);
+        for e in elements.by_ref() {
+            if meta.is_some_and(|(start, _)| start == e.start) {
+                continue;
+            }
+            if !fixed_width(e.kind) {
+                return None;
+            }
+            values.push((e.start + e.name.len() + 2, e.value.len()));
+        }
+        if !elements.finished() || values.is_empty() {
+            return None;
+        }
+        let width = values.iter().map(|v| v.1).sum();
+        Some(FixedRows {
+            doc_len: doc.len(),
+            values,
+            width,
+        })
+    }
+}
+
+/// True for the element types rows may wait unsplit with whose values have one length.
+fn fixed_width(kind: u8) -> bool {
+    matches!(kind, 0x01 | 0x07 | 0x08 | 0x09 | 0x0A | 0x10 | 0x12)
+}
+
+/// The element type of the values a column split from rows waiting unsplit holds.
+fn kind_of(c: &ColumnBuilder) -> u8 {
+    match &c.data {
+        Data::I32(_) => 0x10,
+        Data::I64(_) => 0x12,
+        Data::F64(_) => 0x01,
+        Data::Date(_) => 0x09,
+        Data::Str(_) => 0x02,
+        Data::Oid(_) => 0x07,
+        Data::Bool(_) => 0x08,
+        Data::Any(_) => 0x0A,
+    }
+}
+
 /// Columns of rows that wait unsplit: documents back to back in `pending`, each without the
 /// meta field and all with the fields of `signature` (`{ type | name | 0 }` per field, meta
 /// included where it stood). Written for the one shape such rows share, so no name is looked
@@ -285,6 +345,7 @@ fn split_uniform(
     signature: &[u8],
     meta_field: Option<&str>,
     pending: &RowRun,
+    fixed: Option<&FixedRows>,
     rows: usize,
 ) -> Columns {
     let mut cols = Columns::default();
@@ -311,6 +372,19 @@ fn split_uniform(
             class: ElementType::from(kind).map_or(u8::MAX, rank_of),
             schema: None,
         });
+    }
+    if let Some(f) = fixed {
+        for row in pending.fixed_rows(f.width) {
+            let mut at = 0;
+            for (c, &(_, len)) in cols.columns.iter_mut().zip(&f.values) {
+                let value = row.get(at..at + len).unwrap_or_default();
+                let pushed = c.data.push_raw(kind_of(c), value);
+                debug_assert!(pushed, "pending row does not match its layout");
+                at += len;
+            }
+        }
+        cols.shapes.push(cols.scratch.clone());
+        return cols;
     }
     for doc in pending.docs() {
         let mut columns = cols.columns.iter_mut();
@@ -418,6 +492,9 @@ pub struct BucketBuilder {
     pending: RowRun,
     /// `{ type: u8 | name | 0 }` per element of each pending row.
     signature: Vec<u8>,
+    /// When every pending row has only fixed-width values outside the meta field, they share
+    /// one byte layout, and `pending` holds only their values (see [`FixedRows`]).
+    fixed: Option<FixedRows>,
     seqs: Vec<u64>,
     idxs: Vec<u32>,
 }
@@ -463,6 +540,7 @@ impl BucketBuilder {
             deferring: true,
             pending: RowRun::default(),
             signature: Vec::new(),
+            fixed: None,
             seqs: Vec::new(),
             idxs: Vec::new(),
         }
@@ -564,6 +642,10 @@ impl BucketBuilder {
         let first = self.count == 0;
         if first {
             self.signature.clear();
+            self.fixed = None;
+        } else if self.fixed.as_ref().is_some_and(|f| f.doc_len != doc.len()) {
+            // Same headers and fixed-width values give the same length: this row differs.
+            return None;
         }
         // The first row's meta is compared; a later row with its id needs no comparison.
         let same_meta = !first && m.meta_id != 0 && m.meta_id == self.meta_id;
@@ -626,8 +708,16 @@ impl BucketBuilder {
         matched.then_some(meta_at)
     }
 
-    /// Appends a row to `pending` without its meta element, which lies at `meta`.
+    /// Appends a row to `pending` without its meta element, which lies at `meta`: only its
+    /// values when the rows have a fixed layout.
     fn append_pending(&mut self, doc: &[u8], meta: Option<(usize, usize)>) {
+        if self.count == 0 {
+            self.fixed = FixedRows::of(doc, meta);
+        }
+        if let Some(f) = &self.fixed {
+            self.pending.push_ranges(doc, &f.values, f.width);
+            return;
+        }
         let Some((start, end)) = meta else {
             self.pending.push(&[doc]);
             return;
@@ -648,10 +738,12 @@ impl BucketBuilder {
         }
         let pending = std::mem::take(&mut self.pending);
         let signature = std::mem::take(&mut self.signature);
+        let fixed = self.fixed.take();
         self.cols = split_uniform(
             &signature,
             self.meta_field.as_deref(),
             &pending,
+            fixed.as_ref(),
             self.count as usize,
         );
     }
@@ -665,6 +757,7 @@ impl BucketBuilder {
             &self.signature,
             self.meta_field.as_deref(),
             &self.pending,
+            self.fixed.as_ref(),
             self.count as usize,
         ))
     }

@@ -44,28 +44,55 @@ impl RowRun {
     /// Appends one document, written as the concatenation of `parts`.
     pub fn push(&mut self, parts: &[&[u8]]) {
         let total: usize = parts.iter().map(|p| p.len()).sum();
+        let c = self.room_for(total);
+        for p in parts {
+            c.extend_from_slice(p);
+        }
+        self.len += total;
+    }
+
+    /// Appends one row made of the bytes of `doc` at each of `ranges` (start, length), which
+    /// add up to `total` bytes.
+    pub fn push_ranges(&mut self, doc: &[u8], ranges: &[(usize, usize)], total: usize) {
+        let c = self.room_for(total);
+        for &(at, len) in ranges {
+            c.extend_from_slice(doc.get(at..at + len).unwrap_or_default());
+        }
+        self.len += total;
+    }
+
+    /// The chunk the next `total` bytes go to: the last one if it has room (or is the first
+    /// and may still grow), else a new one.
+    fn room_for(&mut self, total: usize) -> &mut Vec<u8> {
         let grow_in_place = match self.chunks.last() {
-            None => true,
+            None => false,
             Some(c) => {
                 c.capacity() - c.len() >= total
                     || (self.chunks.len() == 1 && c.len() + total <= FIRST_CHUNK)
             }
         };
-        if grow_in_place {
-            if self.chunks.is_empty() {
-                self.chunks.push(Vec::new());
-            }
-        } else {
-            let last = self.chunks.last().map_or(0, Vec::capacity);
-            let cap = last.saturating_mul(2).clamp(FIRST_CHUNK, CHUNK).max(total);
+        if !grow_in_place {
+            let cap = match self.chunks.last() {
+                // The first chunk starts like a Vec and grows by doubling.
+                None => 0,
+                Some(c) => c
+                    .capacity()
+                    .saturating_mul(2)
+                    .clamp(FIRST_CHUNK, CHUNK)
+                    .max(total),
+            };
             self.chunks.push(Vec::with_capacity(cap));
         }
-        if let Some(c) = self.chunks.last_mut() {
-            for p in parts {
-                c.extend_from_slice(p);
-            }
-        }
-        self.len += total;
+        let n = self.chunks.len();
+        &mut self.chunks[n - 1]
+    }
+
+    /// The rows, when every one is `width` bytes (rows of [`RowRun::push_ranges`] with one
+    /// layout).
+    pub fn fixed_rows(&self, width: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(move |c| c.chunks_exact(width.max(1)))
     }
 
     /// The documents in the order they were added. Each is found from its own length prefix,

@@ -435,6 +435,11 @@ fn varied_row(kind: u8, i: i64, in_order: bool) -> Document {
         5 => doc! {"t": t, "m": meta, "a": "text", "s": "x"},
         6 => doc! {"m": meta, "t": t, "a": i, "s": "x", "b": true, "z": Bson::Null},
         7 => doc! {"t": t, "m": meta, "a": i as i32, "s": "x"},
+        // Only fixed-width values: rows of these shapes wait as their values alone.
+        8 => {
+            doc! {"t": t, "m": meta, "a": i, "f": i as f64 / 7.0, "b": i % 3 == 0, "z": Bson::Null}
+        }
+        9 => doc! {"t": t, "a": i, "m": meta, "o": ObjectId::from_bytes([i as u8; 12])},
         _ => doc! {"t": t, "m": meta, "a": i, "s": format!("v{i}")},
     }
 }
@@ -450,11 +455,14 @@ proptest::proptest! {
         probe in 0usize..60,
         source in 0u8..3,
         in_order: bool,
+        repeat in 0usize..60,
     ) {
+        // The first `repeat` rows share the first row's shape, so rows wait unsplit for a
+        // while before a break (if any) ends it.
         let docs: Vec<Document> = kinds
             .iter()
             .enumerate()
-            .map(|(i, &k)| varied_row(k, i as i64, in_order))
+            .map(|(i, &k)| varied_row(if i < repeat { kinds[0] } else { k }, i as i64, in_order))
             .collect();
         // The rows as each way into the catalog prepares them: documents, BSON bytes, and
         // recovery replaying the log record.
