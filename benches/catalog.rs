@@ -1,7 +1,8 @@
-//! The bucket catalog alone: routing prepared devops-cpu measurements into buckets, and
-//! snapshotting open buckets (what reads and flushes do).
+//! The bucket catalog alone: routing prepared devops-cpu measurements into buckets,
+//! snapshotting open buckets (what reads do) and encoding closed ones (what flushes do).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use tsbucket::bucket::EncodedBucket;
 use tsbucket::catalog::{BucketParams, CollCatalog, FitLimits};
 use tsbucket::ingest::{prepare_batch, Fields};
 use tsbucket::workload::Devops;
@@ -86,5 +87,47 @@ fn insert(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, insert);
+/// Encoding the closed buckets of an hour of devops for a segment, as the flusher does:
+/// straight from the typed column vectors, and through the `Bson` values of their contents
+/// (the way flushes went before).
+fn encode_closed(c: &mut Criterion) {
+    let batches = prepared(1.0);
+    let rows: usize = batches.iter().map(|b| b.0.len()).sum();
+    let closed = || {
+        let mut cat = catalog();
+        fill(&mut cat, &batches);
+        cat.close_all();
+        cat.take_closed()
+    };
+    let mut g = c.benchmark_group("ClosedBucket::encode");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(rows as u64));
+    g.bench_function("devops_1000_hosts_1h/typed", |b| {
+        b.iter_batched(
+            closed,
+            |buckets| {
+                buckets
+                    .iter()
+                    .map(|b| b.encoded().body.len())
+                    .sum::<usize>()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("devops_1000_hosts_1h/via_bson", |b| {
+        b.iter_batched(
+            closed,
+            |buckets| {
+                buckets
+                    .iter()
+                    .map(|b| EncodedBucket::from_data(b.data()).body.len())
+                    .sum::<usize>()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, insert, encode_closed);
 criterion_main!(benches);
