@@ -183,6 +183,28 @@ fn typed_matches_bson(col: &[Option<Bson>]) {
     assert_eq!(typed, plain, "typed and Bson encodings differ for {col:?}");
 }
 
+/// A column as workloads make them: shape 0-1 devops values (int64, float), 2 times, 3 `_id`s,
+/// 4 repetitive strings, 5 int32 values.
+fn typical(seed: u64, n: usize, shape: u8) -> Vec<Option<Bson>> {
+    match shape {
+        0 => walk(seed, n, false),
+        1 => walk(seed, n, true),
+        2 => super::devops::time_column(n),
+        3 => super::devops::id_column(n),
+        4 => (0..n)
+            .map(|i| {
+                Some(Bson::String(format!(
+                    "host_{}",
+                    (seed as usize + i / 7) % 5
+                )))
+            })
+            .collect(),
+        _ => (0..n)
+            .map(|i| Some(Bson::Int32((i as i32).wrapping_mul(seed as i32))))
+            .collect(),
+    }
+}
+
 fn walk(seed: u64, n: usize, float: bool) -> Vec<Option<Bson>> {
     let mut cols = super::devops::devops_columns(seed, n, float);
     cols.pop().unwrap_or_default()
@@ -201,14 +223,7 @@ proptest! {
 
     #[test]
     fn typical_shapes_round_trip(seed in any::<u64>(), n in 1..500usize, shape in 0..6u8, gap in 0..4u8) {
-        let mut col = match shape {
-            0 => walk(seed, n, false),
-            1 => walk(seed, n, true),
-            2 => super::devops::time_column(n),
-            3 => super::devops::id_column(n),
-            4 => (0..n).map(|i| Some(Bson::String(format!("host_{}", (seed as usize + i / 7) % 5)))).collect(),
-            _ => (0..n).map(|i| Some(Bson::Int32((i as i32).wrapping_mul(seed as i32)))).collect(),
-        };
+        let mut col = typical(seed, n, shape);
         if gap > 0 {
             for (i, v) in col.iter_mut().enumerate() {
                 if (i as u64 ^ seed) % (gap as u64 * 3) == 0 {
@@ -222,15 +237,7 @@ proptest! {
     #[test]
     fn typed_columns_encode_as_their_bson(col in column(), seed in any::<u64>(), n in 1..400usize, shape in 0..6u8) {
         typed_matches_bson(&col);
-        let typical = match shape {
-            0 => walk(seed, n, false),
-            1 => walk(seed, n, true),
-            2 => super::devops::time_column(n),
-            3 => super::devops::id_column(n),
-            4 => (0..n).map(|i| Some(Bson::String(format!("host_{}", (seed as usize + i / 7) % 5)))).collect(),
-            _ => (0..n).map(|i| Some(Bson::Int32((i as i32).wrapping_mul(seed as i32)))).collect(),
-        };
-        typed_matches_bson(&typical);
+        typed_matches_bson(&typical(seed, n, shape));
     }
 
     #[test]
