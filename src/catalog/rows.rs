@@ -44,9 +44,10 @@ impl RowRun {
     /// Appends one document, written as the concatenation of `parts`.
     pub fn push(&mut self, parts: &[&[u8]]) {
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        let c = self.room_for(total);
-        for p in parts {
-            c.extend_from_slice(p);
+        if let Some(c) = self.room_for(total) {
+            for p in parts {
+                c.extend_from_slice(p);
+            }
         }
         self.len += total;
     }
@@ -54,16 +55,17 @@ impl RowRun {
     /// Appends one row made of the bytes of `doc` at each of `ranges` (start, length), which
     /// add up to `total` bytes.
     pub fn push_ranges(&mut self, doc: &[u8], ranges: &[(usize, usize)], total: usize) {
-        let c = self.room_for(total);
-        for &(at, len) in ranges {
-            c.extend_from_slice(doc.get(at..at + len).unwrap_or_default());
+        if let Some(c) = self.room_for(total) {
+            for &(at, len) in ranges {
+                c.extend_from_slice(doc.get(at..at + len).unwrap_or_default());
+            }
         }
         self.len += total;
     }
 
     /// The chunk the next `total` bytes go to: the last one if it has room (or is the first
-    /// and may still grow), else a new one.
-    fn room_for(&mut self, total: usize) -> &mut Vec<u8> {
+    /// and may still grow), else a new one (so there always is one).
+    fn room_for(&mut self, total: usize) -> Option<&mut Vec<u8>> {
         let grow_in_place = match self.chunks.last() {
             None => false,
             Some(c) => {
@@ -83,8 +85,7 @@ impl RowRun {
             };
             self.chunks.push(Vec::with_capacity(cap));
         }
-        let n = self.chunks.len();
-        &mut self.chunks[n - 1]
+        self.chunks.last_mut()
     }
 
     /// The rows, when every one is `width` bytes (rows of [`RowRun::push_ranges`] with one
