@@ -272,65 +272,70 @@ fn residual_body(res: &[u64], last: bool, top: bool, plain_slack: usize) -> (u8,
     let mut plain_mode = 0;
     let kind = if res.iter().all(|&v| v == 0) {
         KIND_ZERO
-    } else if let Some(k) = sure_plain(res, last, plain_slack) {
-        body.push(k as u8);
-        rice::encode(res, k, &mut body);
-        plain_mode = PLAIN_MODE;
-        KIND_RICE
     } else {
-        let k = rc::choose_k(res);
-        let (rice, low) = rc::encode_rice(res, k);
-        let len_size = |l: usize| if last { 0 } else { varint_len(l as u64) };
-        let rice_size = 1 + rice.len() + len_size(rice.len()) + low.len();
+        let (k, estimate_bits) = rc::choose_k_cost(res);
         // The bit-length model only pays off on heavy tails (quotients escaping the unary
         // range); trying it everywhere would double the encode time for ~0.05% on devops.
         let heavy_tail = res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64);
-        let rcbuf = if heavy_tail {
-            rc::encode_residuals(res)
-        } else {
-            Vec::new()
-        };
-        let rc_size = rcbuf.len() + len_size(rcbuf.len());
         let pack = pack_size(res);
-        let flag = if last { TO_END } else { 0 };
-        let smallest = pack
-            .min(rice_size)
-            .min(if heavy_tail { rc_size } else { usize::MAX });
-        let plain = rice::choose(res, k).filter(|&(_, size)| {
-            if plain_off() {
-                return false;
-            }
-            // The body is the `k` byte and the codes. Against PACK, which reads as fast,
-            // only when smaller.
-            let body = 1 + size;
-            if smallest == pack {
-                body < pack
-            } else {
-                body <= smallest + smallest / plain_slack
-            }
-        });
-        if let Some((k, _)) = plain {
-            body.push(k as u8);
-            rice::encode(res, k, &mut body);
+        let sure = (!heavy_tail)
+            .then(|| sure_plain(res, k, estimate_bits, pack, last, plain_slack))
+            .flatten();
+        if let Some(pk) = sure {
+            body.push(pk as u8);
+            rice::encode(res, pk, &mut body);
             plain_mode = PLAIN_MODE;
             KIND_RICE
-        } else if heavy_tail && rc_size < rice_size && rc_size < pack {
-            if !last {
-                put_varint(&mut body, rcbuf.len() as u64);
-            }
-            body.extend_from_slice(&rcbuf);
-            KIND_RC | flag
-        } else if rice_size < pack {
-            body.push(k as u8);
-            body.extend_from_slice(&low);
-            if !last {
-                put_varint(&mut body, rice.len() as u64);
-            }
-            body.extend_from_slice(&rice);
-            KIND_RICE | flag
         } else {
-            write_pack(&mut body, res);
-            KIND_PACK
+            let (rice, low) = rc::encode_rice(res, k);
+            let len_size = |l: usize| if last { 0 } else { varint_len(l as u64) };
+            let rice_size = 1 + rice.len() + len_size(rice.len()) + low.len();
+            let rcbuf = if heavy_tail {
+                rc::encode_residuals(res)
+            } else {
+                Vec::new()
+            };
+            let rc_size = rcbuf.len() + len_size(rcbuf.len());
+            let flag = if last { TO_END } else { 0 };
+            let smallest = pack
+                .min(rice_size)
+                .min(if heavy_tail { rc_size } else { usize::MAX });
+            let plain = rice::choose(res, k).filter(|&(_, size)| {
+                if plain_off() {
+                    return false;
+                }
+                // The body is the `k` byte and the codes. Against PACK, which reads as fast,
+                // only when smaller.
+                let body = 1 + size;
+                if smallest == pack {
+                    body < pack
+                } else {
+                    body <= smallest + smallest / plain_slack
+                }
+            });
+            if let Some((k, _)) = plain {
+                body.push(k as u8);
+                rice::encode(res, k, &mut body);
+                plain_mode = PLAIN_MODE;
+                KIND_RICE
+            } else if heavy_tail && rc_size < rice_size && rc_size < pack {
+                if !last {
+                    put_varint(&mut body, rcbuf.len() as u64);
+                }
+                body.extend_from_slice(&rcbuf);
+                KIND_RC | flag
+            } else if rice_size < pack {
+                body.push(k as u8);
+                body.extend_from_slice(&low);
+                if !last {
+                    put_varint(&mut body, rice.len() as u64);
+                }
+                body.extend_from_slice(&rice);
+                KIND_RICE | flag
+            } else {
+                write_pack(&mut body, res);
+                KIND_PACK
+            }
         }
     };
     // `kind` may carry TO_END in bit 2, which lands on mode bit 4 after the shift.
@@ -366,19 +371,24 @@ fn residual_body(res: &[u64], last: bool, top: bool, plain_slack: usize) -> (u8,
 /// more (it errs high only when an adaptive model beats a static one), so plain is then within
 /// `plain_slack` of the real one too and the full comparison would pick it as well. Shorter
 /// sequences, heavy tails and slack tighter than 1/16 take the full comparison.
-fn sure_plain(res: &[u64], last: bool, plain_slack: usize) -> Option<u32> {
+/// `k` and `bits` are the adaptive model's parameter and estimated size ([`rc::choose_k_cost`]),
+/// `pack` the PACK size; `res` has no escaping quotient under `k`.
+fn sure_plain(
+    res: &[u64],
+    k: u32,
+    bits: f64,
+    pack: usize,
+    last: bool,
+    plain_slack: usize,
+) -> Option<u32> {
     if res.len() < SURE_PLAIN_MIN || plain_slack > 8 || plain_off() || sure_plain_off() {
-        return None;
-    }
-    let (k, bits) = rc::choose_k_cost(res);
-    if res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64) {
         return None;
     }
     let (pk, size) = rice::choose(res, k)?;
     let body = 1 + size;
     let coded = (bits / 8.0).ceil() as usize;
     let estimate = 1 + coded + if last { 0 } else { varint_len(coded as u64) };
-    (body < pack_size(res) && body <= estimate + estimate / 16).then_some(pk)
+    (body < pack && body <= estimate + estimate / 16).then_some(pk)
 }
 
 /// Shortest sequence [`sure_plain`] judges by the estimate.

@@ -532,13 +532,9 @@ fn rice_cost(vals: &[u64], k: u32) -> f64 {
     bits
 }
 
-/// Picks the Rice parameter by estimated size.
-pub(crate) fn choose_k(vals: &[u64]) -> u32 {
-    choose_k_cost(vals).0
-}
-
-/// [`choose_k`] and the estimated size in bits of [`encode_rice`]'s output under it (both
-/// parts): within a few percent of the real size for sequences of a hundred values or more.
+/// Picks the Rice parameter by estimated size; returns it with the estimated size in bits of
+/// [`encode_rice`]'s output under it (both parts), within a few percent of the real size for
+/// sequences of a hundred values or more.
 pub(crate) fn choose_k_cost(vals: &[u64]) -> (u32, f64) {
     let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / vals.len().max(1) as f64;
     let m = (mean + 1.0).log2().floor() as i64;
@@ -735,7 +731,7 @@ mod tests {
             assert!(decode_rice(&buf, &low, k, &mut got).is_some());
             assert_eq!(got, vals, "k={k}");
         }
-        assert!(choose_k(&vals) < 64);
+        assert!(choose_k_cost(&vals).0 < 64);
     }
 
     #[test]
