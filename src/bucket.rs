@@ -68,21 +68,25 @@ impl EncodedBucket {
     pub fn from_data(b: &BucketData) -> EncodedBucket {
         let mut out = EncodedBucket {
             head: b.clone_head(),
-            names: Vec::with_capacity(b.columns.len()),
+            names: b.columns.iter().map(|c| c.name.clone()).collect(),
             body: Vec::new(),
             lens: Vec::with_capacity(b.columns.len()),
         };
-        for c in &b.columns {
-            let start = out.body.len();
-            crate::codec::encode_column(&c.values, &mut out.body);
-            out.names.push(c.name.clone());
-            out.lens.push(out.body.len() - start);
-        }
+        b.encode_columns(&mut out.body, &mut out.lens);
         out
     }
 }
 
 impl BucketData {
+    /// Appends the encoded columns to `out` and their lengths to `lens`.
+    pub fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>) {
+        for c in &self.columns {
+            let start = out.len();
+            crate::codec::encode_column(&c.values, out);
+            lens.push(out.len() - start);
+        }
+    }
+
     /// A copy without the columns.
     fn clone_head(&self) -> BucketData {
         BucketData {

@@ -323,20 +323,6 @@ fn fixed_width(kind: u8) -> bool {
     matches!(kind, 0x01 | 0x07 | 0x08 | 0x09 | 0x0A | 0x10 | 0x12)
 }
 
-/// The element type of the values a column split from rows waiting unsplit holds.
-fn kind_of(c: &ColumnBuilder) -> u8 {
-    match &c.data {
-        Data::I32(_) => 0x10,
-        Data::I64(_) => 0x12,
-        Data::F64(_) => 0x01,
-        Data::Date(_) => 0x09,
-        Data::Str(_) => 0x02,
-        Data::Oid(_) => 0x07,
-        Data::Bool(_) => 0x08,
-        Data::Any(_) => 0x0A,
-    }
-}
-
 /// Columns of rows that wait unsplit: documents back to back in `pending`, each without the
 /// meta field and all with the fields of `signature` (`{ type | name | 0 }` per field, meta
 /// included where it stood). Written for the one shape such rows share, so no name is looked
@@ -378,7 +364,7 @@ fn split_uniform(
             let mut at = 0;
             for (c, &(_, len)) in cols.columns.iter_mut().zip(&f.values) {
                 let value = row.get(at..at + len).unwrap_or_default();
-                let pushed = c.data.push_raw(kind_of(c), value);
+                let pushed = c.data.push_raw(c.data.kind(), value);
                 debug_assert!(pushed, "pending row does not match its layout");
                 at += len;
             }

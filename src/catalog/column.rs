@@ -92,6 +92,20 @@ impl Data {
         }
     }
 
+    /// The element type [`Data::for_kind`] makes this column for (null for [`Data::Any`]).
+    pub fn kind(&self) -> u8 {
+        match self {
+            Data::I32(_) => 0x10,
+            Data::I64(_) => 0x12,
+            Data::F64(_) => 0x01,
+            Data::Date(_) => 0x09,
+            Data::Str(_) => 0x02,
+            Data::Oid(_) => 0x07,
+            Data::Bool(_) => 0x08,
+            Data::Any(_) => 0x0A,
+        }
+    }
+
     /// Appends the value of element type `kind` whose bytes are `value`, for the scalar types
     /// [`Data::for_kind`] types (and null). False, with nothing appended, when the bytes are
     /// not such a value or the column holds another type.

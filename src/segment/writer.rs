@@ -7,7 +7,6 @@ use super::format::{self as f, Footer, ValueRefs};
 use super::sum_entry::{put_sums, SUM_KEY};
 use super::SegmentHeaderInfo;
 use crate::bucket::{BucketData, EncodedBucket, META_SLOT};
-use crate::codec::encode_column;
 use crate::error::{Error, Result};
 use crate::vfs::{Vfs, WritableFile};
 use bson::Bson;
@@ -73,8 +72,13 @@ pub(crate) trait SegmentBucket {
     fn column_count(&self) -> usize;
     /// Name of column `i`.
     fn column_name(&self, i: usize) -> &str;
-    /// Appends the encoded columns to `out` and their lengths to `lens`.
-    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>);
+    /// The encoded columns back to back, and their lengths: borrowed when already encoded,
+    /// else encoded into `scratch` and `lens` (both cleared first).
+    fn columns<'a>(
+        &'a self,
+        scratch: &'a mut Vec<u8>,
+        lens: &'a mut Vec<usize>,
+    ) -> (&'a [u8], &'a [usize]);
     /// Why the columns do not fit the bucket's row count, if they do not.
     fn column_mismatch(&self) -> Option<String>;
 }
@@ -92,12 +96,15 @@ impl SegmentBucket for BucketData {
         self.columns.get(i).map_or("", |c| c.name.as_str())
     }
 
-    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>) {
-        for c in &self.columns {
-            let start = out.len();
-            encode_column(&c.values, out);
-            lens.push(out.len() - start);
-        }
+    fn columns<'a>(
+        &'a self,
+        scratch: &'a mut Vec<u8>,
+        lens: &'a mut Vec<usize>,
+    ) -> (&'a [u8], &'a [usize]) {
+        scratch.clear();
+        lens.clear();
+        self.encode_columns(scratch, lens);
+        (scratch, lens)
     }
 
     fn column_mismatch(&self) -> Option<String> {
@@ -127,9 +134,8 @@ impl SegmentBucket for EncodedBucket {
         self.names.get(i).map_or("", String::as_str)
     }
 
-    fn encode_columns(&self, out: &mut Vec<u8>, lens: &mut Vec<usize>) {
-        out.extend_from_slice(&self.body);
-        lens.extend_from_slice(&self.lens);
+    fn columns<'a>(&'a self, _: &'a mut Vec<u8>, _: &'a mut Vec<usize>) -> (&'a [u8], &'a [usize]) {
+        (&self.body, &self.lens)
     }
 
     fn column_mismatch(&self) -> Option<String> {
@@ -361,15 +367,13 @@ fn write_file<B: SegmentBucket>(
         written: header.len() as u64,
     };
     let mut page = Vec::with_capacity(opts.page_target);
-    let mut bucket_buf = Vec::new();
-    let mut col_lens = Vec::new();
+    let mut scratch = Vec::new();
+    let mut scratch_lens = Vec::new();
     let mut prev_page = 0usize;
     let mut prev_id = [0u8; 12];
 
     for b in buckets {
-        bucket_buf.clear();
-        col_lens.clear();
-        b.encode_columns(&mut bucket_buf, &mut col_lens);
+        let (bucket_buf, col_lens) = b.columns(&mut scratch, &mut scratch_lens);
         // Place the bucket: small ones share the open page, large ones get their own.
         let page_index;
         if bucket_buf.len() >= opts.large_bucket {
@@ -378,14 +382,14 @@ fn write_file<B: SegmentBucket>(
                 page.clear();
             }
             page_index = sink.pages.len();
-            sink.flush(&bucket_buf)?;
+            sink.flush(bucket_buf)?;
         } else {
             if !page.is_empty() && page.len() + bucket_buf.len() > opts.page_target {
                 sink.flush(&page)?;
                 page.clear();
             }
             page_index = sink.pages.len();
-            page.extend_from_slice(&bucket_buf);
+            page.extend_from_slice(bucket_buf);
         }
         encode_entry(
             &mut entries,
@@ -393,7 +397,7 @@ fn write_file<B: SegmentBucket>(
             *b,
             (page_index - prev_page) as u64,
             &prev_id,
-            &col_lens,
+            col_lens,
             &info.time_field,
             opts.directory_version,
         )?;
