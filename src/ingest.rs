@@ -283,6 +283,7 @@ pub fn prepare_raw_batch(
     let mut unique = Vec::new();
     let mut templates = Templates::default();
     for (index, doc) in docs.iter().enumerate() {
+        prefetch::raw_ahead(docs, index);
         let bad = |message: String| Error::InvalidDocument { index, message };
         // `Some` once the document is known to have a template's shape.
         let mut known = None;
