@@ -12,7 +12,7 @@ mod shape;
 mod template;
 mod validate;
 
-pub use series::{series_key, MetaId, SeriesKey};
+pub use series::{series_key, series_key_at, MetaId, SeriesKey};
 pub use shape::{defers, ShapeId};
 
 use shape::{LastRow, ShapeBuilder};
@@ -212,7 +212,8 @@ fn encode_one(
     let key = match meta_at {
         Some((v, at, _)) => {
             let bytes = out.get(at..).unwrap_or_default();
-            series_key_of_encoded(v, bytes).map_err(|e| bad(format!("malformed BSON: {e}")))?
+            series_key_of_encoded(v, bytes, index)
+                .map_err(|e| bad(format!("malformed BSON: {e}")))?
         }
         None => (SeriesKey::none(), 0),
     };
@@ -238,6 +239,7 @@ fn encode_one(
 fn series_key_of_encoded(
     v: &Bson,
     bytes: &[u8],
+    row: usize,
 ) -> std::result::Result<(SeriesKey, MetaId), String> {
     match v {
         Bson::Document(_) => {
@@ -247,7 +249,7 @@ fn series_key_of_encoded(
                 .map_or(0, |b| i32::from_le_bytes(b).max(0) as usize);
             let body = bytes.get(..len).ok_or("meta value truncated")?;
             let raw = RawDocument::from_bytes(body).map_err(|e| e.to_string())?;
-            Ok(series_key(RawBsonRef::Document(raw)))
+            Ok(series_key_at(RawBsonRef::Document(raw), row))
         }
         // Other meta types are rarer; the raw form keeps one definition of the key.
         other => {
@@ -288,27 +290,28 @@ pub fn prepare_raw_batch(
         // `Some` once the document is known to have a template's shape.
         let mut known = None;
         let mut learn = false;
-        let ((mut id, time_ms, key), mut meta_at) = match templates.scan(doc.as_bytes(), fields) {
-            Some((found, meta_at, shape)) => {
-                known = Some(shape);
-                (found, meta_at)
-            }
-            None => {
-                shape.begin();
-                match scan_common(doc, fields, &mut shape, &mut unique) {
-                    Some(found) => {
-                        learn = true;
-                        found.map_err(bad)?
-                    }
-                    None => {
-                        shape.spoil();
-                        let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
-                        // Proven well formed, so a walk of its elements finds the meta element.
-                        (found, meta_span(doc.as_bytes(), fields))
+        let ((mut id, time_ms, key), mut meta_at) =
+            match templates.scan(doc.as_bytes(), index, fields) {
+                Some((found, meta_at, shape)) => {
+                    known = Some(shape);
+                    (found, meta_at)
+                }
+                None => {
+                    shape.begin();
+                    match scan_common(doc, index, fields, &mut shape, &mut unique) {
+                        Some(found) => {
+                            learn = true;
+                            found.map_err(bad)?
+                        }
+                        None => {
+                            shape.spoil();
+                            let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
+                            // Proven well formed, so a walk of its elements finds the meta element.
+                            (found, meta_span(doc.as_bytes(), fields))
+                        }
                     }
                 }
-            }
-        };
+            };
         let meta_len = meta_at.map_or(0, |(at, end)| {
             end.saturating_sub(at + fields.meta.map_or(0, str::len) + 2)
         });
@@ -364,6 +367,7 @@ type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
 /// unique: names that repeat its headers need no search for repeats.
 fn scan_common(
     doc: &RawDocumentBuf,
+    row: usize,
     fields: &Fields<'_>,
     shape: &mut ShapeBuilder,
     unique: &mut Vec<u8>,
@@ -417,7 +421,10 @@ fn scan_common(
             }
         } else if is_meta {
             key = match e.kind {
-                0x03 => series_key(RawBsonRef::Document(RawDocument::from_bytes(e.value).ok()?)),
+                0x03 => series_key_at(
+                    RawBsonRef::Document(RawDocument::from_bytes(e.value).ok()?),
+                    row,
+                ),
                 _ => series_key(doc.get(fields.meta?).ok()??),
             };
         }

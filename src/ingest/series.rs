@@ -177,6 +177,57 @@ fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, MetaId) {
     key
 }
 
+/// Rows of a batch whose meta values [`series_key_at`] remembers, and the longest value it
+/// remembers: at most 4 MiB per inserting thread.
+const ROWS_REMEMBERED: usize = 4096;
+const BYTES_REMEMBERED: usize = 1024;
+
+/// A meta value's bytes, whether it is an array, and its key.
+type Remembered = (Vec<u8>, bool, (SeriesKey, MetaId));
+
+thread_local! {
+    // The meta value of each row of the batches this thread prepared last, by row.
+    static BY_ROW: std::cell::RefCell<Vec<Remembered>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`series_key`] for the meta value of row `row` of a batch. Applications tend to send the
+/// same series in the same order batch after batch (all hosts at one time, then all at the
+/// next), so the value is first compared with the one row `row` of this thread's last batch
+/// had: when they are the same bytes the key is that row's, without hashing the value or
+/// probing the cache of recent keys.
+pub fn series_key_at(v: RawBsonRef<'_>, row: usize) -> (SeriesKey, MetaId) {
+    let (raw, array) = match v {
+        RawBsonRef::Document(d) => (d.as_bytes(), false),
+        RawBsonRef::Array(a) => (a.as_bytes(), true),
+        _ => return series_key(v),
+    };
+    if row >= ROWS_REMEMBERED || raw.len() > BYTES_REMEMBERED {
+        return series_key(v);
+    }
+    let hit = BY_ROW.with(|m| {
+        m.borrow()
+            .get(row)
+            .filter(|(bytes, was_array, _)| *was_array == array && bytes.as_slice() == raw)
+            .map(|(_, _, key)| key.clone())
+    });
+    if let Some(key) = hit {
+        return key;
+    }
+    let key = nested_key(v, raw);
+    BY_ROW.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() <= row {
+            m.resize_with(row + 1, || (Vec::new(), false, (SeriesKey::none(), 0)));
+        }
+        if let Some(slot) = m.get_mut(row) {
+            slot.0.clear();
+            slot.0.extend_from_slice(raw);
+            (slot.1, slot.2) = (array, key.clone());
+        }
+    });
+    key
+}
+
 /// Nesting beyond which [`write_normalized`] leaves a value to the `Bson` path.
 const RAW_NORMAL_DEPTH: usize = 32;
 
@@ -388,5 +439,34 @@ mod tests {
         assert_ne!(a, SeriesKey::new(b"\x01\x02xy"));
         assert_ne!(SeriesKey::none(), SeriesKey::new(b"\x01\x0a"));
         assert!(SeriesKey::none().is_empty());
+    }
+
+    proptest::proptest! {
+        /// The key a row's remembered meta value gives is the key of the value it has now,
+        /// whatever the rows before at that place held: the same bytes, others, the same bytes
+        /// as an array instead of a document, values too long to remember.
+        #[test]
+        fn keys_by_row_are_the_keys_of_the_values(
+            rows in proptest::collection::vec((0..4u8, 0..6usize), 1..40),
+        ) {
+            for (kind, row) in rows {
+                let m = match kind {
+                    0 => Bson::Document(doc! {"h": format!("x{row}"), "a": 1}),
+                    1 => Bson::Document(doc! {"a": 1, "h": format!("x{row}")}),
+                    // An empty document and an empty array have the same bytes.
+                    2 => Bson::Document(doc! {}),
+                    _ => Bson::Array(vec![]),
+                };
+                let m = if row == 5 { Bson::Document(doc! {"long": "y".repeat(2000)}) } else { m };
+                let d = RawDocumentBuf::try_from(&doc! {"m": m}).unwrap();
+                let v = d.get("m").unwrap().unwrap();
+                let (key, id) = series_key_at(v, row);
+                let (want, want_id) = series_key(v);
+                proptest::prop_assert_eq!(key, want);
+                proptest::prop_assert_ne!(id, 0);
+                // Ids name bytes: the row's answer and the cache's name the same bytes.
+                proptest::prop_assert_eq!(id, want_id);
+            }
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! leaving the document to the full scan, so it never decides anything the full scan would
 //! decide otherwise: it only accepts. [`Templates`] keeps two of them.
 
-use super::series::{series_key, SeriesKey};
+use super::series::{series_key, series_key_at, SeriesKey};
 use super::shape::ShapeId;
 use super::validate;
 use super::{Fields, MetaAt, Scanned};
@@ -67,13 +67,19 @@ impl Default for Templates {
 impl Templates {
     /// [`Template::scan`] with the slot matched last, then the other (or neither, while
     /// matching rarely succeeds).
-    pub fn scan(&mut self, doc: &[u8], fields: &Fields<'_>) -> Option<(Scanned, MetaAt, ShapeId)> {
+    /// `row` is the document's place in its batch.
+    pub fn scan(
+        &mut self,
+        doc: &[u8],
+        row: usize,
+        fields: &Fields<'_>,
+    ) -> Option<(Scanned, MetaAt, ShapeId)> {
         self.seen = self.seen.wrapping_add(1);
         if self.score == 0 && self.seen % PROBE_EVERY != 0 {
             return None;
         }
         for k in [self.recent, 1 - self.recent] {
-            if let Some(found) = self.slots.get(k).and_then(|t| t.scan(doc, fields)) {
+            if let Some(found) = self.slots.get(k).and_then(|t| t.scan(doc, row, fields)) {
                 (self.recent, self.misses) = (k, 0);
                 self.wait = self.wait.saturating_sub(1);
                 self.score = (self.score + MATCH_SCORE).min(MAX_SCORE);
@@ -229,7 +235,12 @@ impl Template {
 
     /// What the full scan would find in `doc`, when its headers are the template's and its
     /// values are well formed; `None` otherwise, which says nothing either way.
-    pub fn scan(&self, doc: &[u8], fields: &Fields<'_>) -> Option<(Scanned, MetaAt, ShapeId)> {
+    pub fn scan(
+        &self,
+        doc: &[u8],
+        row: usize,
+        fields: &Fields<'_>,
+    ) -> Option<(Scanned, MetaAt, ShapeId)> {
         if !self.ready {
             return None;
         }
@@ -264,7 +275,7 @@ impl Template {
         let (key, meta_at) = match meta {
             Some((span, 0x03, v)) => {
                 let d = RawDocument::from_bytes(v).ok()?;
-                (series_key(RawBsonRef::Document(d)), Some(span))
+                (series_key_at(RawBsonRef::Document(d), row), Some(span))
             }
             Some((span, _, _)) => (series_key(raw_get(doc, fields.meta?)?), Some(span)),
             None => ((SeriesKey::none(), 0), None),
@@ -475,7 +486,7 @@ mod tests {
         let mut n = 0;
         for (i, d) in docs.iter().enumerate() {
             let raw = RawDocumentBuf::try_from(d).unwrap();
-            match t.scan(raw.as_bytes(), &F) {
+            match t.scan(raw.as_bytes(), 0, &F) {
                 Some(_) => n += 1,
                 None => t.offer(raw.as_bytes(), &F, i as ShapeId + 1),
             }
@@ -508,7 +519,7 @@ mod tests {
             if ts.score > 0 || ts.seen.wrapping_add(1) % PROBE_EVERY == 0 {
                 tried_late += usize::from(i >= 500);
             }
-            assert!(ts.scan(raw.as_bytes(), &F).is_none());
+            assert!(ts.scan(raw.as_bytes(), 0, &F).is_none());
             ts.offer(raw.as_bytes(), &F, 1);
         }
         assert!(tried_late <= 500 / PROBE_EVERY as usize + 1, "{tried_late}");
@@ -520,10 +531,10 @@ mod tests {
         let d = |host: &str| doc! {"t": DateTime::from_millis(1), "m": {"host": host}, "x": 1.5};
         let mut t = Template::default();
         let first = RawDocumentBuf::try_from(&d("a")).unwrap();
-        assert!(t.scan(first.as_bytes(), &F).is_none());
+        assert!(t.scan(first.as_bytes(), 0, &F).is_none());
         t.learn(first.as_bytes(), &F, 7);
         let next = RawDocumentBuf::try_from(&d("bb")).unwrap();
-        let ((id, time, key), meta_at, shape) = t.scan(next.as_bytes(), &F).unwrap();
+        let ((id, time, key), meta_at, shape) = t.scan(next.as_bytes(), 0, &F).unwrap();
         assert_eq!((id, time, shape), (None, Some(1), 7));
         assert_eq!(key.0, alone(&next).unwrap().key);
         // The prepared row has a generated `_id` in front.
@@ -537,13 +548,13 @@ mod tests {
             doc! {"t": DateTime::from_millis(1), "m": {"host": "a"}, "x": 1.5, "z": 1},
         ] {
             let b = RawDocumentBuf::try_from(&other).unwrap();
-            assert!(t.scan(b.as_bytes(), &F).is_none(), "{other}");
+            assert!(t.scan(b.as_bytes(), 0, &F).is_none(), "{other}");
         }
         // A meta document with other names is checked in full, and still taken.
         let b = RawDocumentBuf::try_from(
             &doc! {"t": DateTime::from_millis(1), "m": {"rack": 3}, "x": 1.5},
         )
         .unwrap();
-        assert!(t.scan(b.as_bytes(), &F).is_some());
+        assert!(t.scan(b.as_bytes(), 0, &F).is_some());
     }
 }
