@@ -142,12 +142,17 @@ fn raw_is_normalized(v: RawBsonRef<'_>) -> bool {
 /// Most series send their meta in the same field order every time; remembering the key of
 /// recent raw meta values saves walking, normalising and re-encoding it per document.
 const KEY_CACHE_ENTRIES: usize = 65_536;
+/// Bytes of meta values the cache of one element type holds at most: meta values may be up
+/// to 64 KiB each, so the entry count alone would let one inserting thread keep gigabytes.
+const KEY_CACHE_BYTES: usize = 32 << 20;
 
 type Cache = foldhash::HashMap<Vec<u8>, (SeriesKey, MetaId)>;
 
 thread_local! {
     // One map per element type: a document and an array can have the same bytes.
     static KEYS: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
+    // Bytes of the meta values each of the two caches holds.
+    static KEY_BYTES: std::cell::Cell<[usize; 2]> = const { std::cell::Cell::new([0; 2]) };
 }
 
 /// The series key of a document or array meta value whose bytes are `raw`.
@@ -168,9 +173,15 @@ fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, MetaId) {
     let key = (SeriesKey::new(&k), next_meta_id());
     KEYS.with(|c| {
         if let Some(m) = c.borrow_mut().get_mut(which) {
-            if m.len() >= KEY_CACHE_ENTRIES {
-                m.clear();
+            let mut held = KEY_BYTES.get();
+            if let Some(bytes) = held.get_mut(which) {
+                if m.len() >= KEY_CACHE_ENTRIES || *bytes + raw.len() > KEY_CACHE_BYTES {
+                    m.clear();
+                    *bytes = 0;
+                }
+                *bytes += raw.len();
             }
+            KEY_BYTES.set(held);
             m.insert(raw.to_vec(), key.clone());
         }
     });
@@ -468,5 +479,26 @@ mod tests {
                 proptest::prop_assert_eq!(id, want_id);
             }
         }
+    }
+
+    #[test]
+    fn the_key_cache_holds_a_bounded_number_of_bytes() {
+        let big = |i: usize| {
+            RawDocumentBuf::try_from(&doc! {"m": {"h": i as i64, "pad": "p".repeat(60_000)}})
+                .unwrap()
+        };
+        let first = big(0);
+        let (k0, _) = series_key(first.get("m").unwrap().unwrap());
+        // Over 36 MB of distinct meta values.
+        for i in 1..600 {
+            let d = big(i);
+            let (k, _) = series_key(d.get("m").unwrap().unwrap());
+            assert_ne!(k, k0);
+            let held = KEY_BYTES.get()[0];
+            assert!(held <= KEY_CACHE_BYTES, "{held}");
+            assert!(KEYS.with(|c| c.borrow()[0].len()) * 60_000 <= KEY_CACHE_BYTES + 60_000);
+        }
+        // Forgotten or not, the first value still has its key.
+        assert_eq!(series_key(first.get("m").unwrap().unwrap()).0, k0);
     }
 }
