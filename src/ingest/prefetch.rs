@@ -52,8 +52,13 @@ fn entries(d: &Document) {
     let stride = it.next().map_or(64, |(k, _)| {
         (k as *const String as usize).wrapping_sub(start)
     });
-    let bytes = stride.saturating_mul(d.len()).min(MAX_LINES * 64);
-    let end = start.saturating_add(bytes);
+    lines(start, stride.saturating_mul(d.len()));
+}
+
+/// Asks for the cache lines of `len` bytes from address `start`, up to [`MAX_LINES`].
+#[inline]
+fn lines(start: usize, len: usize) {
+    let end = start.saturating_add(len.min(MAX_LINES * 64));
     let mut at = start & !63;
     while at < end {
         line(at as *const u8);
@@ -85,13 +90,6 @@ const RAW_AHEAD: usize = 4;
 #[inline]
 pub fn raw_ahead(docs: &[bson::RawDocumentBuf], i: usize) {
     if let Some(d) = docs.get(i + RAW_AHEAD) {
-        let b = d.as_bytes();
-        let start = b.as_ptr() as usize;
-        let end = start.saturating_add(b.len().min(MAX_LINES * 64));
-        let mut at = start & !63;
-        while at < end {
-            line(at as *const u8);
-            at += 64;
-        }
+        lines(d.as_bytes().as_ptr() as usize, d.as_bytes().len());
     }
 }
