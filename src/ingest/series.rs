@@ -146,19 +146,18 @@ const KEY_CACHE_ENTRIES: usize = 65_536;
 /// to 64 KiB each, so the entry count alone would let one inserting thread keep gigabytes.
 const KEY_CACHE_BYTES: usize = 32 << 20;
 
-type Cache = foldhash::HashMap<Vec<u8>, (SeriesKey, MetaId)>;
+/// Recent meta values and their keys, with the bytes of the values it holds.
+type Cache = (foldhash::HashMap<Vec<u8>, (SeriesKey, MetaId)>, usize);
 
 thread_local! {
-    // One map per element type: a document and an array can have the same bytes.
+    // One cache per element type: a document and an array can have the same bytes.
     static KEYS: std::cell::RefCell<[Cache; 2]> = std::cell::RefCell::new(Default::default());
-    // Bytes of the meta values each of the two caches holds.
-    static KEY_BYTES: std::cell::Cell<[usize; 2]> = const { std::cell::Cell::new([0; 2]) };
 }
 
 /// The series key of a document or array meta value whose bytes are `raw`.
 fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, MetaId) {
     let which = usize::from(matches!(v, RawBsonRef::Array(_)));
-    let hit = KEYS.with(|c| c.borrow().get(which).and_then(|m| m.get(raw)).cloned());
+    let hit = KEYS.with(|c| c.borrow().get(which).and_then(|(m, _)| m.get(raw)).cloned());
     if let Some(hit) = hit {
         return hit;
     }
@@ -172,16 +171,12 @@ fn nested_key(v: RawBsonRef<'_>, raw: &[u8]) -> (SeriesKey, MetaId) {
     // The entry's bytes are `raw`, so its id names exactly these bytes.
     let key = (SeriesKey::new(&k), next_meta_id());
     KEYS.with(|c| {
-        if let Some(m) = c.borrow_mut().get_mut(which) {
-            let mut held = KEY_BYTES.get();
-            if let Some(bytes) = held.get_mut(which) {
-                if m.len() >= KEY_CACHE_ENTRIES || *bytes + raw.len() > KEY_CACHE_BYTES {
-                    m.clear();
-                    *bytes = 0;
-                }
-                *bytes += raw.len();
+        if let Some((m, bytes)) = c.borrow_mut().get_mut(which) {
+            if m.len() >= KEY_CACHE_ENTRIES || *bytes + raw.len() > KEY_CACHE_BYTES {
+                m.clear();
+                *bytes = 0;
             }
-            KEY_BYTES.set(held);
+            *bytes += raw.len();
             m.insert(raw.to_vec(), key.clone());
         }
     });
@@ -494,9 +489,9 @@ mod tests {
             let d = big(i);
             let (k, _) = series_key(d.get("m").unwrap().unwrap());
             assert_ne!(k, k0);
-            let held = KEY_BYTES.get()[0];
+            let held = KEYS.with(|c| c.borrow()[0].1);
             assert!(held <= KEY_CACHE_BYTES, "{held}");
-            assert!(KEYS.with(|c| c.borrow()[0].len()) * 60_000 <= KEY_CACHE_BYTES + 60_000);
+            assert!(KEYS.with(|c| c.borrow()[0].0.len()) * 60_000 <= KEY_CACHE_BYTES + 60_000);
         }
         // Forgotten or not, the first value still has its key.
         assert_eq!(series_key(first.get("m").unwrap().unwrap()).0, k0);
