@@ -54,6 +54,9 @@ struct Args {
     /// start new files in their space, as in a database that has been running for a while.
     #[arg(long, default_value_t = 0.0)]
     after_hours: f64,
+    /// Store the log's records as BSON (`DbOptions::wal_compact` off).
+    #[arg(long)]
+    no_compact: bool,
 }
 
 /// CPU nanoseconds of the threads of this process, summed by thread name.
@@ -98,7 +101,9 @@ fn run_once(
     input: &Input,
 ) -> tsbucket::Result<RunResult> {
     let dir = tempfile::tempdir()?;
-    let db = Database::open_with(dir.path(), DbOptions::default().sync(sync))?;
+    let mut opts = DbOptions::default().sync(sync);
+    opts.wal_compact = !a.no_compact;
+    let db = Database::open_with(dir.path(), opts)?;
     let coll = db.create_collection(
         "cpu",
         TimeseriesOptions::new("time")
@@ -186,7 +191,7 @@ fn run_once(
         st.unflushed_buckets.saturating_sub(st.open_buckets),
         st.wal_bytes as f64 / 1e6,
         st.wal_spare_bytes as f64 / 1e6,
-        100.0 * log.zero_bytes as f64 / log.record_bytes.max(1) as f64,
+        100.0 * log.zero_bytes as f64 / log.stored_bytes.max(1) as f64,
     );
     let t1 = Instant::now();
     db.close()?;
@@ -199,6 +204,7 @@ fn since(b: LogStats, a: LogStats) -> LogStats {
         groups: b.groups - a.groups,
         records: b.records - a.records,
         record_bytes: b.record_bytes - a.record_bytes,
+        stored_bytes: b.stored_bytes - a.stored_bytes,
         write_nanos: b.write_nanos - a.write_nanos,
         syncs: b.syncs - a.syncs,
         sync_nanos: b.sync_nanos - a.sync_nanos,
@@ -272,7 +278,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rates = Vec::new();
     let mut closes = Vec::new();
     let mut cpu: HashMap<String, Vec<f64>> = HashMap::new();
-    let mut log: [Vec<f64>; 4] = Default::default();
+    let mut log: [Vec<f64>; 5] = Default::default();
     let mut last_state = String::new();
     for _ in 0..a.runs.max(1) {
         let (ingest, close, used, l, state) = run_once(&a, sync, &earlier, &input)?;
@@ -283,6 +289,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v.push(per_batch(ns));
         }
         log[3].push(l.record_bytes as f64 / l.records.max(1) as f64 / 1000.0);
+        log[4].push(l.stored_bytes as f64 / l.records.max(1) as f64 / 1000.0);
         rates.push(n as f64 / ingest.as_secs_f64());
         closes.push(close.as_secs_f64() * 1000.0);
         for (k, v) in used {
@@ -321,10 +328,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|k| format!("{k} {:.0}", median(cpu[*k].clone())))
         .collect();
     println!("CPU us per batch (medians): {}", parts.join(", "));
-    let [write, sync, zeros, kb] = log.map(median);
+    let [write, sync, zeros, kb, stored] = log.map(median);
     println!(
         "log writer, wall us per batch (medians): write {write:.0}, sync {sync:.0}, \
-         zeros written and synced ahead {zeros:.0}; {kb:.0} KB per record"
+         zeros written and synced ahead {zeros:.0}; {kb:.0} KB per record, {stored:.0} KB \
+         stored"
     );
     println!("after the last run's inserts: {last_state}");
     Ok(())

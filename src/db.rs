@@ -14,12 +14,14 @@ use crate::catalog::{
 };
 use crate::collection::Collection;
 use crate::error::{Error, Result};
+use crate::ingest::compact::{InsertCompactor, InsertExpander};
 use crate::ingest::{decode_insert, prepare_replayed, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
 use crate::segment::{write_encoded_segment, PageCache, Segment, SegmentHeaderInfo};
 use crate::vfs::{LockGuard, Vfs};
 use crate::visible::StateLock;
+use crate::wal::codec::Compact;
 use crate::wal::{Wal, WalOptions};
 use bson::Bson;
 use crossbeam_channel::{Receiver, Sender};
@@ -146,6 +148,16 @@ pub(crate) struct Shared {
 pub(crate) struct Batch {
     pub collection_id: u32,
     pub docs: Vec<Prepared>,
+}
+
+/// Stores every record as it is (`DbOptions::wal_compact` off).
+struct Verbatim;
+
+impl Compact<Batch> for Verbatim {
+    fn reset(&mut self) {}
+    fn compact(&mut self, _: &[u8], _: &Batch, _: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 pub(crate) struct DbInner {
@@ -369,13 +381,20 @@ impl Database {
                         None => Ok(()),
                     }
                 };
-                Wal::open(
+                // Compacted records are always read; they are written only when asked for.
+                let mut expander = InsertExpander::new();
+                let compactor: Box<dyn Compact<Batch>> = match opts.wal_compact {
+                    true => Box::new(InsertCompactor::new()),
+                    false => Box::new(Verbatim),
+                };
+                Wal::open_with_codec(
                     vfs.clone(),
                     &wal_dir,
                     wal_opts,
                     manifest.wal_checkpoint,
                     &mut replay,
                     apply,
+                    Some((compactor, &mut expander)),
                 )
             };
             drop(tx);

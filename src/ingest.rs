@@ -4,6 +4,7 @@
 //! here touches the disk, so a bad batch writes nothing.
 
 pub mod buffers;
+pub mod compact;
 mod encode;
 mod ids;
 mod prefetch;

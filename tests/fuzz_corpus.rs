@@ -42,6 +42,11 @@ fn wal_reader_corpus() {
 }
 
 #[test]
+fn wal_codec_corpus() {
+    assert!(replay("wal_codec", fuzzing::wal_codec::run) > 0);
+}
+
+#[test]
 fn segment_reader_corpus() {
     assert!(replay("segment_reader", fuzzing::segment_reader::run) > 0);
 }

@@ -13,6 +13,7 @@ pub mod insert_bson;
 pub mod model;
 pub mod pipeline_parse;
 pub mod segment_reader;
+pub mod wal_codec;
 pub mod wal_reader;
 
 mod fixture;

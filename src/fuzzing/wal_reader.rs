@@ -5,10 +5,11 @@
 
 use super::values;
 use super::Input;
-use crate::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields};
+use crate::ingest::compact::{InsertCompactor, InsertExpander};
+use crate::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields, Prepared};
 use crate::vfs::{MemFs, Vfs};
 use crate::wal::reader::{file_name, recover, Recovery, TailFix};
-use crate::wal::record::{encode_file_header, encode_record};
+use crate::wal::record::{encode_file_header, encode_record, encode_record_of, KIND_COMPACT};
 use bson::{Bson, DateTime};
 use std::path::Path;
 
@@ -58,14 +59,21 @@ fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Re
         f.append(bytes).ok()?;
     }
     let mut got: Vec<Replayed> = Vec::new();
-    let rec = recover(&fs, dir, MAX_RECORD, checkpoint, &mut |seq, payload| {
-        // The engine decodes every replayed record; damaged payloads must be errors.
-        if let Ok(Some(r)) = decode_insert(payload) {
-            let _ = prepare_replayed(payload, &r, &FIELDS);
-        }
-        got.push((seq, payload.to_vec()));
-        Ok(())
-    })
+    let rec = recover(
+        &fs,
+        dir,
+        MAX_RECORD,
+        checkpoint,
+        &mut |seq, payload| {
+            // The engine decodes every replayed record; damaged payloads must be errors.
+            if let Ok(Some(r)) = decode_insert(payload) {
+                let _ = prepare_replayed(payload, &r, &FIELDS);
+            }
+            got.push((seq, payload.to_vec()));
+            Ok(())
+        },
+        Some(&mut InsertExpander::new()),
+    )
     .ok()?;
     for (k, (seq, _)) in got.iter().enumerate() {
         assert_eq!(
@@ -89,8 +97,13 @@ fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Re
 
 /// A payload: an insert record of generated measurements, or raw bytes.
 fn payload(inp: &mut Input<'_>) -> Vec<u8> {
+    prepared_payload(inp).0
+}
+
+/// [`payload`], with the collection and documents the insert path prepared, if it did.
+fn prepared_payload(inp: &mut Input<'_>) -> (Vec<u8>, Option<(u32, Vec<Prepared>)>) {
     if inp.one_in(3) {
-        return inp.short_bytes().to_vec();
+        return (inp.short_bytes().to_vec(), None);
     }
     let n = 1 + inp.below(4);
     let docs: Vec<_> = (0..n)
@@ -103,9 +116,10 @@ fn payload(inp: &mut Input<'_>) -> Vec<u8> {
             d
         })
         .collect();
-    match prepare_batch(1 + u32::from(inp.u8() % 2), &docs, &FIELDS) {
-        Ok((_, p, _)) => p,
-        Err(_) => Vec::new(),
+    let coll = 1 + u32::from(inp.u8() % 2);
+    match prepare_batch(coll, &docs, &FIELDS) {
+        Ok((prepared, p, _)) => (p, Some((coll, prepared))),
+        Err(_) => (Vec::new(), None),
     }
 }
 
@@ -127,11 +141,21 @@ fn structured(inp: &mut Input<'_>) {
             u32::from(inp.u16()) + 1
         };
         let mut buf = encode_file_header(seq, salt).to_vec();
+        // Each file's compacted records refer only to records of that file.
+        let mut compactor = InsertCompactor::new();
         // Only the last file may be empty: the next file would take the same name.
         let n = inp.below(5) + usize::from(fi + 1 < nfiles);
         for _ in 0..n {
-            let p = payload(inp);
-            encode_record(&mut buf, seq, salt, &p);
+            let (p, prepared) = prepared_payload(inp);
+            let mut stored = Vec::new();
+            match prepared {
+                Some((coll, docs))
+                    if inp.one_in(2) && compactor.compact_payload(&p, coll, &docs, &mut stored) =>
+                {
+                    encode_record_of(&mut buf, seq, salt, KIND_COMPACT, &stored)
+                }
+                _ => encode_record(&mut buf, seq, salt, &p),
+            }
             records.push((seq, p, fi, buf.len()));
             seq += 1;
         }

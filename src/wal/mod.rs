@@ -11,17 +11,22 @@
 //! - [`reader`]: recovery (which damage is a torn tail, which is corruption).
 //! - [`writer`]: the writer thread (group commit, rotation, reclaim, poisoning).
 //! - [`spare`]: reclaimed files kept for reuse, so that records need no zeros written ahead.
+//! - [`codec`]: records stored compacted, by a compactor and an expander the engine supplies.
 
+pub mod codec;
 pub mod reader;
 pub mod record;
 mod spare;
 mod writer;
 
 #[cfg(test)]
+mod codec_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::vfs::Vfs;
 use crate::{Error, Result};
+use codec::{Compact, Expand};
 use crossbeam_channel::Sender;
 use reader::TailFix;
 use record::encode_file_header;
@@ -56,8 +61,11 @@ pub struct LogStats {
     pub groups: u64,
     /// Records written (one per insert call).
     pub records: u64,
-    /// Bytes of those records, headers included.
+    /// Bytes of those records as appended, headers included.
     pub record_bytes: u64,
+    /// Bytes of those records as stored, headers included: less than `record_bytes` where
+    /// records were compacted.
+    pub stored_bytes: u64,
     /// Time spent writing records to the file (into the OS's cache).
     pub write_nanos: u64,
     /// `fdatasync` calls that made records durable, and the time they took.
@@ -165,6 +173,25 @@ impl<T: Send + 'static> Wal<T> {
         replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
         apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
     ) -> Result<Wal<T>> {
+        Self::open_with_codec(vfs, dir, opts, checkpoint, replay, apply, None)
+    }
+
+    /// [`Wal::open`] with a codec: `compact` stores records compacted where it can, and
+    /// `expand` turns compacted records back into payloads for `replay` (see [`codec`]). A log
+    /// that holds compacted records cannot be opened without the expander.
+    pub fn open_with_codec(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: WalOptions,
+        checkpoint: u64,
+        replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+        apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
+        codec: Option<(Box<dyn Compact<T>>, &mut dyn Expand)>,
+    ) -> Result<Wal<T>> {
+        let (compact, expand) = match codec {
+            Some((c, e)) => (Some(c), Some(e)),
+            None => (None, None),
+        };
         if opts.max_record_bytes > u32::MAX as usize {
             return Err(Error::InvalidOptions(format!(
                 "max_record_bytes {} exceeds the format's limit {}",
@@ -186,7 +213,15 @@ impl<T: Send + 'static> Wal<T> {
             };
             vfs.sync_dir(parent)?;
         }
-        let rec = reader::recover(&*vfs, dir, opts.max_record_bytes, checkpoint, replay)?;
+        let rec = reader::recover(
+            &*vfs,
+            dir,
+            opts.max_record_bytes,
+            checkpoint,
+            replay,
+            expand,
+        )?;
+        let mut cur_compacts = rec.last_version >= 3;
         let mut spares = Spares::open(&*vfs, dir, opts.spare_files)?;
         let mut salt = rec.last_salt;
         let mut files = rec.files;
@@ -223,6 +258,7 @@ impl<T: Send + 'static> Wal<T> {
             cur = Some(handle);
             salt = s;
             end = e;
+            cur_compacts = true;
         }
         let Some(cur) = cur else {
             return Err(writer_gone());
@@ -260,6 +296,9 @@ impl<T: Send + 'static> Wal<T> {
             applier_thread: Some(applier_thread),
             buf: Vec::new(),
             older_bytes,
+            compact,
+            cur_compacts,
+            compacted: Vec::new(),
             shared: shared.clone(),
             rx,
         };
@@ -337,6 +376,7 @@ impl<T: Send + 'static> Wal<T> {
             groups: get(&c.groups),
             records: get(&c.records),
             record_bytes: get(&c.record_bytes),
+            stored_bytes: get(&c.stored_bytes),
             write_nanos: get(&c.write_nanos),
             syncs: get(&c.syncs),
             sync_nanos: get(&c.sync_nanos),

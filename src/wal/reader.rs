@@ -7,8 +7,10 @@
 //! acknowledged data is lost, and open refuses with `Error::Corruption` naming file and offset.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+use super::codec::Expand;
+use super::record::FORMAT_VERSION;
 use super::record::{
-    decode_file_header, decode_record, may_start_record, BadRecord, FILE_HEADER_LEN,
+    decode_file_header, decode_record, may_start_record, BadRecord, FILE_HEADER_LEN, KIND_COMPACT,
     RECORD_HEADER_LEN,
 };
 use crate::vfs::{FileBytes, Vfs};
@@ -89,12 +91,15 @@ pub struct Recovery {
     pub tail: TailFix,
     /// The last file's salt (0 when it has no readable header: it is rewritten as new).
     pub last_salt: u32,
+    /// The last file's format version (the current one when it is rewritten as new).
+    pub last_version: u32,
 }
 
 /// A record found by the scan: which mapped file, which bytes.
 struct Found {
     file: usize,
     seq: u64,
+    kind: u8,
     payload: Range<usize>,
 }
 
@@ -127,6 +132,8 @@ fn valid_record_after(
 
 /// Recovers the WAL in `dir`: validates every file that may hold a record after `checkpoint`,
 /// then, only if all is well, calls `replay` for each record with seq > `checkpoint` in order.
+/// Compacted records are expanded by `expand` first; without one, a compacted record is
+/// corruption.
 ///
 /// Files whose records are all at or below the checkpoint (their successor starts at or before
 /// `checkpoint + 1`) are not read: they are obsolete and only wait for `reclaim`.
@@ -136,6 +143,7 @@ pub fn recover(
     max_record_bytes: usize,
     checkpoint: u64,
     replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    mut expand: Option<&mut dyn Expand>,
 ) -> Result<Recovery> {
     let files = list_files(vfs, dir)?;
     let Some(first) = files.first() else {
@@ -144,6 +152,7 @@ pub fn recover(
             last_seq: checkpoint,
             tail: TailFix::None,
             last_salt: 0,
+            last_version: FORMAT_VERSION,
         });
     };
     let start_seq = checkpoint.saturating_add(1);
@@ -168,6 +177,7 @@ pub fn recover(
     let mut expected = files.get(start).map_or(start_seq, |f| f.first_seq);
     let mut tail = TailFix::None;
     let mut last_salt = 0;
+    let mut last_version = FORMAT_VERSION;
     let n = files.len();
     for (i, f) in files.iter().enumerate().skip(start) {
         let is_last = i + 1 == n;
@@ -185,7 +195,10 @@ pub fn recover(
         let buf = vfs.map(&f.path)?;
         let idx = maps.len();
         let salt = match decode_file_header(&buf) {
-            Ok(h) if h.first_seq == f.first_seq => h.salt,
+            Ok(h) if h.first_seq == f.first_seq => {
+                last_version = h.version;
+                h.salt
+            }
             Ok(h) => {
                 return Err(Error::corruption(
                     &f.path,
@@ -219,6 +232,7 @@ pub fn recover(
                     found.push(Found {
                         file: idx,
                         seq: r.seq,
+                        kind: r.kind,
                         payload: r.end - r.payload.len()..r.end,
                     });
                     expected += 1;
@@ -256,23 +270,53 @@ pub fn recover(
 
     // Everything validated: only now hand records to the caller, so a failed open never
     // leaves the caller with a partial replay of a log it must refuse.
+    let mut expanded = Vec::new();
+    let mut file_of_last = None;
     for r in &found {
-        if r.seq <= checkpoint {
+        let compact = r.kind == KIND_COMPACT;
+        // A compacted record may refer to any earlier record of its file, so every one of
+        // them is expanded in order, those at or below the checkpoint too.
+        if r.seq <= checkpoint && !compact {
             continue;
         }
-        let payload = maps
+        let stored = maps
             .get(r.file)
             .and_then(|m| m.get(r.payload.clone()))
             .ok_or_else(|| Error::Poisoned("WAL recovery lost track of a record".into()))?;
-        replay(r.seq, payload)?;
+        let payload = if compact {
+            let path = files.get(start + r.file).map_or(dir, |f| f.path.as_path());
+            let at = r.payload.start.saturating_sub(RECORD_HEADER_LEN) as u64;
+            let Some(x) = expand.as_deref_mut() else {
+                return Err(Error::corruption(
+                    path,
+                    at,
+                    "a compacted record, and no expander for it",
+                ));
+            };
+            if file_of_last != Some(r.file) {
+                x.reset();
+                file_of_last = Some(r.file);
+            }
+            expanded.clear();
+            x.expand(stored, max_record_bytes, &mut expanded)
+                .map_err(|e| Error::corruption(path, at, format!("compacted record: {e}")))?;
+            expanded.as_slice()
+        } else {
+            stored
+        };
+        if r.seq > checkpoint {
+            replay(r.seq, payload)?;
+        }
     }
     if tail == TailFix::RewriteHeader {
         last_salt = 0;
+        last_version = FORMAT_VERSION;
     }
     Ok(Recovery {
         files,
         last_seq: expected - 1,
         tail,
         last_salt,
+        last_version,
     })
 }

@@ -7,14 +7,18 @@
 
 /// First 8 bytes of every WAL file. The CR LF pair catches text-mode transfers (as in PNG).
 pub const FILE_MAGIC: [u8; 8] = *b"TSBWAL\r\n";
-/// Version of the file format described here.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version of the file format described here. Version 3 added compacted records
+/// ([`KIND_COMPACT`]); a file of version 1 or 2 never holds one.
+pub const FORMAT_VERSION: u32 = 3;
 /// Size of the file header in bytes.
 pub const FILE_HEADER_LEN: usize = 32;
 /// Size of a record header in bytes.
 pub const RECORD_HEADER_LEN: usize = 24;
-/// Record kind of an insert batch (the only kind).
+/// Record kind of a payload stored as it is.
 pub const KIND_BATCH: u8 = 1;
+/// Record kind of a payload stored compacted: only the engine's expander, fed every earlier
+/// record of the same file in order, turns it back into the payload (version 3 files only).
+pub const KIND_COMPACT: u8 = 2;
 
 /// Reads a little-endian u32 at `at`, or `None` past the end.
 fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
@@ -40,6 +44,8 @@ pub struct FileHeader {
     /// version 1 file), a random nonzero value in a file that reuses an older file's space,
     /// so that the older records left in it never pass for records of this file.
     pub salt: u32,
+    /// The file's format version (1 to [`FORMAT_VERSION`]).
+    pub version: u32,
 }
 
 /// The 32-byte header at the start of every WAL file (`salt <= MAX_SALT`).
@@ -82,7 +88,7 @@ impl std::fmt::Display for HeaderError {
             HeaderError::Checksum => write!(f, "file header checksum mismatch"),
             HeaderError::Version(v) => write!(
                 f,
-                "WAL format version {v} is not supported (this build reads versions 1 and {FORMAT_VERSION})"
+                "WAL format version {v} is not supported (this build reads versions 1 to {FORMAT_VERSION})"
             ),
             HeaderError::Length(n) => write!(f, "file header length {n}, expected 32"),
             HeaderError::Salt(s) => write!(f, "file salt {s:#x} is wider than 24 bits"),
@@ -104,7 +110,7 @@ pub fn decode_file_header(buf: &[u8]) -> Result<FileHeader, HeaderError> {
     }
     // The checksum is right, so a wrong version is a real newer file, not damage.
     let version = u32_at(h, 8).ok_or(HeaderError::Short(buf.len()))?;
-    if version != 1 && version != FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(HeaderError::Version(version));
     }
     let len = u32_at(h, 12).ok_or(HeaderError::Short(buf.len()))?;
@@ -120,32 +126,41 @@ pub fn decode_file_header(buf: &[u8]) -> Result<FileHeader, HeaderError> {
     if salt > MAX_SALT {
         return Err(HeaderError::Salt(salt));
     }
-    Ok(FileHeader { first_seq, salt })
+    Ok(FileHeader {
+        first_seq,
+        salt,
+        version,
+    })
 }
 
 /// The four bytes at offset 16 of a record header: the kind, then the salt's three bytes.
-fn kind_word(salt: u32) -> [u8; 4] {
+fn kind_word(kind: u8, salt: u32) -> [u8; 4] {
     let s = salt.to_le_bytes();
-    [KIND_BATCH, s[0], s[1], s[2]]
+    [kind, s[0], s[1], s[2]]
 }
 
-/// Appends one framed record to `out`.
+/// Appends one framed record of kind [`KIND_BATCH`] to `out`.
 ///
 /// The caller guarantees `payload.len() <= u32::MAX` (the WAL checks `max_record_bytes`, which
 /// is capped at `u32::MAX`, before it encodes anything).
 pub fn encode_record(out: &mut Vec<u8>, seq: u64, salt: u32, payload: &[u8]) {
-    encode_record_header(out, seq, salt, payload);
+    encode_record_of(out, seq, salt, KIND_BATCH, payload);
+}
+
+/// Appends one framed record of `kind` to `out` (see [`encode_record`]).
+pub fn encode_record_of(out: &mut Vec<u8>, seq: u64, salt: u32, kind: u8, payload: &[u8]) {
+    encode_record_header(out, seq, salt, kind, payload);
     out.extend_from_slice(payload);
 }
 
 /// Appends the 24-byte header of the record [`encode_record`] would append, without the
 /// payload: a large payload can then be written from where it is, uncopied.
-pub fn encode_record_header(out: &mut Vec<u8>, seq: u64, salt: u32, payload: &[u8]) {
+pub fn encode_record_header(out: &mut Vec<u8>, seq: u64, salt: u32, kind: u8, payload: &[u8]) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]); // header crc, filled below
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&kind_word(salt));
+    out.extend_from_slice(&kind_word(kind, salt));
     out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
     let hcrc = crc32fast::hash(out.get(start + 4..).unwrap_or_default());
     if let Some(slot) = out.get_mut(start..start + 4) {
@@ -217,6 +232,8 @@ impl std::fmt::Display for BadRecord {
 pub struct Record<'a> {
     /// Sequence number.
     pub seq: u64,
+    /// [`KIND_BATCH`] or [`KIND_COMPACT`].
+    pub kind: u8,
     /// The payload, borrowed from the file buffer.
     pub payload: &'a [u8],
     /// Offset just past the record.
@@ -242,8 +259,9 @@ pub fn decode_record(
     let len = u32_at(h, 4).ok_or(BadRecord::ShortHeader(rest.len()))?;
     let seq = u64_at(h, 8).ok_or(BadRecord::ShortHeader(rest.len()))?;
     let word = u32_at(h, 16).ok_or(BadRecord::ShortHeader(rest.len()))?;
-    if word & 0xFF != u32::from(KIND_BATCH) {
-        return Err(BadRecord::Kind(word as u8));
+    let kind = word as u8;
+    if kind != KIND_BATCH && kind != KIND_COMPACT {
+        return Err(BadRecord::Kind(kind));
     }
     let found = word >> 8;
     if let Some(expected) = salt.filter(|&s| s != found) {
@@ -265,6 +283,7 @@ pub fn decode_record(
     }
     Ok(Record {
         seq,
+        kind,
         payload,
         end: pos + RECORD_HEADER_LEN + len as usize,
     })
@@ -274,9 +293,10 @@ pub fn decode_record(
 /// when known, must be right before a checksum is worth computing.
 pub fn may_start_record(buf: &[u8], pos: usize, salt: Option<u32>) -> bool {
     let at = pos.saturating_add(16);
+    let kind_ok = matches!(buf.get(at), Some(&KIND_BATCH) | Some(&KIND_COMPACT));
     match salt {
-        Some(s) => buf.get(at..at.saturating_add(4)) == Some(&kind_word(s)[..]),
-        None => buf.get(at) == Some(&KIND_BATCH),
+        Some(s) => kind_ok && buf.get(at + 1..at.saturating_add(4)) == kind_word(0, s).get(1..),
+        None => kind_ok,
     }
 }
 
@@ -292,7 +312,8 @@ mod tests {
             decode_file_header(&h),
             Ok(FileHeader {
                 first_seq: 42,
-                salt: 0xAB_CDEF
+                salt: 0xAB_CDEF,
+                version: FORMAT_VERSION
             })
         );
         assert_eq!(decode_file_header(&h[..31]), Err(HeaderError::Short(31)));
@@ -393,7 +414,8 @@ mod tests {
             decode_file_header(&h),
             Ok(FileHeader {
                 first_seq: 9,
-                salt: 0
+                salt: 0,
+                version: 1
             })
         );
         let mut wide = encode_file_header(9, 0);
@@ -404,10 +426,10 @@ mod tests {
             decode_file_header(&wide),
             Err(HeaderError::Salt(0x100_0000))
         );
-        let mut v3 = encode_file_header(9, 0);
-        v3[8] = 3;
-        let crc = crc32fast::hash(&v3[..28]);
-        v3[28..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode_file_header(&v3), Err(HeaderError::Version(3)));
+        let mut v4 = encode_file_header(9, 0);
+        v4[8] = 4;
+        let crc = crc32fast::hash(&v4[..28]);
+        v4[28..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_file_header(&v4), Err(HeaderError::Version(4)));
     }
 }

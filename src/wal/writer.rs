@@ -16,8 +16,12 @@
 //! (PostgreSQL's fsyncgate). The thread therefore never retries; it poisons the log, and every
 //! later request is refused without touching the disk. Reopening recovers from what is on disk.
 
+use super::codec::Compact;
 use super::reader::{file_name, WalFile};
-use super::record::{encode_file_header, encode_record, encode_record_header, RECORD_HEADER_LEN};
+use super::record::{
+    encode_file_header, encode_record_header, encode_record_of, FORMAT_VERSION, KIND_BATCH,
+    KIND_COMPACT, RECORD_HEADER_LEN,
+};
 use super::spare::{self, Spares};
 use super::SyncMode;
 use crate::vfs::{Vfs, WritableFile};
@@ -96,6 +100,7 @@ pub struct Counters {
     pub groups: AtomicU64,
     pub records: AtomicU64,
     pub record_bytes: AtomicU64,
+    pub stored_bytes: AtomicU64,
     pub write_nanos: AtomicU64,
     pub syncs: AtomicU64,
     pub sync_nanos: AtomicU64,
@@ -289,6 +294,12 @@ pub struct Writer<T> {
     pub buf: Vec<u8>,
     /// Bytes of the files before `cur`.
     pub older_bytes: u64,
+    /// Stores records compacted, in files of a version that allows it.
+    pub compact: Option<Box<dyn Compact<T>>>,
+    /// `cur` may hold compacted records (its version is 3 or later).
+    pub cur_compacts: bool,
+    /// Buffer the compact form of a record is built in, reused.
+    pub compacted: Vec<u8>,
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg<T>>,
 }
@@ -474,7 +485,8 @@ impl<T: Send + 'static> Writer<T> {
         group: &[Item<T>],
         buf: &mut Vec<u8>,
     ) -> std::result::Result<(), (io::Error, &'static str)> {
-        for (seq, (payload, _, _)) in (self.next_seq..).zip(group) {
+        let mut stored_bytes = 0;
+        for (seq, (payload, item, _)) in (self.next_seq..).zip(group) {
             // Rotate once the file has reached its size, but never leave a file without records.
             let has_records = seq > self.cur_first_seq();
             if has_records && self.end + buf.len() as u64 >= self.rotate_bytes {
@@ -484,16 +496,39 @@ impl<T: Send + 'static> Writer<T> {
                 }
                 self.rotate(seq).map_err(|e| (e, "rotation"))?;
             }
-            if payload.len() < UNCOPIED_PAYLOAD {
-                encode_record(buf, seq, self.salt, payload);
+            // After any rotation: a compacted record refers only to its own file.
+            let mut compacted = std::mem::take(&mut self.compacted);
+            compacted.clear();
+            let is_compact = self.cur_compacts
+                && self
+                    .compact
+                    .as_mut()
+                    .is_some_and(|c| c.compact(payload, item, &mut compacted));
+            let (kind, stored) = if is_compact {
+                (KIND_COMPACT, compacted.as_slice())
             } else {
-                // Written from the caller's buffer: copying it first would cost as much again.
-                encode_record_header(buf, seq, self.salt, payload);
-                self.write_records(buf).map_err(|e| (e, "write"))?;
+                (KIND_BATCH, payload.as_slice())
+            };
+            stored_bytes += stored.len() + RECORD_HEADER_LEN;
+            let written = if stored.len() < UNCOPIED_PAYLOAD {
+                encode_record_of(buf, seq, self.salt, kind, stored);
+                Ok(())
+            } else {
+                // Written from where it lies: copying it first would cost as much again.
+                encode_record_header(buf, seq, self.salt, kind, stored);
+                let r = self
+                    .write_records(buf)
+                    .and_then(|()| self.write_records(stored));
                 buf.clear();
-                self.write_records(payload).map_err(|e| (e, "write"))?;
-            }
+                r
+            };
+            self.compacted = compacted;
+            written.map_err(|e| (e, "write"))?;
         }
+        self.shared
+            .counters
+            .stored_bytes
+            .fetch_add(stored_bytes as u64, Ordering::Relaxed);
         if !buf.is_empty() {
             self.write_records(buf).map_err(|e| (e, "write"))?;
         }
@@ -614,6 +649,11 @@ impl<T: Send + 'static> Writer<T> {
             start_file(&*self.vfs, &self.dir, first_seq, &mut self.spares)?;
         self.files.push(file);
         self.older_bytes += self.cur.len();
+        // Every new file is of the current version, and its records refer to no other file.
+        self.cur_compacts = FORMAT_VERSION >= 3;
+        if let Some(c) = &mut self.compact {
+            c.reset();
+        }
         self.spare_tail = handle.len() > end;
         self.end = end;
         self.salt = salt;
