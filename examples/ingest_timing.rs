@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use tsbucket::bson::{Bson, Document, RawDocumentBuf};
 use tsbucket::workload::Devops;
 use tsbucket::{
-    Collection, Database, DbOptions, Granularity, LogStats, SyncMode, TimeseriesOptions,
+    BackgroundPriority, Collection, Database, DbOptions, Granularity, LogStats, SyncMode,
+    TimeseriesOptions,
 };
 
 #[derive(Parser)]
@@ -57,6 +58,10 @@ struct Args {
     /// Store the log's records as BSON (`DbOptions::wal_compact` off).
     #[arg(long)]
     no_compact: bool,
+    /// Leave the background threads at the inserting thread's priority
+    /// (`DbOptions::background_priority`).
+    #[arg(long)]
+    normal_priority: bool,
 }
 
 /// CPU nanoseconds of the threads of this process, summed by thread name.
@@ -103,6 +108,9 @@ fn run_once(
     let dir = tempfile::tempdir()?;
     let mut opts = DbOptions::default().sync(sync);
     opts.wal_compact = !a.no_compact;
+    if a.normal_priority {
+        opts.background_priority = BackgroundPriority::Normal;
+    }
     let db = Database::open_with(dir.path(), opts)?;
     let coll = db.create_collection(
         "cpu",

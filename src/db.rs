@@ -347,6 +347,7 @@ impl Database {
             sync: opts.sync,
             max_record_bytes: opts.max_batch_bytes + 64,
             spare_files: opts.wal_spare_files,
+            applier_priority: opts.background_priority,
             rotate_bytes: opts.wal_file_bytes,
         };
         let wal_dir = path.join(WAL_DIR);
@@ -1079,6 +1080,9 @@ fn spawn_flusher(
     std::thread::Builder::new()
         .name("tsbucket-flush".into())
         .spawn(move || {
+            if let Some(db) = inner.upgrade() {
+                crate::priority::apply_to_this_thread(db.opts.background_priority);
+            }
             let tick = std::time::Duration::from_secs(1);
             loop {
                 crossbeam_channel::select! {

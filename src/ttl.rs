@@ -211,18 +211,28 @@ pub(crate) fn spawn_sweeper(
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("tsbucket-ttl".into())
-        .spawn(move || loop {
-            crossbeam_channel::select! {
-                recv(stop) -> _ => return,
-                default(every) => {}
+        .spawn(move || {
+            if let Some(db) = inner.upgrade() {
+                crate::priority::apply_to_this_thread(db.opts.background_priority);
             }
-            let Some(db) = inner.upgrade() else { return };
-            if db.check_writable().is_err() {
-                continue;
-            }
-            // A failed sweep poisons the database (the manifest write failed) or leaves
-            // nothing changed; the next write reports it.
-            let _ = sweep(&db, db.opts.clock.now());
+            sweep_every(inner, every, stop)
         })
         .map_err(Error::Io)
+}
+
+/// The sweeper thread's loop.
+fn sweep_every(inner: Weak<DbInner>, every: Duration, stop: Receiver<()>) {
+    loop {
+        crossbeam_channel::select! {
+            recv(stop) -> _ => return,
+            default(every) => {}
+        }
+        let Some(db) = inner.upgrade() else { return };
+        if db.check_writable().is_err() {
+            continue;
+        }
+        // A failed sweep poisons the database (the manifest write failed) or leaves
+        // nothing changed; the next write reports it.
+        let _ = sweep(&db, db.opts.clock.now());
+    }
 }

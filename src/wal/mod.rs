@@ -90,6 +90,8 @@ pub struct WalOptions {
     /// Reclaimed files kept for new files to reuse (default 4; 0 deletes them). Files shorter
     /// than a quarter of `rotate_bytes` are always deleted.
     pub spare_files: usize,
+    /// CPU priority of the applier thread (default `Normal`).
+    pub applier_priority: crate::options::BackgroundPriority,
 }
 
 impl Default for WalOptions {
@@ -99,6 +101,7 @@ impl Default for WalOptions {
             max_record_bytes: 64 << 20,
             rotate_bytes: 64 << 20,
             spare_files: 4,
+            applier_priority: crate::options::BackgroundPriority::Normal,
         }
     }
 }
@@ -275,9 +278,13 @@ impl<T: Send + 'static> Wal<T> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (durable_tx, durable_rx) = crossbeam_channel::bounded(writer::APPLIER_QUEUE);
         let applier_shared = shared.clone();
+        let applier_priority = opts.applier_priority;
         let applier_thread = std::thread::Builder::new()
             .name("tsbucket-apply".into())
-            .spawn(move || writer::run_applier(durable_rx, apply, applier_shared))?;
+            .spawn(move || {
+                crate::priority::apply_to_this_thread(applier_priority);
+                writer::run_applier(durable_rx, apply, applier_shared)
+            })?;
         let writer = Writer {
             vfs,
             dir: dir.to_path_buf(),
