@@ -193,12 +193,18 @@ fn records_below_the_checkpoint_are_expanded_for_the_ones_after_it() {
     assert_eq!(replayed, expected(7, 9));
 }
 
-#[test]
-fn a_compacted_log_needs_the_expander() {
+/// A log of one compacted record.
+fn one_record_log() -> MemFs {
     let fs = MemFs::new();
     let (wal, _) = open(&fs, options(64 << 20), 0, &mut Expander::default()).unwrap();
     wal.append(payload(1), ()).unwrap();
     wal.close().unwrap();
+    fs
+}
+
+#[test]
+fn a_compacted_log_needs_the_expander() {
+    let fs = one_record_log();
     let r = Wal::<()>::open(
         Arc::new(fs.clone()),
         &dir(),
@@ -215,10 +221,7 @@ fn a_compacted_log_needs_the_expander() {
 
 #[test]
 fn a_record_that_does_not_expand_is_corruption_at_its_offset() {
-    let fs = MemFs::new();
-    let (wal, _) = open(&fs, options(64 << 20), 0, &mut Expander::default()).unwrap();
-    wal.append(payload(1), ()).unwrap();
-    wal.close().unwrap();
+    let fs = one_record_log();
     // A second record that refers to a payload the file never stored.
     let path = dir().join(file_name(1));
     let b = fs.read(&path).unwrap();
