@@ -186,11 +186,10 @@ fn push_value(out: &mut Vec<u8>, doc: &[u8], at: usize, width: usize) -> Option<
 
 /// The writer's side: builds compacted records, remembering the layouts and meta values
 /// the current file already holds.
-#[derive(Default)]
 pub struct InsertCompactor {
-    /// The next record must tell the reader to forget the file's layouts and metas.
+    /// The next record must tell the reader to forget the file's layouts and metas (true
+    /// until the first record is stored, and after every reset).
     stale: bool,
-    started: bool,
     layouts: HashMap<(u32, ShapeId), u32>,
     plans: Vec<Plan>,
     metas: HashMap<u64, u32>,
@@ -212,7 +211,18 @@ const BY_ROW: usize = 4096;
 impl InsertCompactor {
     /// A compactor with nothing remembered.
     pub fn new() -> InsertCompactor {
-        InsertCompactor::default()
+        InsertCompactor {
+            stale: true,
+            layouts: HashMap::default(),
+            plans: Vec::new(),
+            metas: HashMap::default(),
+            meta_bytes: 0,
+            added_layouts: Vec::new(),
+            added_metas: Vec::new(),
+            added_meta_bytes: 0,
+            last_layout: None,
+            by_row: Vec::new(),
+        }
     }
 
     /// Appends the compact form of an insert payload to `out`, or returns false with `out`
@@ -228,14 +238,15 @@ impl InsertCompactor {
         self.added_layouts.clear();
         self.added_metas.clear();
         self.added_meta_bytes = 0;
-        let fresh = self.stale || !self.started;
+        let fresh = self.stale;
         if fresh {
             self.forget();
         }
+        // The compact form is never longer than the payload: one reservation for all rows.
+        out.reserve(payload.len());
         let done = self.rows(payload, collection_id, docs, fresh, out);
         if done && out.len() - start <= payload.len() {
             self.stale = false;
-            self.started = true;
             return true;
         }
         out.truncate(start);
@@ -377,7 +388,6 @@ impl InsertCompactor {
             out.truncate(row_start);
             return false;
         };
-        out.reserve(doc.len());
         let copied = match &plan.fixed {
             Some(f) => f.copy(doc, m.meta_at, out),
             None => copy_values(doc, plan, out),
@@ -494,6 +504,12 @@ struct Layout {
     elems: Vec<(u8, usize, usize)>,
     headers: Vec<u8>,
     meta: Option<usize>,
+}
+
+impl Default for InsertCompactor {
+    fn default() -> Self {
+        InsertCompactor::new()
+    }
 }
 
 /// Recovery's side: turns compacted records back into insert payloads.
