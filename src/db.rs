@@ -18,11 +18,13 @@ use crate::ingest::compact::{InsertCompactor, InsertExpander};
 use crate::ingest::{decode_insert, prepare_replayed, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
+use crate::recovery::RecoveryReport;
 use crate::segment::{write_encoded_segment, PageCache, Segment, SegmentHeaderInfo};
+use crate::vfs::ReadOnlyFs;
 use crate::vfs::{LockGuard, Vfs};
 use crate::visible::StateLock;
 use crate::wal::codec::Compact;
-use crate::wal::{Wal, WalOptions};
+use crate::wal::{Applied, Quiet, RecoveredLog, Wal, WalOptions};
 use bson::Bson;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
@@ -175,7 +177,9 @@ pub(crate) struct DbInner {
     log_quiet: crate::wal::Quiet,
     /// The manifest as last written; its lock also serialises flushes and DDL.
     pub(crate) manifest: Mutex<Manifest>,
-    poisoned: Mutex<Option<String>>,
+    /// Why writes are refused, once they are; shared with the applier, which poisons the
+    /// database when a durable row cannot be applied.
+    poisoned: Arc<Mutex<Option<String>>>,
     closed: AtomicBool,
     /// Dropping it tells the flusher and the TTL sweeper to stop.
     stop_tx: Mutex<Option<Sender<()>>>,
@@ -183,6 +187,10 @@ pub(crate) struct DbInner {
     /// The background TTL sweeper, when `DbOptions::ttl_interval` is set.
     ttl_sweeper: Mutex<Option<JoinHandle<()>>>,
     lock: Mutex<Option<Box<dyn LockGuard>>>,
+    /// What the open (or, read-only, the last refresh) found and did.
+    recovery: Mutex<RecoveryReport>,
+    /// Opened with [`Database::open_read_only`]: no log writer, no lock, no background work.
+    read_only: bool,
 }
 
 /// An open database. Cheap to clone; all clones share one state. `Send + Sync`.
@@ -232,9 +240,11 @@ impl Database {
     }
 
     /// Opens the database in `path` with `opts`. Takes the directory's exclusive lock first
-    /// (`Error::Locked` if another `Database` holds it), then recovers: segments listed in the
-    /// manifest are opened and checked, files the manifest does not list are removed, and the
-    /// log is replayed so every acknowledged insert is back, open buckets included.
+    /// (`Error::Locked` if another `Database` holds it), then recovers: the manifest, every
+    /// segment it lists and the whole log are read and checked, and the log is replayed so every
+    /// acknowledged insert is back, open buckets included. Only when all of that succeeded are
+    /// leftovers of an interrupted flush removed and the log's torn tail cut
+    /// ([`Database::recovery_report`] says what was): an open that fails changes no file.
     pub fn open_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
         let path = path.as_ref().to_path_buf();
         // Refused before anything is created or read.
@@ -248,164 +258,56 @@ impl Database {
         let lock = vfs
             .try_lock(&path.join(LOCK_FILE))?
             .ok_or_else(|| Error::Locked(path.clone()))?;
-        vfs.create_dir_all(&path.join(SEG_DIR))?;
+        let seg_dir = path.join(SEG_DIR);
 
-        let manifest = match Manifest::load(vfs.as_ref(), &path)? {
-            Some(m) => m,
-            None => {
-                if vfs.exists(&path.join(WAL_DIR)) && !vfs.list_dir(&path.join(WAL_DIR))?.is_empty()
-                {
-                    return Err(Error::corruption(
-                        path.join(crate::manifest::MANIFEST_FILE),
-                        0,
-                        "the manifest is missing but the log has records; refusing to guess",
-                    ));
-                }
-                let m = Manifest {
-                    next_collection_id: 1,
-                    next_segment_id: 1,
-                    ..Manifest::default()
-                };
-                m.store(vfs.as_ref(), &path)?;
-                vfs.sync_dir(&path)?;
-                m
-            }
-        };
-        remove_leftovers(vfs.as_ref(), &path, &manifest)?;
-
-        let limits = fit_limits(&opts);
-        let mut shared = Shared {
-            colls: BTreeMap::new(),
-            names: BTreeMap::new(),
-            applied_seq: manifest.wal_checkpoint,
-        };
-        // (seq, position in batch) of logged rows that are already in segments.
-        let mut in_segments: HashSet<(u64, u32)> = HashSet::new();
-        let listed: Vec<PathBuf> = manifest
-            .collections
-            .iter()
-            .flat_map(|e| e.segments.iter().map(|&sid| segment_path(&path, sid)))
-            .collect();
-        let threads = crate::query::parallel::allowed(opts.query_threads);
+        // Reading and checking: nothing below changes a file until the log is started.
         let page_cache = Arc::new(PageCache::new(opts.page_cache_bytes));
-        let mut opened = open_segments(vfs.as_ref(), &listed, threads).into_iter();
-        for entry in &manifest.collections {
-            let mut cs = CollState::new(entry.clone(), limits);
-            for &sid in &entry.segments {
-                let sp = segment_path(&path, sid);
-                let opened = opened
-                    .next()
-                    .unwrap_or_else(|| Segment::open(vfs.as_ref(), &sp))
-                    .map(|s| s.with_page_cache(page_cache.clone()));
-                let seg = opened.map_err(|e| match e {
-                    // The OS error names no file; the manifest says what was lost.
-                    Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                        Error::corruption(
-                            &sp,
-                            0,
-                            format!(
-                                "segment {sid} of collection '{}' is listed in the manifest but \
-                                 missing; its data cannot be recovered from the log",
-                                entry.name
-                            ),
-                        )
-                    }
-                    e => e,
-                })?;
-                if seg.info().collection_id != entry.id {
-                    return Err(Error::corruption(
-                        &sp,
-                        0,
-                        format!(
-                            "segment belongs to collection id {}, the manifest lists it under {}",
-                            seg.info().collection_id,
-                            entry.id
-                        ),
-                    ));
-                }
-                if let Some(&last) = entry.expired.get(&sid).and_then(|e| e.last()) {
-                    if last as usize >= seg.buckets().len() {
-                        return Err(Error::corruption(
-                            path.join(crate::manifest::MANIFEST_FILE),
-                            0,
-                            format!(
-                                "expiredBuckets names bucket {last} of segment {sid}, which has {}",
-                                seg.buckets().len()
-                            ),
-                        ));
-                    }
-                }
-                collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
-                cs.add_segment(sid, Arc::new(seg));
-            }
-            shared.names.insert(entry.name.clone(), entry.id);
-            shared.colls.insert(entry.id, cs);
-        }
+        let Loaded {
+            is_new,
+            manifest,
+            shared,
+            log,
+            log_files,
+        } = load(&path, &opts, &vfs, &page_cache, &BTreeMap::new(), false)?;
+        let remove = crate::recovery::leftovers(
+            vfs.as_ref(),
+            &path,
+            &seg_dir,
+            &manifest,
+            log.last_seq(),
+            opts.sync == crate::wal::SyncMode::Always,
+        )?;
 
-        let state = Arc::new(RwLock::new(shared));
-        let wal_opts = WalOptions {
-            sync: opts.sync,
-            max_record_bytes: opts.max_batch_bytes + 64,
-            spare_files: opts.wal_spare_files,
-            applier_priority: opts.background_priority,
-            rotate_bytes: opts.wal_file_bytes,
+        // Recovery succeeded: from here on the disk is brought to the recovered state.
+        // Leftovers go first: a new database's first manifest write passes through the
+        // `MANIFEST.tmp` that may be one of them.
+        crate::recovery::remove(vfs.as_ref(), &remove)?;
+        if is_new {
+            manifest.store(vfs.as_ref(), &path)?;
+            vfs.sync_dir(&path)?;
+        }
+        if !vfs.exists(&seg_dir) {
+            vfs.create_dir_all(&seg_dir)?;
+            vfs.sync_dir(&path)?;
+        }
+        let report = RecoveryReport {
+            checkpoint: manifest.wal_checkpoint,
+            log_files,
+            records_replayed: log.replayed(),
+            last_seq: log.last_seq(),
+            dropped_tail: log.dropped().cloned(),
+            removed: remove,
         };
-        let wal_dir = path.join(WAL_DIR);
+        let state = Arc::new(RwLock::new(shared));
+        let poisoned: Arc<Mutex<Option<String>>> = Arc::default();
         let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let apply = make_apply(state.clone(), &opts, flush_tx);
-        let fields: BTreeMap<u32, (String, Option<String>)> = manifest
-            .collections
-            .iter()
-            .map(|c| {
-                let o = &c.options;
-                (
-                    c.id,
-                    (
-                        o.get_time_field().to_string(),
-                        o.get_meta_field().map(str::to_string),
-                    ),
-                )
-            })
-            .collect();
-        // Replay in two stages on two threads: the log reader decodes and prepares records,
-        // a second thread applies them to the catalog in sequence order.
-        let wal = std::thread::scope(|scope| -> Result<Wal<Batch>> {
-            let (tx, rx) = crossbeam_channel::bounded::<Replayed>(64);
-            let applier = scope.spawn(|| apply_replayed(&state, rx, &in_segments));
-            let opened = {
-                let mut replay = |seq: u64, payload: &[u8]| -> Result<()> {
-                    match prepare_record(&fields, seq, payload, &wal_dir)? {
-                        Some(r) => tx
-                            .send(r)
-                            .map_err(|_| Error::corruption(&wal_dir, 0, "replay stopped")),
-                        None => Ok(()),
-                    }
-                };
-                // Compacted records are always read; they are written only when asked for.
-                let mut expander = InsertExpander::new();
-                let compactor: Box<dyn Compact<Batch>> = match opts.wal_compact {
-                    true => Box::new(InsertCompactor::new()),
-                    false => Box::new(Verbatim),
-                };
-                Wal::open_with_codec(
-                    vfs.clone(),
-                    &wal_dir,
-                    wal_opts,
-                    manifest.wal_checkpoint,
-                    &mut replay,
-                    apply,
-                    Some((compactor, &mut expander)),
-                )
-            };
-            drop(tx);
-            let applied = applier
-                .join()
-                .unwrap_or_else(|_| Err(Error::corruption(&wal_dir, 0, "replay panicked")));
-            let wal = opened?;
-            applied?;
-            Ok(wal)
-        })?;
+        let apply = make_apply(state.clone(), &opts, flush_tx, poisoned.clone());
+        let compactor: Box<dyn Compact<Batch>> = match opts.wal_compact {
+            true => Box::new(InsertCompactor::new()),
+            false => Box::new(Verbatim),
+        };
+        let wal = log.start(apply, Some(compactor))?;
         {
             let mut st = state.write();
             st.applied_seq = st.applied_seq.max(wal.last_seq());
@@ -428,12 +330,14 @@ impl Database {
             page_cache,
             wal: RwLock::new(Some(wal)),
             manifest: Mutex::new(manifest),
-            poisoned: Mutex::new(None),
+            poisoned,
             closed: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             flusher: Mutex::new(None),
             ttl_sweeper: Mutex::new(None),
             lock: Mutex::new(Some(lock)),
+            recovery: Mutex::new(report),
+            read_only: false,
         });
         if let Some(every) = inner.opts.ttl_interval {
             let h = crate::ttl::spawn_sweeper(Arc::downgrade(&inner), every, stop_rx.clone())?;
@@ -442,6 +346,110 @@ impl Database {
         let handle = spawn_flusher(Arc::downgrade(&inner), flush_rx, stop_rx)?;
         *inner.flusher.lock() = Some(handle);
         Ok(Database { inner })
+    }
+
+    /// Opens the database in `path` for reading only, with default options: see
+    /// [`Database::open_read_only_with`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Database> {
+        Database::open_read_only_with(path, DbOptions::default())
+    }
+
+    /// Opens the database in `path` for reading only. It takes no lock and writes nothing (no
+    /// file is created, cut or removed), so it works beside a process that has the database
+    /// open for writing, and on files it may not write.
+    ///
+    /// It sees a consistent snapshot: every insert acknowledged before it opened (and perhaps
+    /// some whose insert had not yet returned), never part of a batch, and none acknowledged
+    /// later until [`Database::refresh`]. The writer's log is replayed in memory; segments
+    /// are read as they are (they never change once written). Writes on it return
+    /// `Error::ReadOnly`. The database must exist (`Error::Io` with `NotFound` otherwise).
+    pub fn open_read_only_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
+        let path = path.as_ref().to_path_buf();
+        let vfs: Arc<dyn Vfs> = Arc::new(ReadOnlyFs::new(opts.vfs.clone()));
+        let page_cache = Arc::new(PageCache::new(opts.page_cache_bytes));
+        let loaded = load_snapshot(&path, &opts, &vfs, &page_cache, &BTreeMap::new())?;
+        let report = RecoveryReport {
+            checkpoint: loaded.manifest.wal_checkpoint,
+            log_files: loaded.log_files,
+            records_replayed: loaded.log.replayed(),
+            last_seq: loaded.log.last_seq(),
+            dropped_tail: loaded.log.dropped().cloned(),
+            removed: Vec::new(),
+        };
+        let inner = Arc::new(DbInner {
+            path,
+            opts: DbOptions {
+                ttl_interval: None,
+                ..opts
+            },
+            vfs,
+            state: StateLock::new(Arc::new(RwLock::new(loaded.shared)), Applied::idle()),
+            log_quiet: Quiet::idle(),
+            inserting: RwLock::new(BTreeMap::new()),
+            page_cache,
+            wal: RwLock::new(None),
+            manifest: Mutex::new(loaded.manifest),
+            poisoned: Arc::default(),
+            closed: AtomicBool::new(false),
+            stop_tx: Mutex::new(None),
+            flusher: Mutex::new(None),
+            ttl_sweeper: Mutex::new(None),
+            lock: Mutex::new(None),
+            recovery: Mutex::new(report),
+            read_only: true,
+        });
+        Ok(Database { inner })
+    }
+
+    /// Moves a database opened with [`Database::open_read_only`] to the writer's latest
+    /// acknowledged state: the manifest, segments and log are read again (segments already
+    /// open are kept). Cursors opened before go on reading what they were opened on. On a
+    /// database opened for writing it does nothing: that one always sees its latest state.
+    pub fn refresh(&self) -> Result<()> {
+        self.inner.check_open()?;
+        if !self.inner.read_only {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let mut man = inner.manifest.lock();
+        let open: BTreeMap<u64, Arc<Segment>> = {
+            let st = inner.state.read();
+            st.colls
+                .values()
+                .flat_map(|c| c.segments.iter().map(|(&id, s)| (id, s.clone())))
+                .collect()
+        };
+        let loaded = load_snapshot(
+            &inner.path,
+            &inner.opts,
+            &inner.vfs,
+            &inner.page_cache,
+            &open,
+        )?;
+        *inner.recovery.lock() = RecoveryReport {
+            checkpoint: loaded.manifest.wal_checkpoint,
+            log_files: loaded.log_files,
+            records_replayed: loaded.log.replayed(),
+            last_seq: loaded.log.last_seq(),
+            dropped_tail: loaded.log.dropped().cloned(),
+            removed: Vec::new(),
+        };
+        *inner.state.write() = loaded.shared;
+        *man = loaded.manifest;
+        Ok(())
+    }
+
+    /// True for a database opened with [`Database::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// What the open of this handle found and did to bring the database back: log records
+    /// replayed, the torn tail cut from the log (bytes, where, and what they were) and
+    /// leftover files removed.
+    /// For a database opened read-only, what its last open or [`Database::refresh`] read.
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.inner.recovery.lock().clone()
     }
 
     /// Directory of this database.
@@ -565,7 +573,9 @@ impl Database {
 
     /// Checks everything on disk: every segment's checksums and decoded columns, its control
     /// min/max against its data (`Segment::verify`), that the manifest's segments are exactly
-    /// the files in `seg/`, and that the in-memory `_id` index equals one rebuilt from a scan.
+    /// the files in `seg/` (on a database opened read-only, only that they are there: a writer
+    /// beside it adds and removes files), and that the in-memory `_id` index equals one
+    /// rebuilt from a scan.
     /// The first problem is returned as `Error::Corruption` naming the file.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.verify_with_progress(|_, _| {})
@@ -587,7 +597,9 @@ impl Database {
             .collect();
         for name in self.inner.vfs.list_dir(&seg_dir)? {
             let known = parse_segment_name(&name).is_some_and(|id| listed.contains(&id));
-            if !known {
+            // Beside a writer, seg/ also holds what it is flushing now, and files it unlisted
+            // since this snapshot was read.
+            if !known && !self.inner.read_only {
                 return Err(Error::corruption(
                     seg_dir.join(&name),
                     0,
@@ -652,6 +664,251 @@ impl Database {
     }
 }
 
+/// What the reading phase of an open found, before anything on disk is changed.
+struct Loaded {
+    /// No manifest yet: a new database, whose first manifest is `manifest`.
+    is_new: bool,
+    manifest: Manifest,
+    shared: Shared,
+    log: RecoveredLog,
+    log_files: usize,
+}
+
+/// The reading phase of an open: reads and checks the manifest, every listed segment (those in
+/// `reuse` are taken as they are) and the whole log, and replays the log into the catalog in
+/// memory. Changes nothing on disk. `read_only` refuses a directory without a manifest and
+/// reads the log leniently (a writer may be in the middle of a write).
+fn load(
+    path: &Path,
+    opts: &DbOptions,
+    vfs: &Arc<dyn Vfs>,
+    page_cache: &Arc<PageCache>,
+    reuse: &BTreeMap<u64, Arc<Segment>>,
+    read_only: bool,
+) -> Result<Loaded> {
+    let wal_dir = path.join(WAL_DIR);
+    let fs: &dyn Vfs = vfs.as_ref();
+    let loaded = Manifest::load(fs, path)?;
+    let log_files = match fs.exists(&wal_dir) {
+        true => crate::wal::reader::list_files(fs, &wal_dir)?.len(),
+        false => 0,
+    };
+    let manifest = match &loaded {
+        Some(m) => {
+            // Every committed change bumps the generation, and the log's first file is created
+            // before the first one: a log that is gone took acknowledged inserts with it,
+            // which no replay can tell.
+            if m.generation > 0 && log_files == 0 {
+                return Err(Error::corruption(
+                    &wal_dir,
+                    0,
+                    format!(
+                        "the log is missing (no log file in {}); the manifest's checkpoint is \
+                         record {}, and inserts acknowledged after it were only in the log",
+                        wal_dir.display(),
+                        m.wal_checkpoint
+                    ),
+                ));
+            }
+            m.clone()
+        }
+        None if read_only => {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no tsbucket database in {}", path.display()),
+            )))
+        }
+        None => {
+            if fs.exists(&wal_dir) && !fs.list_dir(&wal_dir)?.is_empty() {
+                return Err(Error::corruption(
+                    path.join(crate::manifest::MANIFEST_FILE),
+                    0,
+                    "the manifest is missing but the log has records; refusing to guess",
+                ));
+            }
+            Manifest {
+                next_collection_id: 1,
+                next_segment_id: 1,
+                ..Manifest::default()
+            }
+        }
+    };
+
+    let limits = fit_limits(opts);
+    let mut shared = Shared {
+        colls: BTreeMap::new(),
+        names: BTreeMap::new(),
+        applied_seq: manifest.wal_checkpoint,
+    };
+    // (seq, position in batch) of logged rows that are already in segments.
+    let mut in_segments: HashSet<(u64, u32)> = HashSet::new();
+    let listed: Vec<PathBuf> = manifest
+        .collections
+        .iter()
+        .flat_map(|e| e.segments.iter())
+        .filter(|sid| !reuse.contains_key(sid))
+        .map(|&sid| segment_path(path, sid))
+        .collect();
+    let threads = crate::query::parallel::allowed(opts.query_threads);
+    let mut opened = open_segments(fs, &listed, threads).into_iter();
+    for entry in &manifest.collections {
+        let mut cs = CollState::new(entry.clone(), limits);
+        for &sid in &entry.segments {
+            let sp = segment_path(path, sid);
+            let seg = match reuse.get(&sid) {
+                Some(s) => s.clone(),
+                None => {
+                    let opened = opened
+                        .next()
+                        .unwrap_or_else(|| Segment::open(fs, &sp))
+                        .map(|s| s.with_page_cache(page_cache.clone()));
+                    Arc::new(opened.map_err(|e| match e {
+                        // The OS error names no file; the manifest says what was lost.
+                        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                            Error::corruption(
+                                &sp,
+                                0,
+                                format!(
+                                    "segment {sid} of collection '{}' is listed in the manifest \
+                                     but missing; its data cannot be recovered from the log",
+                                    entry.name
+                                ),
+                            )
+                        }
+                        e => e,
+                    })?)
+                }
+            };
+            if seg.info().collection_id != entry.id {
+                return Err(Error::corruption(
+                    &sp,
+                    0,
+                    format!(
+                        "segment belongs to collection id {}, the manifest lists it under {}",
+                        seg.info().collection_id,
+                        entry.id
+                    ),
+                ));
+            }
+            if let Some(&last) = entry.expired.get(&sid).and_then(|e| e.last()) {
+                if last as usize >= seg.buckets().len() {
+                    return Err(Error::corruption(
+                        path.join(crate::manifest::MANIFEST_FILE),
+                        0,
+                        format!(
+                            "expiredBuckets names bucket {last} of segment {sid}, which has {}",
+                            seg.buckets().len()
+                        ),
+                    ));
+                }
+            }
+            collect_logged_rows(&seg, manifest.wal_checkpoint, &mut in_segments)?;
+            cs.add_segment(sid, seg);
+        }
+        shared.names.insert(entry.name.clone(), entry.id);
+        shared.colls.insert(entry.id, cs);
+    }
+
+    let wal_opts = WalOptions {
+        sync: opts.sync,
+        max_record_bytes: opts.max_batch_bytes + 64,
+        spare_files: opts.wal_spare_files,
+        applier_priority: opts.background_priority,
+        rotate_bytes: opts.wal_file_bytes,
+        recovery: match read_only {
+            // The tail a reader sees may be a write in progress.
+            true => crate::wal::WalRecovery::TolerateTornTail,
+            false => opts.wal_recovery,
+        },
+    };
+    let fields: BTreeMap<u32, (String, Option<String>)> = manifest
+        .collections
+        .iter()
+        .map(|c| {
+            let o = &c.options;
+            (
+                c.id,
+                (
+                    o.get_time_field().to_string(),
+                    o.get_meta_field().map(str::to_string),
+                ),
+            )
+        })
+        .collect();
+    let state = RwLock::new(shared);
+    // Replay in two stages on two threads: the log reader decodes and prepares records, a
+    // second thread applies them to the catalog in sequence order.
+    let log = std::thread::scope(|scope| -> Result<RecoveredLog> {
+        let (tx, rx) = crossbeam_channel::bounded::<Replayed>(64);
+        let applier = scope.spawn(|| apply_replayed(&state, rx, &in_segments));
+        let read = {
+            let mut replay = |seq: u64, payload: &[u8]| -> Result<()> {
+                match prepare_record(&fields, seq, payload, &wal_dir)? {
+                    // A send fails only once the applier stopped; its own error says why.
+                    Some(r) => tx
+                        .send(r)
+                        .map_err(|_| Error::Internal("the replay applier stopped early".into())),
+                    None => Ok(()),
+                }
+            };
+            // Compacted records are always read; they are written only when asked for.
+            let mut expander = InsertExpander::new();
+            RecoveredLog::recover(
+                vfs.clone(),
+                &wal_dir,
+                wal_opts,
+                manifest.wal_checkpoint,
+                &mut replay,
+                Some(&mut expander),
+            )
+        };
+        drop(tx);
+        let applied = applier
+            .join()
+            .unwrap_or_else(|_| Err(Error::Internal("the replay applier panicked".into())));
+        // The applier's error comes first: it is why a send above failed.
+        applied?;
+        read
+    })?;
+    let mut shared = state.into_inner();
+    shared.applied_seq = shared.applied_seq.max(log.last_seq());
+    Ok(Loaded {
+        is_new: loaded.is_none(),
+        manifest,
+        shared,
+        log,
+        log_files,
+    })
+}
+
+/// [`load`] for a reader beside a writer. The writer may commit a manifest, delete the files it
+/// no longer lists and reclaim its log while the reader reads them, so a failure is retried
+/// with the manifest read again whenever that manifest has changed meanwhile; a failure with
+/// the same manifest twice is real.
+fn load_snapshot(
+    path: &Path,
+    opts: &DbOptions,
+    vfs: &Arc<dyn Vfs>,
+    page_cache: &Arc<PageCache>,
+    reuse: &BTreeMap<u64, Arc<Segment>>,
+) -> Result<Loaded> {
+    let manifest_path = path.join(crate::manifest::MANIFEST_FILE);
+    let mut tries = 0;
+    loop {
+        let before = vfs.read(&manifest_path).ok();
+        match load(path, opts, vfs, page_cache, reuse, true) {
+            Ok(l) => return Ok(l),
+            Err(e) => {
+                tries += 1;
+                let after = vfs.read(&manifest_path).ok();
+                if before == after || tries >= 100 {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 impl DbInner {
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
@@ -662,6 +919,9 @@ impl DbInner {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly(self.path.clone()));
+        }
         if let Some(p) = self.poisoned.lock().as_ref() {
             return Err(Error::Poisoned(p.clone()));
         }
@@ -899,34 +1159,6 @@ fn validate_collection_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Removes segment files the manifest does not list (a crash between writing a segment and
-/// recording it) and stray temporary files.
-fn remove_leftovers(vfs: &dyn Vfs, path: &Path, man: &Manifest) -> Result<()> {
-    let live: HashSet<u64> = man
-        .collections
-        .iter()
-        .flat_map(|c| c.segments.iter().copied())
-        .collect();
-    let seg_dir = path.join(SEG_DIR);
-    let mut removed = false;
-    for name in vfs.list_dir(&seg_dir)? {
-        let keep = parse_segment_name(&name).is_some_and(|id| live.contains(&id));
-        if !keep {
-            vfs.remove_file(&seg_dir.join(&name))?;
-            removed = true;
-        }
-    }
-    if removed {
-        vfs.sync_dir(&seg_dir)?;
-    }
-    let tmp = path.join(format!("{}.tmp", crate::manifest::MANIFEST_FILE));
-    if vfs.exists(&tmp) {
-        vfs.remove_file(&tmp)?;
-        vfs.sync_dir(path)?;
-    }
-    Ok(())
-}
-
 /// Opens the segment files at `paths` on up to `threads` threads (most of opening a database
 /// of many buckets is decoding their directories); the results are in the order of `paths`.
 fn open_segments(vfs: &dyn Vfs, paths: &[PathBuf], threads: usize) -> Vec<Result<Segment>> {
@@ -1028,10 +1260,15 @@ fn apply_replayed(
             if in_segments.contains(&(r.seq, i as u32)) {
                 continue;
             }
-            // prepare_replayed checked every document's bytes.
-            if let Some(raw) = p.raw(&r.payload) {
-                c.catalog.insert(p, raw, r.seq, i as u32);
-            }
+            // prepare_replayed checked every document's bytes: one that does not read now is
+            // a bug, and skipping it would lose a durable row without a word.
+            let raw = p.raw(&r.payload).ok_or_else(|| {
+                Error::Internal(format!(
+                    "log record {} row {i} does not read back as prepared",
+                    r.seq
+                ))
+            })?;
+            c.catalog.insert(p, raw, r.seq, i as u32);
         }
         drop(st);
         crate::ingest::buffers::give_back(r.payload);
@@ -1043,6 +1280,7 @@ fn make_apply(
     state: Arc<RwLock<Shared>>,
     opts: &DbOptions,
     flush_tx: Sender<()>,
+    poisoned: Arc<Mutex<Option<String>>>,
 ) -> Box<dyn FnMut(u64, Batch, Vec<u8>) + Send> {
     let mem_limit = opts.catalog_memory_limit;
     let flush_bytes = opts.flush_threshold_bytes;
@@ -1053,9 +1291,17 @@ fn make_apply(
         if let Some(c) = st.colls.get_mut(&batch.collection_id) {
             c.catalog.begin_batch();
             for (i, p) in batch.docs.iter().enumerate() {
-                // The bytes were produced by prepare_batch from valid documents.
-                if let Some(raw) = p.raw(&payload) {
-                    c.catalog.insert(p, raw, seq, i as u32);
+                // The bytes were produced by prepare_batch from valid documents. A row that
+                // does not read back is a bug; the record is durable, so the database stops
+                // taking writes rather than answer without the row.
+                match p.raw(&payload) {
+                    Some(raw) => c.catalog.insert(p, raw, seq, i as u32),
+                    None => {
+                        let e = Error::Internal(format!(
+                            "log record {seq} row {i} does not read back as prepared"
+                        ));
+                        poisoned.lock().get_or_insert_with(|| e.to_string());
+                    }
                 }
             }
             if c.catalog.memory() > mem_limit {

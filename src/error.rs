@@ -65,6 +65,9 @@ pub enum Error {
         /// What check failed.
         detail: String,
     },
+    /// A write on a database opened with [`crate::Database::open_read_only`].
+    #[error("database {} is open read-only; writes are refused", .0.display())]
+    ReadOnly(PathBuf),
     /// An earlier write or sync failed, so the on-disk state is unknown; the database refuses
     /// writes until it is reopened (reopening recovers from the log).
     #[error("database refuses writes after an earlier I/O failure ({0}); reopen it to recover")]
@@ -72,6 +75,10 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// A broken invariant inside tsbucket: a bug, not bad input and not damage on disk. Where
+    /// it happened while applying durable data the database refuses writes until reopened.
+    #[error("internal error (a bug in tsbucket, please report it): {0}")]
+    Internal(String),
     /// An operating-system I/O error.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -3,7 +3,7 @@
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::vfs::{RealFs, Vfs};
-use crate::wal::SyncMode;
+use crate::wal::{SyncMode, WalRecovery};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -310,6 +310,10 @@ pub struct DbOptions {
     pub wal_compact: bool,
     /// Largest insert batch, in encoded bytes.
     pub max_batch_bytes: usize,
+    /// What opening does with damage at the end of the log (default
+    /// [`WalRecovery::TolerateTornTail`]: cut it, and report it in
+    /// [`crate::Database::recovery_report`]).
+    pub wal_recovery: WalRecovery,
     /// CPU priority of the background threads (default [`BackgroundPriority::Low`]).
     pub background_priority: BackgroundPriority,
     /// How often the background TTL sweeper runs; `None` disables it.
@@ -347,6 +351,7 @@ impl Default for DbOptions {
             wal_spare_files: 4,
             wal_compact: true,
             max_batch_bytes: 48 * 1024 * 1024,
+            wal_recovery: WalRecovery::TolerateTornTail,
             background_priority: BackgroundPriority::Low,
             ttl_interval: Some(Duration::from_secs(60)),
             vfs: Arc::new(RealFs),
@@ -369,6 +374,7 @@ impl std::fmt::Debug for DbOptions {
             .field("wal_spare_files", &self.wal_spare_files)
             .field("wal_compact", &self.wal_compact)
             .field("max_batch_bytes", &self.max_batch_bytes)
+            .field("wal_recovery", &self.wal_recovery)
             .field("background_priority", &self.background_priority)
             .field("ttl_interval", &self.ttl_interval)
             .field("vfs", &self.vfs)

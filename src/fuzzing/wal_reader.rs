@@ -64,6 +64,7 @@ fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Re
         dir,
         MAX_RECORD,
         checkpoint,
+        false,
         &mut |seq, payload| {
             // The engine decodes every replayed record; damaged payloads must be errors.
             if let Ok(Some(r)) = decode_insert(payload) {
@@ -91,6 +92,38 @@ fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Re
             at as usize <= last,
             "truncation point {at} beyond the file ({last})"
         );
+        let cut = rec.dropped.as_ref().map(|d| (d.offset, d.bytes));
+        assert_eq!(
+            cut,
+            Some((at, last as u64 - at)),
+            "the reported cut is the truncation"
+        );
+    }
+    // Strict recovery refuses exactly the logs whose cut tail may have held a record, and
+    // otherwise replays the same records.
+    let mut strict_got: Vec<Replayed> = Vec::new();
+    let strict = recover(
+        &fs,
+        dir,
+        MAX_RECORD,
+        checkpoint,
+        true,
+        &mut |seq, payload| {
+            strict_got.push((seq, payload.to_vec()));
+            Ok(())
+        },
+        Some(&mut InsertExpander::new()),
+    );
+    let refuses = rec.dropped.as_ref().is_some_and(|d| d.may_hold_a_record());
+    match strict {
+        Ok(_) => {
+            assert!(
+                !refuses,
+                "strict recovery cut a tail that may hold a record"
+            );
+            assert_eq!(strict_got, got, "strict recovery replayed other records");
+        }
+        Err(e) => assert!(refuses, "strict recovery refused a clean log: {e}"),
     }
     Some((rec, got))
 }

@@ -3,22 +3,19 @@
 
 use super::columns::{self, Col};
 pub use super::cursor::Cursor;
-use super::filter::Filter;
 use super::keyset::KeySet;
 use super::parallel::{self, on_threads};
 use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
 use super::rows::{heads, Need, Rows};
-use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::db::{BucketLoc, CollState};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::meta::Lookup;
 use crate::segment::{MetaProjection, Segment};
 use bson::{Bson, Document};
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.
@@ -538,28 +535,6 @@ pub fn count_of(src: &Source) -> u64 {
             .get(*i as usize)
             .map_or(0, |s| u64::from(s.count)),
     }
-}
-
-/// Unpacks every row of `b` that matches `filter`.
-pub fn matching_rows(
-    b: &BucketData,
-    filter: &Filter,
-    meta_field: Option<&str>,
-    out: &mut VecDeque<Document>,
-) -> Result<()> {
-    for row in 0..b.count as usize {
-        let d = row_document(b, row, meta_field).ok_or_else(|| {
-            Error::corruption(
-                "<bucket>",
-                0,
-                format!("bucket {} row {row} does not match its column layout", b.id),
-            )
-        })?;
-        if filter.matches(&d) {
-            out.push_back(d);
-        }
-    }
-    Ok(())
 }
 
 /// Counts the rows of `scans` that match `plan`: buckets taken whole count by their statistics

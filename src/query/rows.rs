@@ -75,6 +75,9 @@ pub struct Rows {
     meta_field: Option<String>,
     /// Whether built documents include the meta field.
     want_meta: bool,
+    /// The segment file and its bucket's number when the bucket was read from one (`None` for
+    /// a bucket in memory), for the error a row that does not fit its columns gets.
+    origin: Option<(Arc<crate::segment::Segment>, usize)>,
     /// Per row shape, built on first use: the document's field names in order (values
     /// unset) and where each value comes from. A row's document is a copy of its shape's
     /// with the values put in place: inserting field by field hashed every name and grew the
@@ -112,6 +115,7 @@ impl Rows {
                 need.wants(name)
             }
         };
+        let mut origin = None;
         let (data, names): (Arc<BucketData>, Vec<String>) = match src {
             Source::Mem(b) => {
                 let names = b.columns.iter().map(|c| c.name.clone()).collect();
@@ -122,6 +126,7 @@ impl Rows {
                 let all = seg.column_names(i)?;
                 let pick: Vec<&str> = all.iter().copied().filter(|n| wanted(n)).collect();
                 let data = seg.read_bucket_columns(i, &pick)?;
+                origin = Some((Arc::clone(seg), i));
                 (Arc::new(data), all.iter().map(|n| n.to_string()).collect())
             }
         };
@@ -151,6 +156,7 @@ impl Rows {
             time_col,
             meta_field: meta_field.map(str::to_string),
             want_meta,
+            origin,
             templates: (0..data.shapes.len()).map(|_| OnceLock::new()).collect(),
             data,
         })
@@ -193,16 +199,17 @@ impl Rows {
         self.data.columns.get(col)?.values.get(row)?.as_ref()
     }
 
-    /// The error for row `row` when it does not fit the bucket's columns.
+    /// The error for row `row` when it does not fit the bucket's columns: damage the checks
+    /// did not catch in a bucket read from a segment, a bug in one built in memory.
     fn mismatch(&self, row: usize) -> Error {
-        Error::corruption(
-            "<bucket>",
-            0,
-            format!(
-                "bucket {} row {row} does not match its column layout",
-                self.data.id
-            ),
-        )
+        let what = format!(
+            "bucket {} row {row} does not match its column layout",
+            self.data.id
+        );
+        match &self.origin {
+            Some((seg, i)) => Error::corruption(seg.path(), 0, format!("{what} (bucket {i})")),
+            None => Error::Internal(format!("{what} (an open bucket)")),
+        }
     }
 
     /// Rebuilds row `row` with the wanted fields, in the order they were inserted.

@@ -13,10 +13,12 @@
 
 mod fault;
 mod mem;
+mod readonly;
 mod real;
 
 pub use fault::{FaultFs, Injected, OpKind};
 pub use mem::{CrashMode, MemFs, SECTOR};
+pub use readonly::ReadOnlyFs;
 pub use real::RealFs;
 
 use std::fmt;

@@ -29,6 +29,7 @@ use crate::{Error, Result};
 use codec::{Compact, Expand};
 use crossbeam_channel::Sender;
 use reader::TailFix;
+pub use reader::{DroppedTail, TailKind};
 use record::encode_file_header;
 use spare::Spares;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,23 @@ pub struct LogStats {
     pub zero_nanos: u64,
 }
 
+/// What recovery does with damage at the end of the last log file (see
+/// `format-spec/crash-model.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// Cut a torn tail: bytes after the last intact record that no later intact record
+    /// follows. A crash in the middle of a write leaves one; under [`SyncMode::Always`] it
+    /// never holds an acknowledged record. What was cut is reported
+    /// ([`crate::RecoveryReport::dropped_tail`]).
+    #[default]
+    TolerateTornTail,
+    /// Refuse to open (`Error::Corruption`) when the tail may have held a record (a torn or
+    /// damaged record, or garbage in a file created empty), instead of cutting it. Zeros
+    /// written ahead and the old bytes of a reused file are still cut: every crash leaves them.
+    /// For a deployment that would rather inspect a damaged log than lose anything unsaid.
+    AbsoluteConsistency,
+}
+
 /// Options of a [`Wal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalOptions {
@@ -92,6 +110,8 @@ pub struct WalOptions {
     pub spare_files: usize,
     /// CPU priority of the applier thread (default `Normal`).
     pub applier_priority: crate::options::BackgroundPriority,
+    /// What recovery does with a torn tail (default [`WalRecovery::TolerateTornTail`]).
+    pub recovery: WalRecovery,
 }
 
 impl Default for WalOptions {
@@ -102,6 +122,7 @@ impl Default for WalOptions {
             rotate_bytes: 64 << 20,
             spare_files: 4,
             applier_priority: crate::options::BackgroundPriority::Normal,
+            recovery: WalRecovery::TolerateTornTail,
         }
     }
 }
@@ -124,6 +145,11 @@ pub struct Wal<T: Send + 'static> {
 pub struct Quiet(Arc<Shared>);
 
 impl Quiet {
+    /// A handle for a database without a log writer (one opened read-only): nothing to stop.
+    pub fn idle() -> Quiet {
+        Quiet(Arc::default())
+    }
+
     /// From now on the writer writes only what it is asked to; returns once no write of its
     /// own is under way. For a database that refuses writes after a failure and must not
     /// touch the disk again.
@@ -137,6 +163,12 @@ impl Quiet {
 pub struct Applied(Arc<Shared>);
 
 impl Applied {
+    /// A handle for a database without a log writer (one opened read-only): nothing is ever
+    /// waited for.
+    pub fn idle() -> Applied {
+        Applied(Arc::default())
+    }
+
     /// Waits until every record acknowledged before the call is applied. Returns at once when
     /// it already is, and early when the log is poisoned: a panicked applier never gets there.
     pub fn wait(&self) {
@@ -195,130 +227,7 @@ impl<T: Send + 'static> Wal<T> {
             Some((c, e)) => (Some(c), Some(e)),
             None => (None, None),
         };
-        if opts.max_record_bytes > u32::MAX as usize {
-            return Err(Error::InvalidOptions(format!(
-                "max_record_bytes {} exceeds the format's limit {}",
-                opts.max_record_bytes,
-                u32::MAX
-            )));
-        }
-        if opts.rotate_bytes == 0 {
-            return Err(Error::InvalidOptions(
-                "the log file size (DbOptions::wal_file_bytes) must be > 0".into(),
-            ));
-        }
-        if !vfs.exists(dir) {
-            vfs.create_dir_all(dir)?;
-            // The new directory's own entry must be durable before files in it matter.
-            let parent = match dir.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            vfs.sync_dir(parent)?;
-        }
-        let rec = reader::recover(
-            &*vfs,
-            dir,
-            opts.max_record_bytes,
-            checkpoint,
-            replay,
-            expand,
-        )?;
-        let mut cur_compacts = rec.last_version >= 3;
-        let mut spares = Spares::open(&*vfs, dir, opts.spare_files)?;
-        let mut salt = rec.last_salt;
-        let mut files = rec.files;
-        let mut cur = match files.last() {
-            None => None,
-            Some(last) => {
-                let mut f = vfs.open_append(&last.path, false)?;
-                match rec.tail {
-                    TailFix::None => {}
-                    TailFix::Truncate(len) => {
-                        f.truncate(len)?;
-                        f.sync_data()?;
-                    }
-                    TailFix::RewriteHeader => {
-                        f.truncate(0)?;
-                        f.append(&encode_file_header(last.first_seq, 0))?;
-                        f.sync_data()?;
-                    }
-                }
-                Some(f)
-            }
-        };
-        // Entries found by listing may not be durable yet (the crash left them in the
-        // directory without a dir sync); make them so before appending to them.
-        vfs.sync_dir(dir)?;
-        // Records may end below the checkpoint (unsynced records lost under a weaker sync mode,
-        // or every file reclaimed): continue at checkpoint + 1 in a new file, so seqs in each
-        // file stay contiguous.
-        let last_seq = rec.last_seq.max(checkpoint);
-        let mut end = cur.as_ref().map_or(0, |c| c.len());
-        if cur.is_none() || rec.last_seq < checkpoint {
-            let (file, handle, s, e) = start_file(&*vfs, dir, last_seq + 1, &mut spares)?;
-            files.push(file);
-            cur = Some(handle);
-            salt = s;
-            end = e;
-            cur_compacts = true;
-        }
-        let Some(cur) = cur else {
-            return Err(writer_gone());
-        };
-        let older_bytes: u64 = files
-            .iter()
-            .take(files.len().saturating_sub(1))
-            .map(|f| vfs.file_len(&f.path).unwrap_or(0))
-            .sum();
-        let shared = Arc::new(Shared::default());
-        shared.last_seq.store(last_seq, Ordering::SeqCst);
-        shared.acked.store(last_seq, Ordering::SeqCst);
-        writer::publish_size(&shared, older_bytes, end, cur.len(), &spares);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let (durable_tx, durable_rx) = crossbeam_channel::bounded(writer::APPLIER_QUEUE);
-        let applier_shared = shared.clone();
-        let applier_priority = opts.applier_priority;
-        let applier_thread = std::thread::Builder::new()
-            .name("tsbucket-apply".into())
-            .spawn(move || {
-                crate::priority::apply_to_this_thread(applier_priority);
-                writer::run_applier(durable_rx, apply, applier_shared)
-            })?;
-        let writer = Writer {
-            vfs,
-            dir: dir.to_path_buf(),
-            sync: opts.sync,
-            rotate_bytes: opts.rotate_bytes,
-            files,
-            spare_tail: cur.len() > end,
-            end,
-            salt,
-            spares,
-            cur,
-            next_seq: last_seq + 1,
-            dirty: false,
-            last_sync: Instant::now(),
-            applier: Some(durable_tx),
-            applier_thread: Some(applier_thread),
-            buf: Vec::new(),
-            older_bytes,
-            compact,
-            cur_compacts,
-            compacted: Vec::new(),
-            shared: shared.clone(),
-            rx,
-        };
-        let thread = std::thread::Builder::new()
-            .name("tsbucket-wal".into())
-            .spawn(move || writer.run())?;
-        Ok(Wal {
-            tx: Some(tx),
-            shared,
-            thread: Some(thread),
-            dir: dir.to_path_buf(),
-            max_record_bytes: opts.max_record_bytes,
-        })
+        RecoveredLog::recover(vfs, dir, opts, checkpoint, replay, expand)?.start(apply, compact)
     }
 
     /// Appends one record (one insert batch). Concurrent callers' records share one write and
@@ -436,6 +345,213 @@ impl<T: Send + 'static> Wal<T> {
             let _ = t.join();
         }
         result
+    }
+}
+
+/// A log that recovery read and validated, and whose records were replayed, before anything
+/// on disk is changed: the caller decides whether to go on ([`RecoveredLog::start`]) or to
+/// give up, leaving every file as it was.
+pub struct RecoveredLog {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    opts: WalOptions,
+    checkpoint: u64,
+    rec: reader::Recovery,
+}
+
+impl std::fmt::Debug for RecoveredLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoveredLog")
+            .field("dir", &self.dir)
+            .field("checkpoint", &self.checkpoint)
+            .field("last_seq", &self.rec.last_seq)
+            .finish()
+    }
+}
+
+impl RecoveredLog {
+    /// Reads and validates the log in `dir` and calls `replay(seq, payload)` in seq order for
+    /// every record with seq > `checkpoint`, only once the whole log was validated (see
+    /// [`Wal::open`]). Changes nothing on disk; a missing directory is an empty log.
+    pub fn recover(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: WalOptions,
+        checkpoint: u64,
+        replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+        expand: Option<&mut dyn Expand>,
+    ) -> Result<RecoveredLog> {
+        if opts.max_record_bytes > u32::MAX as usize {
+            return Err(Error::InvalidOptions(format!(
+                "max_record_bytes {} exceeds the format's limit {}",
+                opts.max_record_bytes,
+                u32::MAX
+            )));
+        }
+        if opts.rotate_bytes == 0 {
+            return Err(Error::InvalidOptions(
+                "the log file size (DbOptions::wal_file_bytes) must be > 0".into(),
+            ));
+        }
+        let strict = opts.recovery == WalRecovery::AbsoluteConsistency;
+        let rec = reader::recover(
+            &*vfs,
+            dir,
+            opts.max_record_bytes,
+            checkpoint,
+            strict,
+            replay,
+            expand,
+        )?;
+        Ok(RecoveredLog {
+            vfs,
+            dir: dir.to_path_buf(),
+            opts,
+            checkpoint,
+            rec,
+        })
+    }
+
+    /// Seq of the last intact record (the checkpoint when the log ends below it or is empty).
+    pub fn last_seq(&self) -> u64 {
+        self.rec.last_seq.max(self.checkpoint)
+    }
+
+    /// Records handed to `replay`.
+    pub fn replayed(&self) -> u64 {
+        self.rec.replayed
+    }
+
+    /// Log files found, reclaimable ones included.
+    pub fn files(&self) -> usize {
+        self.rec.files.len()
+    }
+
+    /// What the torn-tail rule will cut from the last file when the log starts, if anything.
+    pub fn dropped(&self) -> Option<&DroppedTail> {
+        self.rec.dropped.as_ref()
+    }
+
+    /// Makes the recovered state the log's: cuts the last file's torn tail (or rewrites its
+    /// torn header) and syncs it, creates the directory or a first file where there is none,
+    /// and starts the writer. `apply` and `compact` are as for [`Wal::open_with_codec`].
+    pub fn start<T: Send + 'static>(
+        self,
+        apply: Box<dyn FnMut(u64, T, Vec<u8>) + Send>,
+        compact: Option<Box<dyn Compact<T>>>,
+    ) -> Result<Wal<T>> {
+        let RecoveredLog {
+            vfs,
+            dir,
+            opts,
+            checkpoint,
+            rec,
+        } = self;
+        let dir = dir.as_path();
+        if !vfs.exists(dir) {
+            vfs.create_dir_all(dir)?;
+            // The new directory's own entry must be durable before files in it matter.
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            vfs.sync_dir(parent)?;
+        }
+        let mut cur_compacts = rec.last_version >= 3;
+        let mut spares = Spares::open(&*vfs, dir, opts.spare_files)?;
+        let mut salt = rec.last_salt;
+        let mut files = rec.files;
+        let mut cur = match files.last() {
+            None => None,
+            Some(last) => {
+                let mut f = vfs.open_append(&last.path, false)?;
+                match rec.tail {
+                    TailFix::None => {}
+                    TailFix::Truncate(len) => {
+                        f.truncate(len)?;
+                        f.sync_data()?;
+                    }
+                    TailFix::RewriteHeader => {
+                        f.truncate(0)?;
+                        f.append(&encode_file_header(last.first_seq, 0))?;
+                        f.sync_data()?;
+                    }
+                }
+                Some(f)
+            }
+        };
+        // Entries found by listing may not be durable yet (the crash left them in the
+        // directory without a dir sync); make them so before appending to them.
+        vfs.sync_dir(dir)?;
+        // Records may end below the checkpoint (unsynced records lost under a weaker sync mode,
+        // or every file reclaimed): continue at checkpoint + 1 in a new file, so seqs in each
+        // file stay contiguous.
+        let last_seq = rec.last_seq.max(checkpoint);
+        let mut end = cur.as_ref().map_or(0, |c| c.len());
+        if cur.is_none() || rec.last_seq < checkpoint {
+            let (file, handle, s, e) = start_file(&*vfs, dir, last_seq + 1, &mut spares)?;
+            files.push(file);
+            cur = Some(handle);
+            salt = s;
+            end = e;
+            cur_compacts = true;
+        }
+        let Some(cur) = cur else {
+            return Err(writer_gone());
+        };
+        let older_bytes: u64 = files
+            .iter()
+            .take(files.len().saturating_sub(1))
+            .map(|f| vfs.file_len(&f.path).unwrap_or(0))
+            .sum();
+        let shared = Arc::new(Shared::default());
+        shared.last_seq.store(last_seq, Ordering::SeqCst);
+        shared.acked.store(last_seq, Ordering::SeqCst);
+        writer::publish_size(&shared, older_bytes, end, cur.len(), &spares);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (durable_tx, durable_rx) = crossbeam_channel::bounded(writer::APPLIER_QUEUE);
+        let applier_shared = shared.clone();
+        let applier_priority = opts.applier_priority;
+        let applier_thread = std::thread::Builder::new()
+            .name("tsbucket-apply".into())
+            .spawn(move || {
+                crate::priority::apply_to_this_thread(applier_priority);
+                writer::run_applier(durable_rx, apply, applier_shared)
+            })?;
+        let writer = Writer {
+            vfs,
+            dir: dir.to_path_buf(),
+            sync: opts.sync,
+            rotate_bytes: opts.rotate_bytes,
+            files,
+            spare_tail: cur.len() > end,
+            end,
+            salt,
+            spares,
+            cur,
+            next_seq: last_seq + 1,
+            dirty: false,
+            last_sync: Instant::now(),
+            applier: Some(durable_tx),
+            applier_thread: Some(applier_thread),
+            buf: Vec::new(),
+            older_bytes,
+            compact,
+            cur_compacts,
+            compacted: Vec::new(),
+            shared: shared.clone(),
+            rx,
+        };
+        let thread = std::thread::Builder::new()
+            .name("tsbucket-wal".into())
+            .spawn(move || writer.run())?;
+        Ok(Wal {
+            tx: Some(tx),
+            shared,
+            thread: Some(thread),
+            dir: dir.to_path_buf(),
+            max_record_bytes: opts.max_record_bytes,
+        })
     }
 }
 

@@ -80,6 +80,70 @@ pub enum TailFix {
     RewriteHeader,
 }
 
+/// What the bytes a recovery cut from the end of the last file were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailKind {
+    /// Zeros: space written ahead of the records and never used. Nothing was lost.
+    Zeros,
+    /// The start of a record of this file that is not intact: a write that the crash
+    /// interrupted (under `SyncMode::Always` it was never acknowledged), or damage to the last
+    /// record.
+    TornRecord,
+    /// Bytes of an earlier use of a reused file (records of another salt, or parts of them).
+    Reused,
+    /// Anything else in a file created empty: bytes a power loss left unsynced, or damage.
+    Garbage,
+}
+
+impl std::fmt::Display for TailKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TailKind::Zeros => "zeros written ahead",
+            TailKind::TornRecord => "an incomplete or damaged record",
+            TailKind::Reused => "bytes of the file's earlier use",
+            TailKind::Garbage => "bytes that are not a record",
+        })
+    }
+}
+
+/// Bytes cut from the end of the last log file by a recovery (the torn-tail rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedTail {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the cut bytes start: the end of the last intact record.
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub bytes: u64,
+    /// What they were.
+    pub kind: TailKind,
+}
+
+impl DroppedTail {
+    /// True when the cut bytes may have held a record: a torn write, or damage. Zeros and the
+    /// bytes of a reused file's earlier use are what every crash leaves and hold none.
+    pub fn may_hold_a_record(&self) -> bool {
+        matches!(self.kind, TailKind::TornRecord | TailKind::Garbage)
+    }
+}
+
+/// What bytes `buf[pos..]` of a file whose salt is `salt` are, once they are known to hold
+/// no intact record of the file.
+fn tail_kind(buf: &[u8], pos: usize, salt: u32) -> TailKind {
+    let rest = buf.get(pos..).unwrap_or_default();
+    if rest.iter().all(|&b| b == 0) {
+        TailKind::Zeros
+    } else if may_start_record(buf, pos, Some(salt)) {
+        TailKind::TornRecord
+    } else if salt != 0 {
+        // Files started in a spare have a nonzero salt; what follows their last record is
+        // the spare's old content.
+        TailKind::Reused
+    } else {
+        TailKind::Garbage
+    }
+}
+
 /// The outcome of a successful recovery.
 #[derive(Debug)]
 pub struct Recovery {
@@ -93,6 +157,10 @@ pub struct Recovery {
     pub last_salt: u32,
     /// The last file's format version (the current one when it is rewritten as new).
     pub last_version: u32,
+    /// Records handed to `replay`.
+    pub replayed: u64,
+    /// What the torn-tail rule cut from the last file, if anything.
+    pub dropped: Option<DroppedTail>,
 }
 
 /// A record found by the scan: which mapped file, which bytes.
@@ -137,15 +205,24 @@ fn valid_record_after(
 ///
 /// Files whose records are all at or below the checkpoint (their successor starts at or before
 /// `checkpoint + 1`) are not read: they are obsolete and only wait for `reclaim`.
+///
+/// With `strict`, a last file whose cut tail may have held a record
+/// ([`DroppedTail::may_hold_a_record`]) is refused as `Corruption` instead of cut.
+///
+/// Nothing on disk is changed: the caller applies [`Recovery::tail`] once it decides to go on.
 pub fn recover(
     vfs: &dyn Vfs,
     dir: &Path,
     max_record_bytes: usize,
     checkpoint: u64,
+    strict: bool,
     replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     mut expand: Option<&mut dyn Expand>,
 ) -> Result<Recovery> {
-    let files = list_files(vfs, dir)?;
+    let files = match vfs.exists(dir) {
+        true => list_files(vfs, dir)?,
+        false => Vec::new(),
+    };
     let Some(first) = files.first() else {
         return Ok(Recovery {
             files,
@@ -153,6 +230,8 @@ pub fn recover(
             tail: TailFix::None,
             last_salt: 0,
             last_version: FORMAT_VERSION,
+            replayed: 0,
+            dropped: None,
         });
     };
     let start_seq = checkpoint.saturating_add(1);
@@ -176,6 +255,7 @@ pub fn recover(
     let mut found: Vec<Found> = Vec::new();
     let mut expected = files.get(start).map_or(start_seq, |f| f.first_seq);
     let mut tail = TailFix::None;
+    let mut dropped = None;
     let mut last_salt = 0;
     let mut last_version = FORMAT_VERSION;
     let n = files.len();
@@ -218,7 +298,27 @@ pub fn recover(
                 if is_last
                     && valid_record_after(&buf, 0, expected, None, max_record_bytes).is_none()
                 {
+                    let kind = match buf.iter().all(|&b| b == 0) {
+                        true => TailKind::Zeros,
+                        false => TailKind::Garbage,
+                    };
+                    let cut = DroppedTail {
+                        path: f.path.clone(),
+                        offset: 0,
+                        bytes: buf.len() as u64,
+                        kind,
+                    };
+                    if strict && cut.may_hold_a_record() {
+                        return Err(Error::corruption(
+                            &f.path,
+                            0,
+                            format!(
+                                "{e}: a torn file header, which strict recovery refuses to rewrite"
+                            ),
+                        ));
+                    }
                     tail = TailFix::RewriteHeader;
+                    dropped = Some(cut).filter(|c| c.bytes > 0);
                     break;
                 }
                 return Err(Error::corruption(&f.path, 0, e));
@@ -262,7 +362,25 @@ pub fn recover(
                 ));
             }
             // A torn or garbage tail: it can only hold writes that were never acknowledged.
+            let cut = DroppedTail {
+                path: f.path.clone(),
+                offset: pos as u64,
+                bytes: (buf.len() - pos) as u64,
+                kind: tail_kind(&buf, pos, salt),
+            };
+            if strict && cut.may_hold_a_record() {
+                return Err(Error::corruption(
+                    &f.path,
+                    pos as u64,
+                    format!(
+                        "{bad}: the log ends in {} ({} bytes), which strict recovery refuses to \
+                         cut; open without strict recovery to keep the records before it",
+                        cut.kind, cut.bytes
+                    ),
+                ));
+            }
             tail = TailFix::Truncate(pos as u64);
+            dropped = Some(cut);
             break;
         }
         maps.push(buf);
@@ -272,6 +390,7 @@ pub fn recover(
     // leaves the caller with a partial replay of a log it must refuse.
     let mut expanded = Vec::new();
     let mut file_of_last = None;
+    let mut replayed = 0;
     for r in &found {
         let compact = r.kind == KIND_COMPACT;
         // A compacted record may refer to any earlier record of its file, so every one of
@@ -282,7 +401,7 @@ pub fn recover(
         let stored = maps
             .get(r.file)
             .and_then(|m| m.get(r.payload.clone()))
-            .ok_or_else(|| Error::Poisoned("WAL recovery lost track of a record".into()))?;
+            .ok_or_else(|| Error::Internal("WAL recovery lost track of a record".into()))?;
         let payload = if compact {
             let path = files.get(start + r.file).map_or(dir, |f| f.path.as_path());
             let at = r.payload.start.saturating_sub(RECORD_HEADER_LEN) as u64;
@@ -306,6 +425,7 @@ pub fn recover(
         };
         if r.seq > checkpoint {
             replay(r.seq, payload)?;
+            replayed += 1;
         }
     }
     if tail == TailFix::RewriteHeader {
@@ -318,5 +438,7 @@ pub fn recover(
         tail,
         last_salt,
         last_version,
+        replayed,
+        dropped,
     })
 }

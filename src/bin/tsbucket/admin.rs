@@ -1,11 +1,11 @@
 //! Database administration: `create`, `list`, `stats` and `verify`.
 
 use crate::out::Out;
-use crate::{open_existing, CliResult};
+use crate::{open_for_reading, open_for_writing, open_to_inspect, CliResult};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tsbucket::{CollStats, Database, Granularity, TimeseriesOptions};
+use tsbucket::{CollStats, Granularity, TimeseriesOptions};
 
 /// Bucketing options of a new collection, shared by `create` and `import --create`.
 #[derive(Args, Default)]
@@ -116,7 +116,7 @@ pub struct VerifyArgs {
 /// Runs `create`.
 pub fn create(a: CreateArgs) -> CliResult {
     let options = a.bucket.options(&a.time_field);
-    let db = Database::open(&a.dir)?;
+    let db = open_for_writing(&a.dir)?;
     db.create_collection(&a.coll, options.clone())?;
     db.close()?;
     let mut out = Out::new();
@@ -130,7 +130,7 @@ pub fn create(a: CreateArgs) -> CliResult {
 
 /// Runs `list`.
 pub fn list(a: ListArgs) -> CliResult {
-    let db = open_existing(&a.dir)?;
+    let db = open_for_reading(&a.dir)?;
     let mut out = Out::new();
     for c in db.list_collections()? {
         out.line(&format!("{}: {}", c.name, describe_options(&c.options)))?;
@@ -163,7 +163,7 @@ pub fn describe_options(o: &TimeseriesOptions) -> String {
 
 /// Runs `stats`.
 pub fn stats(a: StatsArgs) -> CliResult {
-    let db = open_existing(&a.dir)?;
+    let db = open_to_inspect(&a.dir)?;
     let names = match &a.coll {
         Some(c) => vec![c.clone()],
         None => db.list_collections()?.into_iter().map(|c| c.name).collect(),
@@ -173,6 +173,7 @@ pub fn stats(a: StatsArgs) -> CliResult {
         let s = db.collection(&n)?.stats()?;
         all.push((n, s));
     }
+    let recovery = db.recovery_report();
     db.close()?;
     let mut out = Out::new();
     if a.json {
@@ -201,6 +202,7 @@ pub fn stats(a: StatsArgs) -> CliResult {
                 out.line(&format!("  {k:<48} {v:>12}"))?;
             }
         }
+        out.line(&format!("recovery at open: {recovery}"))?;
     }
     Ok(out.finish()?)
 }
@@ -331,7 +333,7 @@ fn stats_json(s: &CollStats) -> Value {
 /// Runs `verify`: a problem is returned as the engine's `Corruption` error, which names the
 /// file and offset, and `main` exits 1 with it.
 pub fn verify(a: VerifyArgs) -> CliResult {
-    let db = open_existing(&a.dir)?;
+    let db = open_to_inspect(&a.dir)?;
     let pb = indicatif::ProgressBar::new(0);
     pb.set_style(indicatif::ProgressStyle::with_template(
         "verify {bar:40} {pos}/{len} segments eta {eta}",
@@ -342,11 +344,13 @@ pub fn verify(a: VerifyArgs) -> CliResult {
     });
     pb.finish_and_clear();
     let r = r?;
+    let recovery = db.recovery_report();
     db.close()?;
     let mut out = Out::new();
     out.line(&format!(
         "ok: {} segments, {} buckets, {} measurements verified; manifest and _id index consistent",
         r.segments, r.buckets, r.measurements
     ))?;
+    out.line(&format!("recovery at open: {recovery}"))?;
     Ok(out.finish()?)
 }

@@ -6,7 +6,7 @@ use crate::admin::BucketArgs;
 use crate::csvdoc::CsvOptions;
 use crate::out::Out;
 use crate::sources::{self, Loc, Record};
-use crate::{open_existing, CliResult, Format};
+use crate::{open_existing, open_for_writing, CliResult, Format};
 use clap::Args;
 use crossbeam_channel::Sender;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -198,7 +198,7 @@ fn read_files(files: &[PathBuf], format: Format, csv: &CsvOptions, tx: Sender<Ch
 fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
     match (&a.time_field, a.create) {
         (Some(time_field), true) => {
-            let db = Database::open(&a.dir)?;
+            let db = open_for_writing(&a.dir)?;
             let coll = db.create_collection(&a.coll, a.bucket.options(time_field))?;
             Ok((db, coll))
         }

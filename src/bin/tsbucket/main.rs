@@ -18,6 +18,8 @@ mod sources;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 use tsbucket::{Database, DbOptions};
 
 /// What commands return: any error is reported on stderr and ends the process with status 1.
@@ -30,9 +32,17 @@ pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
     about = "Time-series collections with MongoDB semantics"
 )]
 struct Cli {
+    /// For a command that writes: when another process has the database open for writing,
+    /// wait up to this many seconds for it to close instead of failing at once. Commands that
+    /// only read never wait: they read a snapshot beside the writer.
+    #[arg(long, global = true, value_name = "SECONDS")]
+    wait: Option<f64>,
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// How long a command that writes waits for the database's lock (`--wait`).
+static WAIT: OnceLock<Duration> = OnceLock::new();
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -120,6 +130,17 @@ impl Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(w) = cli.wait {
+        match Duration::try_from_secs_f64(w) {
+            Ok(d) => {
+                let _ = WAIT.set(d);
+            }
+            Err(_) => {
+                eprintln!("error: --wait takes a number of seconds >= 0, not {w}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let r = match cli.cmd {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Gen(a) => gen::run(a),
@@ -174,10 +195,50 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Opens the database in `dir`, which must already hold one: reading commands must not leave
-/// an empty database behind a mistyped path. The TTL sweeper stays off so that reading does
-/// not delete anything.
+/// Opens the database in `dir` for writing, which must already hold one: a mistyped path must
+/// not leave an empty database behind. The TTL sweeper stays off, so that a command deletes
+/// nothing it was not asked to. Waits for another process's lock as `--wait` says.
 pub fn open_existing(dir: &Path) -> CliResult<Database> {
+    if !dir.join(tsbucket::manifest::MANIFEST_FILE).is_file() {
+        return Err(format!("no tsbucket database in {}", dir.display()).into());
+    }
+    open_for_writing(dir)
+}
+
+/// Opens (creating if missing) the database in `dir` for writing, waiting for another
+/// process's lock as `--wait` says.
+pub fn open_for_writing(dir: &Path) -> CliResult<Database> {
+    let opts = || DbOptions {
+        ttl_interval: None,
+        ..DbOptions::default()
+    };
+    let deadline = Instant::now() + WAIT.get().copied().unwrap_or_default();
+    loop {
+        match Database::open_with(dir, opts()) {
+            Err(tsbucket::Error::Locked(_)) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e @ tsbucket::Error::Locked(_)) if WAIT.get().is_none() => {
+                return Err(format!("{e} (--wait SECONDS waits for it)").into())
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// Opens the database in `dir` for a command that only reads: a snapshot read beside any
+/// writer, taking no lock, so that reads and an import run at once.
+pub fn open_for_reading(dir: &Path) -> CliResult<Database> {
+    if !dir.join(tsbucket::manifest::MANIFEST_FILE).is_file() {
+        return Err(format!("no tsbucket database in {}", dir.display()).into());
+    }
+    Ok(Database::open_read_only(dir)?)
+}
+
+/// Opens the database in `dir` for `stats` and `verify`: for writing when no other process
+/// has it (an open that recovers, removes leftovers and sees the log as its writer does), else
+/// read-only beside that process.
+pub fn open_to_inspect(dir: &Path) -> CliResult<Database> {
     if !dir.join(tsbucket::manifest::MANIFEST_FILE).is_file() {
         return Err(format!("no tsbucket database in {}", dir.display()).into());
     }
@@ -185,7 +246,10 @@ pub fn open_existing(dir: &Path) -> CliResult<Database> {
         ttl_interval: None,
         ..DbOptions::default()
     };
-    Ok(Database::open_with(dir, opts)?)
+    match Database::open_with(dir, opts) {
+        Err(tsbucket::Error::Locked(_)) => Ok(Database::open_read_only(dir)?),
+        r => Ok(r?),
+    }
 }
 
 /// A path argument where `-` means stdin or stdout.

@@ -2,7 +2,7 @@
 
 use crate::json::{doc_arg, pipeline_arg, to_relaxed};
 use crate::out::Out;
-use crate::{open_existing, CliResult};
+use crate::{open_for_reading, CliResult};
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ pub fn find(a: FindArgs) -> CliResult {
         skip: a.skip,
         limit: a.limit,
     };
-    let db = open_existing(&a.dir)?;
+    let db = open_for_reading(&a.dir)?;
     let cursor = db.collection(&a.coll)?.find_with(filter, options)?;
     print_docs(cursor)?;
     db.close()?;
@@ -92,7 +92,7 @@ pub fn find(a: FindArgs) -> CliResult {
 /// Runs `aggregate`.
 pub fn aggregate(a: AggregateArgs) -> CliResult {
     let pipeline = pipeline_arg(&a.pipeline)?;
-    let db = open_existing(&a.dir)?;
+    let db = open_for_reading(&a.dir)?;
     let cursor = db.collection(&a.coll)?.aggregate(pipeline)?;
     print_docs(cursor)?;
     db.close()?;
@@ -101,7 +101,7 @@ pub fn aggregate(a: AggregateArgs) -> CliResult {
 
 /// Runs `explain`.
 pub fn explain(a: ExplainArgs) -> CliResult {
-    let db = open_existing(&a.dir)?;
+    let db = open_for_reading(&a.dir)?;
     let coll = db.collection(&a.coll)?;
     let ex = match &a.pipeline {
         Some(p) => coll.explain_aggregate(pipeline_arg(p)?)?,
@@ -117,7 +117,7 @@ pub fn explain(a: ExplainArgs) -> CliResult {
 /// Runs `count`.
 pub fn count(a: CountArgs) -> CliResult {
     let filter = doc_arg("filter", &a.filter)?;
-    let db = open_existing(&a.dir)?;
+    let db = open_for_reading(&a.dir)?;
     let n = db.collection(&a.coll)?.count_documents(filter)?;
     let mut out = Out::new();
     out.line(&n.to_string())?;
