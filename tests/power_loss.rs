@@ -449,3 +449,107 @@ fn power_cut_at_every_operation_of_a_drop_leaves_the_collection_dropped_or_intac
     }
     assert!(k > 3, "the drop should span several operations, saw {k}");
 }
+
+/// Log files of a few KiB and flush thresholds smaller still: within a short script the log
+/// rotates many times, reclaimed files are kept as spares and new files start in them over
+/// their old records, and the background flusher writes segments between the script's steps.
+fn rotating_options(fs: &MemFs) -> DbOptions {
+    DbOptions {
+        wal_file_bytes: 3 << 10,
+        wal_spare_files: 2,
+        flush_threshold_bytes: 2 << 10,
+        wal_limit_bytes: 8 << 10,
+        ..mem_options(fs)
+    }
+}
+
+/// Inserts of many sizes into two collections, with explicit flushes between them.
+fn rotating_steps() -> Vec<Step> {
+    let mut rng = Rng::new(seed_from_env(0x0707));
+    let mut steps = vec![Step::Create("a", 1)];
+    for i in 1..=36 {
+        if i == 12 {
+            steps.push(Step::Create("b", 2));
+        }
+        let name = if i > 12 && rng.chance(3) { "b" } else { "a" };
+        steps.push(Step::Insert(name, rng.range(1, 24) as usize));
+        if i % 11 == 0 {
+            steps.push(Step::Flush);
+        }
+    }
+    steps.push(Step::Close);
+    steps
+}
+
+/// Spare files, and log files started in a spare (a nonzero salt, header bytes 24..28).
+fn reused_log_files(fs: &MemFs) -> (usize, usize) {
+    let wal = std::path::Path::new("/db/wal");
+    let names = fs.list_dir(wal).unwrap_or_default();
+    let spares = names.iter().filter(|n| n.ends_with(".free")).count();
+    let salted = names
+        .iter()
+        .filter(|n| n.ends_with(".log"))
+        .filter(|n| {
+            let head = fs.read(&wal.join(n.as_str())).unwrap_or_default();
+            head.get(24..28).is_some_and(|s| s != [0, 0, 0, 0])
+        })
+        .count();
+    (spares, salted)
+}
+
+#[test]
+fn power_cut_at_every_operation_across_rotation_spare_reuse_and_background_flushes() {
+    let steps = rotating_steps();
+    // The script does reach what this test is about: without a cut, the log rotates, keeps
+    // spares and starts files in them.
+    let mem = MemFs::new();
+    let out = run_steps(
+        || Database::open_with("/db", rotating_options(&mem)),
+        &steps[..steps.len() - 1],
+    );
+    assert!(out.failure.is_none(), "{:?}", out.failure);
+    let (spares, salted) = reused_log_files(&mem);
+    assert!(
+        spares + salted > 0,
+        "the script never kept or reused a log file"
+    );
+    drop(out);
+
+    let (mut k, mut images) = (1u64, 0u64);
+    loop {
+        let mem = MemFs::new();
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        let opts = DbOptions {
+            vfs: Arc::new(fault.clone()),
+            ..rotating_options(&mem)
+        };
+        fault.fail_nth(k, true, Injected::Eio);
+        let mut out = run_steps(|| Database::open_with("/db", opts.clone()), &steps);
+        let ctx = format!(
+            "power cut at operation {k} ({:?})",
+            out.failure.as_ref().map(|f| &f.1)
+        );
+        if out.failure.is_none() && fault.injected_count() == 0 {
+            break;
+        }
+        // The background flusher may have taken the failure: then a later step reports it,
+        // or none did and the close does.
+        let cut = [
+            mem.crash(),
+            mem.crash_with(CrashMode::KeepPrefix, k),
+            mem.crash_with(CrashMode::TornSector, k),
+            mem.crash_with_dir_entries(CrashMode::Random, k),
+        ];
+        drop(out.db.take());
+        for (i, image) in cut.iter().enumerate() {
+            check_image(image, &out, &format!("{ctx}, image {i}"), i == 0);
+            images += 1;
+        }
+        k += 1;
+    }
+    eprintln!(
+        "power_loss: power cut at each of {} operations across log rotation, {images} images",
+        k - 1
+    );
+    assert!(k > 120, "the workload should span many operations, saw {k}");
+}
