@@ -267,7 +267,6 @@ impl Database {
             manifest,
             shared,
             log,
-            log_files,
         } = load(&path, &opts, &vfs, &page_cache, &BTreeMap::new(), false)?;
         let remove = crate::recovery::leftovers(
             vfs.as_ref(),
@@ -290,14 +289,7 @@ impl Database {
             vfs.create_dir_all(&seg_dir)?;
             vfs.sync_dir(&path)?;
         }
-        let report = RecoveryReport {
-            checkpoint: manifest.wal_checkpoint,
-            log_files,
-            records_replayed: log.replayed(),
-            last_seq: log.last_seq(),
-            dropped_tail: log.dropped().cloned(),
-            removed: remove,
-        };
+        let report = report(&manifest, &log, remove);
         let state = Arc::new(RwLock::new(shared));
         let poisoned: Arc<Mutex<Option<String>>> = Arc::default();
         let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);
@@ -368,14 +360,7 @@ impl Database {
         let vfs: Arc<dyn Vfs> = Arc::new(ReadOnlyFs::new(opts.vfs.clone()));
         let page_cache = Arc::new(PageCache::new(opts.page_cache_bytes));
         let loaded = load_snapshot(&path, &opts, &vfs, &page_cache, &BTreeMap::new())?;
-        let report = RecoveryReport {
-            checkpoint: loaded.manifest.wal_checkpoint,
-            log_files: loaded.log_files,
-            records_replayed: loaded.log.replayed(),
-            last_seq: loaded.log.last_seq(),
-            dropped_tail: loaded.log.dropped().cloned(),
-            removed: Vec::new(),
-        };
+        let report = report(&loaded.manifest, &loaded.log, Vec::new());
         let inner = Arc::new(DbInner {
             path,
             opts: DbOptions {
@@ -426,14 +411,7 @@ impl Database {
             &inner.page_cache,
             &open,
         )?;
-        *inner.recovery.lock() = RecoveryReport {
-            checkpoint: loaded.manifest.wal_checkpoint,
-            log_files: loaded.log_files,
-            records_replayed: loaded.log.replayed(),
-            last_seq: loaded.log.last_seq(),
-            dropped_tail: loaded.log.dropped().cloned(),
-            removed: Vec::new(),
-        };
+        *inner.recovery.lock() = report(&loaded.manifest, &loaded.log, Vec::new());
         *inner.state.write() = loaded.shared;
         *man = loaded.manifest;
         Ok(())
@@ -671,7 +649,6 @@ struct Loaded {
     manifest: Manifest,
     shared: Shared,
     log: RecoveredLog,
-    log_files: usize,
 }
 
 /// The reading phase of an open: reads and checks the manifest, every listed segment (those in
@@ -877,8 +854,19 @@ fn load(
         manifest,
         shared,
         log,
-        log_files,
     })
+}
+
+/// What an open found in the manifest and the log, and the leftovers it `removed`.
+fn report(manifest: &Manifest, log: &RecoveredLog, removed: Vec<PathBuf>) -> RecoveryReport {
+    RecoveryReport {
+        checkpoint: manifest.wal_checkpoint,
+        log_files: log.files(),
+        records_replayed: log.replayed(),
+        last_seq: log.last_seq(),
+        dropped_tail: log.dropped().cloned(),
+        removed,
+    }
 }
 
 /// [`load`] for a reader beside a writer. The writer may commit a manifest, delete the files it
