@@ -76,6 +76,26 @@ mod tests {
         );
     }
 
+    /// Doubles print as the shortest text that names them; reading that text must give the
+    /// same double back, or an export and re-import changes the data.
+    #[test]
+    fn doubles_read_back_exactly() {
+        for x in [
+            4.686764821622647e262,
+            0.1 + 0.2,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -1.7976931348623155e308,
+            2.225073858507201e-308,
+        ] {
+            let d = doc! {"x": x};
+            let text = to_relaxed(d.clone()).to_string();
+            let back = parse_doc(&text).unwrap();
+            assert_eq!(back.get_f64("x").unwrap().to_bits(), x.to_bits(), "{text}");
+        }
+    }
+
     #[test]
     fn field_order_is_kept_both_ways() {
         let d = parse_doc(r#"{"z": 1, "a": -1, "m": 1}"#).unwrap();
