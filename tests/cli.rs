@@ -486,3 +486,79 @@ fn lifecycle_commands_update_delete_index_coll_mod_sweep_and_drop() {
     assert!(ok(d, &["list", "db"]).trim().is_empty());
     ok(d, &["verify", "db"]);
 }
+
+/// Dates before 1970, from the year 10000 on and at both ends of the range print as
+/// `{"$date": {"$numberLong": ...}}` (they printed as the last instant of the year 9999), so
+/// `find`'s output imports back to the same documents.
+#[test]
+fn find_output_of_dates_outside_1970_to_9999_imports_back_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let times: [i64; 9] = [
+        i64::MIN,
+        i64::MIN + 1,
+        -62_135_596_800_001,
+        -1,
+        0,
+        1_451_606_400_123,
+        253_402_300_799_999,
+        253_402_300_800_000,
+        i64::MAX,
+    ];
+    let input: String = times
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| {
+            format!(
+                r#"{{"_id": {i}, "t": {{"$date": {{"$numberLong": "{ms}"}}}}, "tags": {{"h": "a"}}, "at": [{{"$date": {{"$numberLong": "{ms}"}}}}]}}"#
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("in.jsonl"), input).unwrap();
+    let create = ["--create", "--time-field", "t", "--meta-field", "tags"];
+    ok(
+        d,
+        &[&["import", "db", "a", "in.jsonl"][..], &create].concat(),
+    );
+    let sort = ["--sort", r#"{"t": 1}"#];
+    let first = ok(d, &[&["find", "db", "a"][..], &sort].concat());
+    assert!(!first.contains("9999-12-31T23:59:59.999999999Z"), "{first}");
+    let docs = json_lines(&first);
+    assert_eq!(docs.len(), times.len());
+    for (doc, &ms) in docs.iter().zip(&times) {
+        let want = if (0..253_402_300_800_000).contains(&ms) {
+            serde_json::Value::String(
+                tsbucket::bson::DateTime::from_millis(ms)
+                    .try_to_rfc3339_string()
+                    .unwrap(),
+            )
+        } else {
+            serde_json::json!({"$numberLong": ms.to_string()})
+        };
+        assert_eq!(doc["t"]["$date"], want, "{doc}");
+        assert_eq!(doc["at"][0], doc["t"], "{doc}");
+    }
+
+    std::fs::write(d.join("out.jsonl"), &first).unwrap();
+    ok(
+        d,
+        &[&["import", "db", "b", "out.jsonl"][..], &create].concat(),
+    );
+    assert_eq!(ok(d, &[&["find", "db", "b"][..], &sort].concat()), first);
+    let year_10000 = r#"{"t": {"$gte": {"$date": {"$numberLong": "253402300800000"}}}}"#;
+    assert_eq!(count(d, "b", year_10000), 2);
+
+    // The bundled inspector prints rows and control.min/max the same way.
+    let dump = Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .args(["--rows", "--json"])
+        .arg(d.join("db"))
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "{dump:?}");
+    let dump = String::from_utf8(dump.stdout).unwrap();
+    assert!(!dump.contains("9999-12-31T23:59:59.999999999Z"), "{dump}");
+    assert!(
+        dump.contains(r#"{"$date":{"$numberLong":"9223372036854775807"}}"#),
+        "{dump}"
+    );
+}

@@ -3,6 +3,10 @@
 //! It reads files only through the crate's public segment reader, so whatever it can show, an
 //! embedding program can read too; and a file it calls good is one the engine will read.
 
+// The `tsbucket` binary's relaxed Extended JSON, so that both print dates alike.
+#[path = "tsbucket/extjson.rs"]
+mod extjson;
+
 use clap::Parser;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -329,7 +333,7 @@ fn rows_of(seg: &Segment, i: usize, meta_field: &str, at: u64) -> tsbucket::Resu
     (0..b.count as usize)
         .map(|r| {
             row_document(&b, r, Some(meta_field))
-                .map(|d| Bson::Document(d).into_relaxed_extjson())
+                .map(|d| extjson::relaxed(Bson::Document(d)))
                 .ok_or_else(|| {
                     Error::corruption(
                         seg.path(),
@@ -342,7 +346,7 @@ fn rows_of(seg: &Segment, i: usize, meta_field: &str, at: u64) -> tsbucket::Resu
 }
 
 fn ext(b: &Bson) -> Value {
-    b.clone().into_relaxed_extjson()
+    extjson::relaxed(b.clone())
 }
 
 /// `control.min` or `control.max` without the sums entry.
@@ -352,7 +356,7 @@ fn control(d: &Document) -> Value {
         .filter(|(k, _)| k.as_str() != SUM_KEY)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    Bson::Document(visible).into_relaxed_extjson()
+    extjson::relaxed(Bson::Document(visible))
 }
 
 /// The bucket start in the `_id`'s time prefix, RFC 3339.

@@ -834,7 +834,9 @@ impl FastGroup {
                 for s in scans.iter() {
                     let st = columns::stats(&s.src)?;
                     let bound = if max_time {
-                        self.time_hi(&st).map_or(i64::MAX, |t| -t)
+                        // `!t` is `-t - 1`: it orders latest first as `-t` would, but `-t`
+                        // overflows for a bucket whose latest time is the earliest date.
+                        self.time_hi(&st).map_or(i64::MAX, |t| !t)
                     } else {
                         self.time_lo(&st).unwrap_or(i64::MAX)
                     };

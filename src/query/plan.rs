@@ -387,7 +387,11 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
         },
         Pred::Gt(v) => match ms(v) {
             Some(t) => {
-                *lo = (*lo).max(t.saturating_add(1));
+                match t.checked_add(1) {
+                    Some(after) => *lo = (*lo).max(after),
+                    // No date is later than the latest one.
+                    None => empty(lo, hi),
+                }
                 true
             }
             None => false,
@@ -401,7 +405,11 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
         },
         Pred::Lt(v) => match ms(v) {
             Some(t) => {
-                *hi = (*hi).min(t.saturating_sub(1));
+                match t.checked_sub(1) {
+                    Some(before) => *hi = (*hi).min(before),
+                    // No date is earlier than the earliest one.
+                    None => empty(lo, hi),
+                }
                 true
             }
             None => false,
@@ -435,6 +443,13 @@ fn narrow(pred: &Pred, lo: &mut i64, hi: &mut i64) -> bool {
         }
         _ => false,
     }
+}
+
+/// Makes `lo..=hi` empty. Bounds only ever narrow afterwards, so it stays empty: a bound just
+/// past either end of the date range must not be clamped onto that end, where a date exists.
+fn empty(lo: &mut i64, hi: &mut i64) {
+    *lo = i64::MAX;
+    *hi = i64::MIN;
 }
 
 /// True when `v` holds no embedded document, so field order cannot change how it compares.
@@ -540,14 +555,11 @@ impl Plan {
         if self.time_lo > self.time_hi {
             return None;
         }
-        let lo = if self.time_lo == i64::MIN {
-            i64::MIN
-        } else {
-            self.time_lo
-                .saturating_sub(span_ms.max(1))
-                .saturating_add(1)
-        };
-        Some((lo, self.time_hi))
+        // In i128: near the earliest date `time_lo - span + 1` lies below what an `i64` holds
+        // (every start qualifies), and saturating the subtraction before adding one moved the
+        // bound past the start of the earliest bucket.
+        let lo = i128::from(self.time_lo) - i128::from(span_ms.max(1)) + 1;
+        Some((i64::try_from(lo).unwrap_or(i64::MIN), self.time_hi))
     }
 
     /// [`Plan::verdict`]'s pruning half for an open bucket, from its start, latest time and
@@ -920,6 +932,31 @@ mod tests {
         assert_eq!(plan(doc! {}).start_range(3_000), Some((i64::MIN, i64::MAX)));
         let empty = plan(doc! {"t": {"$gt": t(5), "$lt": t(3)}});
         assert_eq!(empty.start_range(3_000), None);
+    }
+
+    #[test]
+    fn start_ranges_at_the_ends_of_the_date_range_neither_clamp_nor_wrap() {
+        let hour = 3_600_000;
+        let earliest = plan(doc! {"t": t(i64::MIN + 1)});
+        assert_eq!(earliest.start_range(hour), Some((i64::MIN, i64::MIN + 1)));
+        let latest = plan(doc! {"t": {"$gte": t(i64::MAX)}});
+        assert_eq!(
+            latest.start_range(hour),
+            Some((i64::MAX - hour + 1, i64::MAX))
+        );
+        assert_eq!(
+            plan(doc! {"t": {"$gt": t(i64::MAX)}}).start_range(hour),
+            None
+        );
+        assert_eq!(
+            plan(doc! {"t": {"$lt": t(i64::MIN)}}).start_range(hour),
+            None
+        );
+        let before_all = plan(doc! {"t": {"$lt": t(i64::MIN)}});
+        assert_eq!(
+            verdict(&before_all, Bson::Null, i64::MIN, i64::MIN),
+            Verdict::None
+        );
     }
 
     #[test]

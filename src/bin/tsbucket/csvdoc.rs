@@ -1,7 +1,7 @@
 //! Documents as CSV rows. Writing flattens nested documents into dotted column names and
-//! writes dates as RFC 3339. Reading types each cell by its content: the time column as a date,
-//! meta columns as strings, other cells as int64, double, bool or string; an empty cell leaves
-//! the field out.
+//! writes dates as RFC 3339 (as epoch milliseconds outside the years 0000 through 9999).
+//! Reading types each cell by its content: the time column as a date, meta columns as strings,
+//! other cells as int64, double, bool or string; an empty cell leaves the field out.
 
 use tsbucket::bson::{Bson, DateTime, Document};
 
@@ -25,17 +25,30 @@ fn flatten_into(prefix: &str, doc: &Document, out: &mut Vec<(String, String)>) {
 fn cell(v: &Bson) -> String {
     match v {
         Bson::String(s) => s.clone(),
-        Bson::DateTime(t) => t
-            .try_to_rfc3339_string()
-            .unwrap_or_else(|_| t.timestamp_millis().to_string()),
+        Bson::DateTime(t) => date_cell(*t),
         Bson::Int32(i) => i.to_string(),
         Bson::Int64(i) => i.to_string(),
         Bson::Double(f) => double_cell(*f),
         Bson::Boolean(b) => b.to_string(),
         Bson::Null => String::new(),
         Bson::ObjectId(o) => o.to_hex(),
-        other => other.clone().into_relaxed_extjson().to_string(),
+        other => crate::extjson::relaxed(other.clone()).to_string(),
     }
+}
+
+/// The first millisecond of the year 0. RFC 3339 has four-digit years: 0000 through 9999.
+const YEAR_0_MS: i64 = -62_167_219_200_000;
+
+/// A date's text: RFC 3339 where its year has four digits, else integer epoch milliseconds
+/// (which [`parse_time`] reads too). The `bson` crate formats the dates from the year 10000
+/// on as the last instant of 9999, so it is not asked for them.
+fn date_cell(t: DateTime) -> String {
+    let ms = t.timestamp_millis();
+    (YEAR_0_MS..crate::extjson::YEAR_10000_MS)
+        .contains(&ms)
+        .then(|| t.try_to_rfc3339_string().ok())
+        .flatten()
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// A double's text, with a fraction or exponent even when integral, so that reading it back
@@ -230,6 +243,34 @@ mod tests {
         );
         let bad = csv::StringRecord::from(vec!["yesterday", "h", "", "", "", ""]);
         assert!(schema.row(&bad).unwrap_err().contains("yesterday"));
+    }
+
+    /// Times of every year, and those RFC 3339 cannot write, read back as they were written.
+    #[test]
+    fn times_outside_four_digit_years_are_written_as_milliseconds() {
+        let header = csv::StringRecord::from(vec!["time"]);
+        let schema = RowSchema::new(&header, &opts()).unwrap();
+        let cases = [
+            (i64::MIN, "-9223372036854775808"),
+            (YEAR_0_MS - 1, "-62167219200001"),
+            (YEAR_0_MS, "0000-01-01T00:00:00Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (0, "1970-01-01T00:00:00Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+            (253_402_300_800_000, "253402300800000"),
+            (i64::MAX, "9223372036854775807"),
+        ];
+        for (ms, text) in cases {
+            let d = doc! {"time": DateTime::from_millis(ms)};
+            assert_eq!(flatten(&d), [("time".to_string(), text.to_string())]);
+            let row = csv::StringRecord::from(vec![text]);
+            assert_eq!(schema.row(&row).unwrap(), d, "{text}");
+        }
+        let nested = doc! {"a": [DateTime::from_millis(i64::MAX)]};
+        assert_eq!(
+            flatten(&nested)[0].1,
+            r#"[{"$date":{"$numberLong":"9223372036854775807"}}]"#
+        );
     }
 
     #[test]

@@ -52,9 +52,9 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// A document as relaxed Extended JSON.
+/// A document as relaxed Extended JSON (see [`crate::extjson`] for how dates are written).
 pub fn to_relaxed(doc: Document) -> Value {
-    Bson::Document(doc).into_relaxed_extjson()
+    crate::extjson::relaxed(Bson::Document(doc))
 }
 
 #[cfg(test)]
@@ -74,6 +74,148 @@ mod tests {
             a,
             doc! {"t": DateTime::from_millis(1_451_606_400_000), "n": 1}
         );
+    }
+
+    fn relaxed_text(d: Document) -> String {
+        to_relaxed(d).to_string()
+    }
+
+    /// The ISO-8601 form for the years 1970 through 9999 only, as the Extended JSON spec says;
+    /// the `bson` crate printed every date from the year 10000 on as the last instant of 9999.
+    #[test]
+    fn dates_outside_1970_to_9999_print_as_milliseconds() {
+        let cases = [
+            (i64::MIN, r#"{"$numberLong":"-9223372036854775808"}"#),
+            (-1, r#"{"$numberLong":"-1"}"#),
+            (0, r#""1970-01-01T00:00:00Z""#),
+            (1, r#""1970-01-01T00:00:00.001Z""#),
+            (253_402_300_799_999, r#""9999-12-31T23:59:59.999Z""#),
+            (253_402_300_800_000, r#"{"$numberLong":"253402300800000"}"#),
+            (i64::MAX, r#"{"$numberLong":"9223372036854775807"}"#),
+        ];
+        for (ms, date) in cases {
+            let d = doc! {"t": DateTime::from_millis(ms)};
+            let text = relaxed_text(d.clone());
+            assert_eq!(text, format!(r#"{{"t":{{"$date":{date}}}}}"#));
+            assert_eq!(parse_doc(&text).unwrap(), d, "{text}");
+        }
+    }
+
+    /// Dates inside documents, arrays and code scopes are written the same way.
+    #[test]
+    fn nested_dates_print_as_milliseconds_too() {
+        let late = DateTime::from_millis(i64::MAX);
+        let code = tsbucket::bson::JavaScriptCodeWithScope {
+            code: "f".into(),
+            scope: doc! {"at": late},
+        };
+        let d = doc! {"a": [late, {"b": late}], "c": {"d": [[late]]}, "e": code};
+        let text = relaxed_text(d.clone());
+        assert!(!text.contains("9999"), "{text}");
+        assert_eq!(text.matches("9223372036854775807").count(), 4, "{text}");
+        assert_eq!(parse_doc(&text).unwrap(), d);
+    }
+
+    #[test]
+    fn late_and_early_dates_parse_in_either_form() {
+        let ms = 253_402_300_800_000_i64;
+        let long = parse_doc(&format!(
+            r#"{{"t": {{"$date": {{"$numberLong": "{ms}"}}}}}}"#
+        ));
+        assert_eq!(long.unwrap(), doc! {"t": DateTime::from_millis(ms)});
+        let iso = parse_doc(r#"{"t": {"$date": "1969-12-31T23:59:59.999Z"}}"#).unwrap();
+        assert_eq!(iso, doc! {"t": DateTime::from_millis(-1)});
+        let legacy = parse_doc(r#"{"t": {"$date": -5}}"#).unwrap();
+        assert_eq!(legacy, doc! {"t": DateTime::from_millis(-5)});
+    }
+
+    mod round_trip {
+        use super::super::*;
+        use proptest::prelude::*;
+        use tsbucket::bson::oid::ObjectId;
+        use tsbucket::bson::{Binary, DateTime, Timestamp};
+
+        /// Dates from the whole range, weighted to the ends, 1970, the year 10000, and
+        /// the 32-bit second limits.
+        fn date_ms() -> impl Strategy<Value = i64> {
+            let edge = prop::sample::select(vec![
+                i64::MIN,
+                i64::MAX,
+                0,
+                crate::extjson::YEAR_10000_MS,
+                (1 << 31) * 1000,
+                -(1 << 31) * 1000,
+                (1 << 32) * 1000,
+            ]);
+            prop_oneof![
+                2 => (edge, -2i64..=2).prop_map(|(e, d)| e.saturating_add(d)),
+                1 => any::<i64>(),
+                1 => -100_000_000_000_000i64..300_000_000_000_000,
+            ]
+        }
+
+        /// Values relaxed Extended JSON keeps apart: not an Int64 that fits an Int32 (it
+        /// prints as a plain number, which reads back as an Int32), nor NaN (never equal).
+        fn value() -> impl Strategy<Value = Bson> {
+            let leaf = prop_oneof![
+                4 => date_ms().prop_map(|ms| Bson::DateTime(DateTime::from_millis(ms))),
+                1 => any::<i32>().prop_map(Bson::Int32),
+                1 => any::<i64>()
+                    .prop_filter("fits an Int32", |&i| i32::try_from(i).is_err())
+                    .prop_map(Bson::Int64),
+                1 => any::<f64>().prop_filter("NaN", |f| !f.is_nan()).prop_map(Bson::Double),
+                1 => ".{0,8}".prop_map(Bson::String),
+                1 => any::<bool>().prop_map(Bson::Boolean),
+                1 => Just(Bson::Null),
+                1 => any::<[u8; 12]>().prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b))),
+                1 => (any::<u32>(), any::<u32>())
+                    .prop_map(|(time, increment)| Bson::Timestamp(Timestamp { time, increment })),
+                1 => prop::collection::vec(any::<u8>(), 0..6).prop_map(|bytes| {
+                    Bson::Binary(Binary { subtype: tsbucket::bson::spec::BinarySubtype::Generic, bytes })
+                }),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+                    prop::collection::vec(("[a-z]{1,3}", inner), 0..4)
+                        .prop_map(|kv| Bson::Document(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            /// A document printed as the CLI prints it reads back as the same document.
+            #[test]
+            fn printed_documents_parse_back_identical(
+                fields in prop::collection::vec(("[a-z]{1,3}", value()), 0..6),
+                t in date_ms(),
+            ) {
+                let mut d: Document = fields.into_iter().collect();
+                d.insert("t", DateTime::from_millis(t));
+                let text = to_relaxed(d.clone()).to_string();
+                prop_assert_eq!(parse_doc(&text).unwrap(), d, "{}", text);
+            }
+        }
+    }
+
+    /// Doubles print as the shortest text that names them; reading that text must give the
+    /// same double back, or an export and re-import changes the data.
+    #[test]
+    fn doubles_read_back_exactly() {
+        for x in [
+            4.686764821622647e262,
+            0.1 + 0.2,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -1.7976931348623155e308,
+            2.225073858507201e-308,
+        ] {
+            let d = doc! {"x": x};
+            let text = to_relaxed(d.clone()).to_string();
+            let back = parse_doc(&text).unwrap();
+            assert_eq!(back.get_f64("x").unwrap().to_bits(), x.to_bits(), "{text}");
+        }
     }
 
     #[test]

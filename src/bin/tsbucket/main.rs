@@ -7,6 +7,7 @@
 mod admin;
 mod csvdoc;
 mod demo;
+mod extjson;
 mod gen;
 mod import;
 mod json;
