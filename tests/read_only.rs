@@ -192,6 +192,11 @@ fn cli_reads_beside_a_writer_and_writers_wait_for_the_lock() {
     assert!(stdout(&cli_args(&["list", d])).starts_with("a:"));
     assert!(stdout(&cli_args(&["stats", d])).contains("recovery at open"));
     assert!(stdout(&cli_args(&["verify", d])).starts_with("ok:"));
+    let dump = Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .args(["--check", d])
+        .output()
+        .unwrap();
+    stdout(&dump);
     let pipeline = r#"[{"$count": "n"}]"#;
     assert!(stdout(&cli_args(&["aggregate", d, "a", pipeline])).contains("42"));
 
