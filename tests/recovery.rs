@@ -387,13 +387,19 @@ fn an_unreadable_segment_the_manifest_does_not_list_is_kept_and_refused() {
 fn every_way_the_crash_model_fails_an_open_leaves_the_files_as_they_were() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let db = open(dir).unwrap();
+    // Small log files, so that the log spans several.
+    let small = || DbOptions {
+        wal_file_bytes: 4 << 10,
+        wal_spare_files: 0,
+        ..options()
+    };
+    let db = Database::open_with(dir, small()).unwrap();
     let c = db.create_collection("a", ts_options()).unwrap();
     for b in 1..=3 {
         c.insert_many(&batch_docs(1, b, 100, 3)).unwrap();
     }
     db.flush().unwrap();
-    for b in 4..=6 {
+    for b in 4..=8 {
         c.insert_many(&batch_docs(1, b, 100, 3)).unwrap();
     }
     db.close().unwrap();
@@ -411,9 +417,19 @@ fn every_way_the_crash_model_fails_an_open_leaves_the_files_as_they_were() {
     };
     let manifest = dir.join("MANIFEST");
     let seg = seg_files(dir).pop().unwrap();
-    let last = log_files(dir).pop().unwrap();
+    let logs = log_files(dir);
+    assert!(logs.len() >= 3, "the log spans {} file(s)", logs.len());
+    let last = logs[logs.len() - 1].clone();
     type Damage = Box<dyn Fn()>;
     let cases: Vec<(&str, Damage)> = vec![
+        ("a log file in the middle removed", {
+            let l = logs[logs.len() - 2].clone();
+            Box::new(move || fs::remove_file(&l).unwrap())
+        }),
+        ("the oldest log file removed", {
+            let l = logs[0].clone();
+            Box::new(move || fs::remove_file(&l).unwrap())
+        }),
         ("a flipped manifest byte", {
             let m = manifest.clone();
             Box::new(move || {
@@ -435,8 +451,8 @@ fn every_way_the_crash_model_fails_an_open_leaves_the_files_as_they_were() {
                 fs::write(&s, b).unwrap();
             })
         }),
-        ("a damaged record before an intact one", {
-            let l = last.clone();
+        ("a damaged record in a file with a successor", {
+            let l = logs[0].clone();
             Box::new(move || {
                 let mut b = fs::read(&l).unwrap();
                 let (at, _) = records(&b)[0];
@@ -457,11 +473,25 @@ fn every_way_the_crash_model_fails_an_open_leaves_the_files_as_they_were() {
             Box::new(move || fs::write(&s, b"?").unwrap())
         }),
     ];
-    for (what, damage) in cases {
+    let strict_cases: Vec<(&str, Damage)> = vec![("a torn record at the end, strict", {
+        let l = last.clone();
+        Box::new(move || {
+            let mut b = fs::read(&l).unwrap();
+            let (at, len) = *records(&b).last().unwrap();
+            let torn = b[at..at + len / 2].to_vec();
+            b.extend_from_slice(&torn);
+            fs::write(&l, b).unwrap();
+        })
+    })];
+    let all = cases
+        .into_iter()
+        .map(|(w, d)| (w, d, options()))
+        .chain(strict_cases.into_iter().map(|(w, d)| (w, d, strict())));
+    for (what, damage, opts) in all {
         restore();
         damage();
         let before = snapshot(dir);
-        let r = open(dir);
+        let r = Database::open_with(dir, opts);
         assert!(
             matches!(r, Err(Error::Corruption { .. })),
             "{what}: {:?}",
@@ -474,6 +504,6 @@ fn every_way_the_crash_model_fails_an_open_leaves_the_files_as_they_were() {
     }
     restore();
     let db = open(dir).unwrap();
-    assert_eq!(count(&db), 600);
+    assert_eq!(count(&db), 800);
     db.close().unwrap();
 }
