@@ -55,11 +55,28 @@ impl WritableFile for RealFile {
     }
 }
 
-struct FileLock(File);
-impl LockGuard for FileLock {}
-impl Drop for FileLock {
+/// The directory and the lock file, each open with an exclusive `flock` on it. A `flock`
+/// belongs to the open file description, so another open of either (in this process too)
+/// conflicts, and the kernel releases both when the process dies.
+struct DirLock {
+    dir: File,
+    file: File,
+}
+impl LockGuard for DirLock {}
+impl Drop for DirLock {
     fn drop(&mut self) {
-        let _ = FileExt::unlock(&self.0);
+        let _ = FileExt::unlock(&self.file);
+        let _ = FileExt::unlock(&self.dir);
+    }
+}
+
+/// `try_lock_exclusive` on `file`: whether the lock was taken (false: somebody holds it).
+fn try_flock(file: &File) -> io::Result<bool> {
+    match file.try_lock_exclusive() {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -117,18 +134,25 @@ impl Vfs for RealFs {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         File::open(path)?.sync_all()
     }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+    fn try_lock(&self, dir: &Path, lock_file: &str) -> io::Result<Option<Box<dyn LockGuard>>> {
+        // Read-only is all `flock` needs, and all a directory can be opened as.
+        let dir_file = File::open(dir)?;
+        if !try_flock(&dir_file)? {
+            return Ok(None);
+        }
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(path)?;
-        match file.try_lock_exclusive() {
-            Ok(()) => Ok(Some(Box::new(FileLock(file)))),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(None),
-            Err(e) => Err(e),
+            .open(dir.join(lock_file))?;
+        // On refusal, dropping `dir_file` closes it and so releases the directory's lock.
+        if !try_flock(&file)? {
+            return Ok(None);
         }
+        Ok(Some(Box::new(DirLock {
+            dir: dir_file,
+            file,
+        })))
     }
 }
 
@@ -157,5 +181,23 @@ mod tests {
         let mut f = fs.open_append(&path, false).unwrap();
         f.append(b"?").unwrap();
         assert_eq!(fs.read(&path).unwrap(), b"\0\0\0\0ab!?");
+    }
+
+    #[test]
+    fn a_holder_of_the_lock_file_alone_still_excludes() {
+        let dir = tempfile::tempdir().unwrap();
+        // What a version that locks only the file holds.
+        let old = File::create(dir.path().join("LOCK")).unwrap();
+        old.try_lock_exclusive().unwrap();
+        assert!(RealFs.try_lock(dir.path(), "LOCK").unwrap().is_none());
+        // The refusal let go of the directory again.
+        drop(old);
+        let g = RealFs.try_lock(dir.path(), "LOCK").unwrap();
+        assert!(g.is_some());
+        // Deleting the file does not release the directory.
+        std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+        assert!(RealFs.try_lock(dir.path(), "LOCK").unwrap().is_none());
+        drop(g);
+        assert!(RealFs.try_lock(dir.path(), "LOCK").unwrap().is_some());
     }
 }
