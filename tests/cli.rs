@@ -486,3 +486,58 @@ fn lifecycle_commands_update_delete_index_coll_mod_sweep_and_drop() {
     assert!(ok(d, &["list", "db"]).trim().is_empty());
     ok(d, &["verify", "db"]);
 }
+
+#[test]
+fn json_records_nest_as_deep_as_bson_and_deeper_ones_are_refused_by_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A record whose field "x" holds a value nested so that its innermost element sits
+    // `levels` levels deep ("x" itself is at level 1).
+    let record = |s: i64, levels: usize| {
+        let inner = levels - 1;
+        format!(
+            r#"{{"t": {{"$date": "2024-01-01T00:00:{s:02}Z"}}, "x": {}1{}}}"#,
+            r#"{"a": "#.repeat(inner),
+            "}".repeat(inner)
+        )
+    };
+    let lines = [
+        record(0, 180),
+        record(1, 181),
+        record(2, 100_000),
+        format!(
+            r#"{{"t": {{"$date": "2024-01-01T00:00:03Z"}}, "x": {}"#,
+            "[".repeat(100_000)
+        ),
+        record(4, 2),
+    ];
+    std::fs::write(d.join("deep.jsonl"), lines.join("\n") + "\n").unwrap();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let err = fails(d, &["import", "db", "c", "deep.jsonl"], 1);
+    assert!(
+        err.contains("deep.jsonl, line 2: the document is nested more than 180 levels deep"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0, "the batch of line 2 is not written");
+    let out = tsbucket(d, &["import", "db", "c", "deep.jsonl", "--skip-bad"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for line in [2, 3, 4] {
+        assert!(err.contains(&format!("line {line}: ")), "{err}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("imported 2 rows, skipped 3"));
+    assert_eq!(count(d, "c", "{}"), 2);
+    // The stored document reads back as deep as it went in.
+    let found = ok(
+        d,
+        &[
+            "find",
+            "db",
+            "c",
+            r#"{"t": {"$date": "2024-01-01T00:00:00Z"}}"#,
+        ],
+    );
+    // Deeper than serde_json reads by default, so counted in the text.
+    assert_eq!(found.matches(r#"{"a":"#).count(), 179, "{found}");
+    assert!(found.contains(r#""a":1}}"#), "{found}");
+}
