@@ -541,3 +541,40 @@ fn json_records_nest_as_deep_as_bson_and_deeper_ones_are_refused_by_line() {
     assert_eq!(found.matches(r#"{"a":"#).count(), 179, "{found}");
     assert!(found.contains(r#""a":1}}"#), "{found}");
 }
+
+#[test]
+fn bson_records_that_repeat_a_name_are_refused_not_collapsed() {
+    use tsbucket::bson::{doc, DateTime, Document};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let t = |s: i64| DateTime::from_millis(1_700_000_000_000 + s * 1000);
+    // `d` as BSON in which the field named `dupB` is renamed `dupA`.
+    let repeating = |d: &Document| {
+        let mut bytes = d.to_vec().unwrap();
+        let at = bytes.windows(5).position(|w| w == b"dupB\0").unwrap();
+        bytes[at + 3] = b'A';
+        bytes
+    };
+    let mut file = doc! {"t": t(0), "x": {"dupA": 1}}.to_vec().unwrap();
+    file.extend(repeating(
+        &doc! {"t": t(1), "x": [0, {"y": {"dupA": 1, "dupB": 2}}]},
+    ));
+    file.extend(repeating(&doc! {"t": t(2), "dupA": 1, "dupB": 2}));
+    std::fs::write(d.join("dup.bson"), file).unwrap();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let err = fails(d, &["import", "db", "c", "dup.bson"], 1);
+    assert!(
+        err.contains("document 2 at byte offset")
+            && err.contains(r#"field name "x.1.y.dupA" appears more than once"#),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0);
+    let out = tsbucket(d, &["import", "db", "c", "dup.bson", "--skip-bad"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(r#"field name "dupA" appears more than once"#),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 1);
+}
