@@ -256,7 +256,7 @@ impl Database {
         let vfs = opts.vfs.clone();
         vfs.create_dir_all(&path)?;
         let lock = vfs
-            .try_lock(&path.join(LOCK_FILE))?
+            .try_lock(&path, LOCK_FILE)?
             .ok_or_else(|| Error::Locked(path.clone()))?;
         let seg_dir = path.join(SEG_DIR);
 

@@ -473,7 +473,7 @@ fn scan_checked<'a>(
         } else if Some(k) == fields.meta {
             key = series_key(v);
         }
-        check_nested(v, 1)?;
+        check_nested(v, 1).map_err(|e| e.message(k))?;
     }
     Ok((id, time_ms, key))
 }
@@ -481,34 +481,70 @@ fn scan_checked<'a>(
 /// Walks embedded documents, arrays and the scopes of code so that malformed bytes anywhere
 /// inside are found now, not when the record is replayed; `v` is the value of an element
 /// `level` levels deep. The depth is bounded before the walk goes deeper, so hostile nesting
-/// cannot exhaust the stack.
-fn check_nested(v: RawBsonRef<'_>, level: usize) -> std::result::Result<(), String> {
-    let malformed = |e: bson::error::Error| format!("malformed BSON: {e}");
-    // `x` sits one level below `v`.
-    let inner = |x: RawBsonRef<'_>| match level >= MAX_NESTING {
-        true => Err(too_deep()),
-        false => check_nested(x, level + 1),
+/// cannot exhaust the stack. A name repeated within a document is refused too: stored, the
+/// document becomes a `Document`, which would keep one of the two values and drop the other.
+fn check_nested(v: RawBsonRef<'_>, level: usize) -> std::result::Result<(), Nested> {
+    let malformed = |e: bson::error::Error| Nested::Bad(format!("malformed BSON: {e}"));
+    // `x` sits one level below `v`, under the name or index `at`.
+    let inner = |x: RawBsonRef<'_>, at: &dyn std::fmt::Display| match level >= MAX_NESTING {
+        true => Err(Nested::Bad(too_deep())),
+        false => check_nested(x, level + 1).map_err(|e| e.under(at)),
+    };
+    let fields = |d: &RawDocument| {
+        let mut names = validate::Names::default();
+        for el in d.iter() {
+            let (k, x) = el.map_err(malformed)?;
+            if !names.first(k.as_str().as_bytes()) {
+                return Err(Nested::Repeated(vec![k.as_str().to_string()]));
+            }
+            inner(x, &k.as_str())?;
+        }
+        Ok(())
     };
     match v {
-        RawBsonRef::Document(d) => {
-            for el in d.iter() {
-                inner(el.map_err(malformed)?.1)?;
-            }
-        }
+        RawBsonRef::Document(d) => fields(d)?,
         RawBsonRef::Array(a) => {
-            for el in a {
-                inner(el.map_err(malformed)?)?;
+            for (i, el) in a.into_iter().enumerate() {
+                inner(el.map_err(malformed)?, &i)?;
             }
         }
         // A scope is a document like any other, and is converted like one.
-        RawBsonRef::JavaScriptCodeWithScope(c) => {
-            for el in c.scope.iter() {
-                inner(el.map_err(malformed)?.1)?;
-            }
-        }
+        RawBsonRef::JavaScriptCodeWithScope(c) => fields(c.scope)?,
         _ => {}
     }
     Ok(())
+}
+
+/// Why [`check_nested`] refused a value.
+enum Nested {
+    /// The message says it all.
+    Bad(String),
+    /// A name repeats; the path to it from the value walked, innermost first.
+    Repeated(Vec<String>),
+}
+
+impl Nested {
+    /// The same refusal, found under `at` (a name or an array index).
+    fn under(self, at: &dyn std::fmt::Display) -> Nested {
+        match self {
+            Nested::Repeated(mut path) => {
+                path.push(at.to_string());
+                Nested::Repeated(path)
+            }
+            bad => bad,
+        }
+    }
+
+    /// The message for a refusal of the value of top-level field `k`.
+    fn message(self, k: &str) -> String {
+        match self {
+            Nested::Bad(message) => message,
+            Nested::Repeated(path) => {
+                let inner: Vec<&str> = path.iter().rev().map(String::as_str).collect();
+                repeated_name(&format!("{k}.{}", inner.join(".")))
+            }
+        }
+    }
 }
 
 /// Derives time, series key, size and shape from a document's raw bytes; `shape` is reused

@@ -1119,3 +1119,89 @@ fn wide_measurements_round_trip() {
     let db = Database::open(dir.path()).unwrap();
     check(&db.collection("c").unwrap(), "reopened");
 }
+
+/// `d` as raw BSON in which the field named `dupB` is renamed `dupA`: BSON can repeat a name,
+/// a `Document` cannot.
+fn with_repeated_name(d: &Document) -> tsbucket::bson::RawDocumentBuf {
+    let mut bytes = d.to_vec().unwrap();
+    let at = bytes.windows(5).position(|w| w == b"dupB\0").unwrap();
+    bytes[at + 3] = b'A';
+    tsbucket::bson::RawDocumentBuf::from_bytes(bytes).unwrap()
+}
+
+#[test]
+fn names_repeated_inside_embedded_documents_are_refused_and_nothing_is_written() {
+    use tsbucket::bson::{RawDocumentBuf, Regex};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let t = |s: i64| DateTime::from_millis(1_700_000_000_000 + s * 1000);
+    let good = |s: i64| doc! {"t": t(s), "m": {"host": "a"}, "x": {"dupA": 1, "v": s}};
+    let raw_good = |s: i64| RawDocumentBuf::try_from(&good(s)).unwrap();
+    c.insert_many_raw(&(0..5).map(raw_good).collect::<Vec<_>>())
+        .unwrap();
+    let wide: Document = (0..40).map(|i| (format!("f{i}"), Bson::Int32(i))).collect();
+    let mut wide_dup = wide.clone();
+    wide_dup.insert("dupA", 1);
+    wide_dup.insert("dupB", 2);
+    let regex = Regex {
+        pattern: "a".to_string().try_into().unwrap(),
+        options: "".to_string().try_into().unwrap(),
+    };
+    let cases = [
+        // The same fields as the rows before, so the row meets what was learnt from them.
+        (
+            doc! {"t": t(9), "m": {"host": "a"}, "x": {"dupA": 1, "dupB": 2}},
+            "x.dupA",
+        ),
+        (
+            doc! {"t": t(9), "m": {"host": "a", "dupA": 1, "dupB": 2}, "x": 1},
+            "m.dupA",
+        ),
+        (
+            doc! {"t": t(9), "x": [1, {"dupA": 1, "dupB": 2}]},
+            "x.1.dupA",
+        ),
+        (
+            doc! {"t": t(9), "x": {"y": {"z": {"dupA": 1, "dupB": 2}}}},
+            "x.y.z.dupA",
+        ),
+        (doc! {"t": t(9), "x": wide_dup}, "x.dupA"),
+        // A type the fast checks leave to the bson crate's.
+        (
+            doc! {"t": t(9), "r": regex, "x": {"dupA": 1, "dupB": 2}},
+            "x.dupA",
+        ),
+    ];
+    for (bad, path) in &cases {
+        let batch = vec![
+            raw_good(6),
+            raw_good(7),
+            with_repeated_name(bad),
+            raw_good(8),
+        ];
+        let e = c.insert_many_raw(&batch).unwrap_err();
+        let want = format!("field name \"{path}\" appears more than once");
+        assert!(
+            matches!(&e, Error::InvalidDocument { index: 2, message } if *message == want),
+            "{bad}: {e}"
+        );
+        // Alone, too, before anything is learnt.
+        let e = c.insert_many_raw(&[with_repeated_name(bad)]).unwrap_err();
+        assert!(matches!(&e, Error::InvalidDocument { index: 0, .. }), "{e}");
+    }
+    // Names repeated across documents, or an array's, are fine.
+    c.insert_many_raw(&[RawDocumentBuf::try_from(
+        &doc! {"t": t(10), "x": {"v": 1, "w": {"v": 2}}, "y": wide, "z": [{"v": 1}, {"v": 2}]},
+    )
+    .unwrap()])
+        .unwrap();
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 6);
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 6);
+    assert_eq!(c.count_documents(doc! {"x.dupA": 1}).unwrap(), 5);
+}

@@ -562,3 +562,95 @@ fn find_output_of_dates_outside_1970_to_9999_imports_back_unchanged() {
         "{dump}"
     );
 }
+
+#[test]
+fn json_records_nest_as_deep_as_bson_and_deeper_ones_are_refused_by_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A record whose field "x" holds a value nested so that its innermost element sits
+    // `levels` levels deep ("x" itself is at level 1).
+    let record = |s: i64, levels: usize| {
+        let inner = levels - 1;
+        format!(
+            r#"{{"t": {{"$date": "2024-01-01T00:00:{s:02}Z"}}, "x": {}1{}}}"#,
+            r#"{"a": "#.repeat(inner),
+            "}".repeat(inner)
+        )
+    };
+    let lines = [
+        record(0, 180),
+        record(1, 181),
+        record(2, 100_000),
+        format!(
+            r#"{{"t": {{"$date": "2024-01-01T00:00:03Z"}}, "x": {}"#,
+            "[".repeat(100_000)
+        ),
+        record(4, 2),
+    ];
+    std::fs::write(d.join("deep.jsonl"), lines.join("\n") + "\n").unwrap();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let err = fails(d, &["import", "db", "c", "deep.jsonl"], 1);
+    assert!(
+        err.contains("deep.jsonl, line 2: the document is nested more than 180 levels deep"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0, "the batch of line 2 is not written");
+    let out = tsbucket(d, &["import", "db", "c", "deep.jsonl", "--skip-bad"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for line in [2, 3, 4] {
+        assert!(err.contains(&format!("line {line}: ")), "{err}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("imported 2 rows, skipped 3"));
+    assert_eq!(count(d, "c", "{}"), 2);
+    // The stored document reads back as deep as it went in.
+    let found = ok(
+        d,
+        &[
+            "find",
+            "db",
+            "c",
+            r#"{"t": {"$date": "2024-01-01T00:00:00Z"}}"#,
+        ],
+    );
+    // Deeper than serde_json reads by default, so counted in the text.
+    assert_eq!(found.matches(r#"{"a":"#).count(), 179, "{found}");
+    assert!(found.contains(r#""a":1}}"#), "{found}");
+}
+
+#[test]
+fn bson_records_that_repeat_a_name_are_refused_not_collapsed() {
+    use tsbucket::bson::{doc, DateTime, Document};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let t = |s: i64| DateTime::from_millis(1_700_000_000_000 + s * 1000);
+    // `d` as BSON in which the field named `dupB` is renamed `dupA`.
+    let repeating = |d: &Document| {
+        let mut bytes = d.to_vec().unwrap();
+        let at = bytes.windows(5).position(|w| w == b"dupB\0").unwrap();
+        bytes[at + 3] = b'A';
+        bytes
+    };
+    let mut file = doc! {"t": t(0), "x": {"dupA": 1}}.to_vec().unwrap();
+    file.extend(repeating(
+        &doc! {"t": t(1), "x": [0, {"y": {"dupA": 1, "dupB": 2}}]},
+    ));
+    file.extend(repeating(&doc! {"t": t(2), "dupA": 1, "dupB": 2}));
+    std::fs::write(d.join("dup.bson"), file).unwrap();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let err = fails(d, &["import", "db", "c", "dup.bson"], 1);
+    assert!(
+        err.contains("document 2 at byte offset")
+            && err.contains(r#"field name "x.1.y.dupA" appears more than once"#),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0);
+    let out = tsbucket(d, &["import", "db", "c", "dup.bson", "--skip-bad"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(r#"field name "dupA" appears more than once"#),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 1);
+}

@@ -232,3 +232,39 @@ fn enospc_during_flush_leaves_no_partial_segment_and_resumes_once_space_is_freed
     db.close().unwrap();
     check_liveness(&mem, "/db", mem_options);
 }
+
+/// On the real file system, an operating-system error names what was being done to which
+/// path, and keeps its kind.
+#[test]
+fn os_errors_name_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A regular file where the database's parent directory should be.
+    let plain = tmp.path().join("plain");
+    std::fs::write(&plain, b"").unwrap();
+    let e = Database::open(plain.join("db")).err().unwrap();
+    let msg = e.to_string();
+    assert!(matches!(&e, Error::Io(_)), "{msg}");
+    assert!(msg.contains("creating directory"), "{msg}");
+    assert!(
+        msg.contains(&plain.join("db").display().to_string()),
+        "{msg}"
+    );
+
+    // A segment that cannot be mapped: a directory stands in its place.
+    let dir = tmp.path().join("db");
+    let db = Database::open(&dir).unwrap();
+    let c = db.create_collection("c", ts_options()).unwrap();
+    c.insert_many(&batch_docs(1, 1, 10, 2)).unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    let seg = std::fs::read_dir(dir.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    std::fs::remove_file(&seg).unwrap();
+    std::fs::create_dir(&seg).unwrap();
+    let e = Database::open(&dir).err().unwrap();
+    let msg = e.to_string();
+    assert!(msg.contains(&seg.display().to_string()), "{msg}");
+}

@@ -6,7 +6,8 @@
 //! ever says "well formed" for documents made of the common types, checked as strictly as the
 //! crate checks them, so that every value it passes also converts through the crate later;
 //! anything else (another type, deeper nesting, or bytes it finds wrong) goes to the crate's
-//! checks unchanged, which also keeps their error messages.
+//! checks unchanged, which also keeps their error messages. So do embedded documents that
+//! name a field twice: stored, they become `Document`s, which would keep only one of them.
 
 use crate::catalog::elements::{string_ok, utf8_ok, Elements};
 
@@ -15,13 +16,14 @@ const MAX_DEPTH: usize = 100;
 
 /// True when `doc` (one whole document, length prefix to terminator) is well formed BSON made
 /// only of doubles, strings, documents, arrays, ObjectIds, booleans, datetimes, nulls, int32s,
-/// timestamps, int64s and decimal128s. False says nothing either way.
+/// timestamps, int64s and decimal128s, with no name repeated within an embedded document (the
+/// top level's names are the caller's to check). False says nothing either way.
 ///
 /// The insert path applies it in pieces, [`framed`] and then [`element_ok`] per element, within
 /// its own walk over the elements.
 #[cfg(test)]
 pub fn surely_well_formed(doc: &[u8]) -> bool {
-    document(doc, 0)
+    document(doc, 0, false)
 }
 
 /// True when `doc` is framed as one document: at least 5 bytes, the length prefix equal to its
@@ -42,17 +44,58 @@ pub fn element_ok(kind: u8, name: &[u8], value_bytes: &[u8]) -> bool {
     utf8_ok(name) && value(kind, value_bytes, 0)
 }
 
-fn document(doc: &[u8], depth: usize) -> bool {
+/// Whether `doc`, `depth` documents deep, is surely well formed; with `unique`, also that no
+/// name in it repeats (an array's names are its indexes, which nothing keeps).
+fn document(doc: &[u8], depth: usize, unique: bool) -> bool {
     if depth > MAX_DEPTH || !framed(doc) {
         return false;
     }
+    let mut names = Names::default();
     let mut elements = Elements::new(doc);
     for e in elements.by_ref() {
-        if !utf8_ok(e.name) || !value(e.kind, e.value, depth) {
+        if !utf8_ok(e.name) || !value(e.kind, e.value, depth) || (unique && !names.first(e.name)) {
             return false;
         }
     }
     elements.finished()
+}
+
+/// The names of one document seen so far, to find one that repeats: on the stack while few,
+/// as they are in nearly every document (this runs for every embedded document of every
+/// measurement), then in a set.
+#[derive(Default)]
+pub struct Names<'a> {
+    few: [&'a [u8]; 32],
+    count: usize,
+    many: Option<foldhash::HashSet<&'a [u8]>>,
+}
+
+impl<'a> Names<'a> {
+    /// Notes `name`; false when it was noted before.
+    #[inline]
+    pub fn first(&mut self, name: &'a [u8]) -> bool {
+        let n = self.count;
+        self.count += 1;
+        if let Some(set) = &mut self.many {
+            return set.insert(name);
+        }
+        // A linear search beats hashing a few names.
+        if self.few.get(..n).is_some_and(|seen| seen.contains(&name)) {
+            return false;
+        }
+        match self.few.get_mut(n) {
+            Some(slot) => {
+                *slot = name;
+                true
+            }
+            None => {
+                let mut set: foldhash::HashSet<&[u8]> = self.few.iter().copied().collect();
+                let fresh = set.insert(name);
+                self.many = Some(set);
+                fresh
+            }
+        }
+    }
 }
 
 /// True when a value of type `kind` whose bytes are `v` (as framed), `depth` documents deep,
@@ -63,7 +106,8 @@ pub fn value(kind: u8, v: &[u8], depth: usize) -> bool {
         0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 => true,
         0x08 => matches!(v, [0] | [1]),
         0x02 => string_ok(v),
-        0x03 | 0x04 => document(v, depth + 1),
+        0x03 => document(v, depth + 1, true),
+        0x04 => document(v, depth + 1, false),
         _ => false,
     }
 }
@@ -146,6 +190,33 @@ mod tests {
         assert!(!surely_well_formed(
             RawDocumentBuf::try_from(&d).unwrap().as_bytes()
         ));
+    }
+
+    #[test]
+    fn a_name_repeated_in_an_embedded_document_is_left_to_the_crate() {
+        let ok = |d: Document| surely_well_formed(RawDocumentBuf::try_from(&d).unwrap().as_bytes());
+        let wide: Document = (0..40).map(|i| (format!("f{i}"), Bson::Int32(i))).collect();
+        assert!(ok(
+            doc! {"x": {"a": 1, "b": 2}, "y": [1, 2], "w": wide.clone()}
+        ));
+        for d in [
+            doc! {"x": {"a": 1, "b": 2}},
+            doc! {"x": [{"a": 1, "b": 2}]},
+            doc! {"x": {"y": {"a": 1, "b": 2}}},
+            doc! {"x": {"a": 1, "b": 2}, "w": wide},
+        ] {
+            let mut bytes = RawDocumentBuf::try_from(&d).unwrap().into_bytes();
+            let b = bytes.windows(2).position(|w| w == b"b\0").unwrap();
+            bytes[b] = b'a';
+            assert!(!surely_well_formed(&bytes), "{d}");
+        }
+        // The names of the top level are the caller's to check.
+        let mut bytes = RawDocumentBuf::try_from(&doc! {"a": 1, "b": 2})
+            .unwrap()
+            .into_bytes();
+        let b = bytes.windows(2).position(|w| w == b"b\0").unwrap();
+        bytes[b] = b'a';
+        assert!(surely_well_formed(&bytes));
     }
 
     #[test]

@@ -281,9 +281,9 @@ impl Vfs for FaultFs {
         self.counters.check(OpKind::SyncDir)?;
         self.inner.sync_dir(path)
     }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+    fn try_lock(&self, dir: &Path, lock_file: &str) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.counters.check(OpKind::TryLock)?;
-        self.inner.try_lock(path)
+        self.inner.try_lock(dir, lock_file)
     }
 }
 

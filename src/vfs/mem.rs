@@ -413,14 +413,18 @@ impl WritableFile for MemFile {
     }
 }
 
+/// Locks are kept by path, so removing or renaming a locked file does not release its lock.
 struct MemLock {
     state: Arc<Mutex<State>>,
-    path: PathBuf,
+    paths: [PathBuf; 2],
 }
 impl LockGuard for MemLock {}
 impl Drop for MemLock {
     fn drop(&mut self) {
-        self.state.lock().locks.remove(&self.path);
+        let mut st = self.state.lock();
+        for p in &self.paths {
+            st.locks.remove(p);
+        }
     }
 }
 
@@ -563,16 +567,19 @@ impl Vfs for MemFs {
         Ok(())
     }
 
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        // Like RealFs, the lock file is created if missing.
-        drop(self.open_append(path, false)?);
+    fn try_lock(&self, dir: &Path, lock_file: &str) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let file = dir.join(lock_file);
+        // Like RealFs, the lock file is created if missing (and the directory must exist).
+        drop(self.open_append(&file, false)?);
         let mut st = self.state.lock();
-        if !st.locks.insert(path.to_path_buf()) {
+        if st.locks.contains(dir) || st.locks.contains(&file) {
             return Ok(None);
         }
+        st.locks.insert(dir.to_path_buf());
+        st.locks.insert(file.clone());
         Ok(Some(Box::new(MemLock {
             state: self.state.clone(),
-            path: path.to_path_buf(),
+            paths: [dir.to_path_buf(), file],
         })))
     }
 }
@@ -774,12 +781,17 @@ mod tests {
     #[test]
     fn lock_is_exclusive_until_guard_drops() {
         let fs = setup();
-        let p = Path::new("/db/LOCK");
-        let g = fs.try_lock(p).unwrap();
+        let dir = Path::new("/db");
+        let g = fs.try_lock(dir, "LOCK").unwrap();
         assert!(g.is_some());
-        assert!(fs.clone().try_lock(p).unwrap().is_none());
+        assert!(fs.exists(Path::new("/db/LOCK")));
+        assert!(fs.clone().try_lock(dir, "LOCK").unwrap().is_none());
+        // Removing the lock file lets nobody in: the directory stays locked.
+        fs.remove_file(Path::new("/db/LOCK")).unwrap();
+        assert!(fs.try_lock(dir, "LOCK").unwrap().is_none());
+        assert!(fs.try_lock(dir, "OTHER").unwrap().is_none());
         drop(g);
-        assert!(fs.try_lock(p).unwrap().is_some());
+        assert!(fs.try_lock(dir, "LOCK").unwrap().is_some());
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //!
 //! The trait is deliberately narrow: writable files that grow at the end (and may be written
 //! over from a given offset), whole-file reads or maps, rename, remove, directory sync and an
-//! advisory lock. That is all the engine's formats need (the WAL appends, writing its records
-//! over zeros it wrote ahead; segments and the manifest are written once then renamed into
-//! place).
+//! advisory lock on a directory. That is all the engine's formats need (the WAL appends,
+//! writing its records over zeros it wrote ahead; segments and the manifest are written once
+//! then renamed into place).
 
 mod fault;
 mod mem;
@@ -99,9 +99,15 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creates, renames, removes) durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
-    /// Takes an exclusive advisory lock on `path` (created if missing). `Ok(None)` means
-    /// somebody else holds it.
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+    /// Takes an exclusive advisory lock on the directory `dir` itself and one on the file
+    /// `lock_file` inside it (created if missing); the guard holds both. `Ok(None)` means
+    /// somebody else holds either.
+    ///
+    /// The directory's lock is the one that counts: a lock file can be unlinked from under its
+    /// holder, after which a newcomer would create and lock a fresh one, whereas the directory
+    /// lives as long as the database in it. The file's lock still excludes (and is honoured by)
+    /// versions that lock only the file.
+    fn try_lock(&self, dir: &Path, lock_file: &str) -> io::Result<Option<Box<dyn LockGuard>>>;
 }
 
 /// Writes `data` to `path` atomically and durably: write a temporary file beside it, sync it,

@@ -69,8 +69,8 @@ impl Vfs for ReadOnlyFs {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         Err(refused("syncing", path))
     }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        Err(refused("locking", path))
+    fn try_lock(&self, dir: &Path, _lock_file: &str) -> io::Result<Option<Box<dyn LockGuard>>> {
+        Err(refused("locking", dir))
     }
 }
 
@@ -98,7 +98,7 @@ mod tests {
         denied(ro.rename(p, Path::new("/d/b.log")));
         denied(ro.remove_file(p));
         denied(ro.sync_dir(Path::new("/d")));
-        denied(ro.try_lock(Path::new("/d/LOCK")).map(|_| ()));
+        denied(ro.try_lock(Path::new("/d"), "LOCK").map(|_| ()));
         assert_eq!(fs.read(p).unwrap(), b"abc");
     }
 }

@@ -209,9 +209,49 @@ impl Iterator for BsonDocs {
             },
         };
         self.offset += bytes.len() as u64;
-        let doc = Document::from_reader(bytes.as_slice()).map_err(|e| format!("invalid BSON: {e}"));
+        let doc = match repeated_name(&bytes) {
+            Some(path) => Err(format!("field name {path:?} appears more than once")),
+            None => {
+                Document::from_reader(bytes.as_slice()).map_err(|e| format!("invalid BSON: {e}"))
+            }
+        };
         Some(Ok((loc, doc)))
     }
+}
+
+/// The dotted path of the first name that a document of `bytes` (at any depth) repeats, if it
+/// is well formed enough to tell. A `Document` keeps one value per name, so reading the
+/// document into one would drop the other value without a word; the engine refuses repeats in
+/// raw BSON too. Walked with a list, not recursion: the nesting is the file's to choose.
+fn repeated_name(bytes: &[u8]) -> Option<String> {
+    use std::collections::HashSet;
+    use tsbucket::bson::{RawBsonRef, RawDocument};
+    let mut pending: Vec<(&RawDocument, String, bool)> =
+        vec![(RawDocument::from_bytes(bytes).ok()?, String::new(), true)];
+    while let Some((doc, path, named)) = pending.pop() {
+        let mut names = HashSet::new();
+        for (i, el) in doc.iter().enumerate() {
+            // Malformed bytes are for the conversion to describe.
+            let (k, v) = el.ok()?;
+            let at = match (path.is_empty(), named) {
+                (true, _) => k.as_str().to_string(),
+                (false, true) => format!("{path}.{}", k.as_str()),
+                (false, false) => format!("{path}.{i}"),
+            };
+            if named && !names.insert(k.as_str()) {
+                return Some(at);
+            }
+            match v {
+                RawBsonRef::Document(d) => pending.push((d, at, true)),
+                RawBsonRef::Array(a) => {
+                    pending.push((RawDocument::from_bytes(a.as_bytes()).ok()?, at, false))
+                }
+                RawBsonRef::JavaScriptCodeWithScope(c) => pending.push((c.scope, at, true)),
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
