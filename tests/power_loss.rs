@@ -28,6 +28,17 @@ fn busy_options(fs: &MemFs) -> DbOptions {
     }
 }
 
+/// Crash images of what `mem` holds after a power cut at operation `k`: unsynced data dropped,
+/// kept as a prefix, torn in its last sector, and at random with directory entries kept.
+fn cut_images(mem: &MemFs, k: u64) -> [MemFs; 4] {
+    [
+        mem.crash(),
+        mem.crash_with(CrashMode::KeepPrefix, k),
+        mem.crash_with(CrashMode::TornSector, k),
+        mem.crash_with_dir_entries(CrashMode::Random, k),
+    ]
+}
+
 /// Opens `image`, checks V1-V3 against `out`, and (with `live`) V5.
 fn check_image(image: &MemFs, out: &Outcome, ctx: &str, live: bool) {
     let db = Database::open_with("/db", mem_options(image))
@@ -127,12 +138,7 @@ fn power_cut_at_every_operation_loses_no_acknowledged_batch() {
             break;
         }
         // What the disk holds at the moment of the cut, before anything else can run.
-        let cut = [
-            mem.crash(),
-            mem.crash_with(CrashMode::KeepPrefix, k),
-            mem.crash_with(CrashMode::TornSector, k),
-            mem.crash_with_dir_entries(CrashMode::Random, k),
-        ];
+        let cut = cut_images(&mem, k);
         if let Some(db) = &out.db {
             // The failed write poisoned the database: with the fault gone it still refuses
             // writes, and refuses them without any I/O (no retry can vouch for lost data).
@@ -534,12 +540,7 @@ fn power_cut_at_every_operation_across_rotation_spare_reuse_and_background_flush
         }
         // The background flusher may have taken the failure: then a later step reports it,
         // or none did and the close does.
-        let cut = [
-            mem.crash(),
-            mem.crash_with(CrashMode::KeepPrefix, k),
-            mem.crash_with(CrashMode::TornSector, k),
-            mem.crash_with_dir_entries(CrashMode::Random, k),
-        ];
+        let cut = cut_images(&mem, k);
         drop(out.db.take());
         for (i, image) in cut.iter().enumerate() {
             check_image(image, &out, &format!("{ctx}, image {i}"), i == 0);

@@ -25,9 +25,8 @@ mod common;
 
 use common::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -348,27 +347,11 @@ fn parse(lines: &[String]) -> Reports {
 }
 
 fn run_child(dir: &Path, seed: u64, cycle: u64, delay: Duration) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-        .env(DIR_VAR, dir)
-        .env("TSBUCKET_STRESS_CHILD_SEED", seed.to_string())
-        .env("TSBUCKET_STRESS_CYCLE", cycle.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<String>>()
-    });
-    std::thread::sleep(delay);
-    // SIGKILL: no destructor, no flush, no close runs in the child.
-    let _ = child.kill();
-    let _ = child.wait();
-    reader.join().unwrap()
+    let env = [
+        ("TSBUCKET_STRESS_CHILD_SEED", seed.to_string()),
+        ("TSBUCKET_STRESS_CYCLE", cycle.to_string()),
+    ];
+    run_child_with_env_until_killed(CHILD_TEST, DIR_VAR, dir, &env, delay)
 }
 
 /// The victim series against the reports: each insert, update and delete all or nothing,

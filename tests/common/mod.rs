@@ -368,11 +368,23 @@ pub fn run_child_until_killed(
     dir: &std::path::Path,
     delay: std::time::Duration,
 ) -> Vec<String> {
+    run_child_with_env_until_killed(test, var, dir, &[], delay)
+}
+
+/// [`run_child_until_killed`] with more variables set for the child.
+pub fn run_child_with_env_until_killed(
+    test: &str,
+    var: &str,
+    dir: &std::path::Path,
+    env: &[(&str, String)],
+    delay: std::time::Duration,
+) -> Vec<String> {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(var, dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
