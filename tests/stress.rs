@@ -19,7 +19,8 @@
 //! CI runs it for about a minute (`TSBUCKET_STRESS_SECS`, default 45). For hours, in release:
 //! `TSBUCKET_STRESS_SECS=36000 cargo test --release --test stress -- --nocapture`.
 //! `TSBUCKET_STRESS_MAX_MS` bounds a child's life (default 900 ms; shorter gives more kills an
-//! hour). `TSBUCKET_SEED` replays a run.
+//! hour). `TSBUCKET_STRESS_CYCLES` ends the run early once that many cycles have passed.
+//! `TSBUCKET_SEED` replays a run.
 
 mod common;
 
@@ -400,6 +401,7 @@ fn stress_against_an_expected_state_with_kill9() {
     let secs = count_from_env("TSBUCKET_STRESS_SECS", 45);
     // Shorter lives give more kills an hour; longer ones more flushes and rotations each.
     let max_ms = count_from_env("TSBUCKET_STRESS_MAX_MS", 900).max(31);
+    let max_cycles = count_from_env("TSBUCKET_STRESS_CYCLES", u64::MAX);
     let seed = seed_from_env(0x5757_2e55);
     eprintln!("stress: {secs} s, TSBUCKET_SEED={seed}");
     let mut rng = Rng::new(seed);
@@ -410,7 +412,7 @@ fn stress_against_an_expected_state_with_kill9() {
     let mut kept: BTreeMap<u64, [u64; 3]> = BTreeMap::new();
     let (mut cycles, mut acked_batches, mut ops) = (0u64, 0u64, 0u64);
     let mut live = 0u64;
-    while Instant::now() < end {
+    while Instant::now() < end && cycles < max_cycles {
         cycles += 1;
         let cycle = cycles;
         let delay = Duration::from_millis(rng.range(30, max_ms));
@@ -516,6 +518,9 @@ fn stress_against_an_expected_state_with_kill9() {
         l.insert_many(&batch_docs(0, cycle as i64, 2, 1)).unwrap();
         live += 2;
         db.close().unwrap();
+        if cycle % 500 == 0 {
+            eprintln!("stress: {cycle} cycles, {acked_batches} acknowledged batches so far");
+        }
     }
     eprintln!(
         "stress: {cycles} kill -9 cycles, {acked_batches} acknowledged batches, {ops} updates \
