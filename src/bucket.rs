@@ -4,6 +4,19 @@
 use bson::oid::ObjectId;
 use bson::{Bson, Document};
 
+/// Columns whose name starts with this character are the writer's bookkeeping (row positions
+/// in the log, per-row meta variants): they are not listed in shapes, so rebuilt measurements
+/// do not contain them. BSON field names from users never start with it (the engine refuses
+/// such names).
+pub const BOOKKEEPING_PREFIX: char = '\u{1}';
+/// Name of the hidden column holding each row's log sequence number.
+pub const SEQ_COLUMN: &str = "\u{1}seq";
+/// Name of the hidden column holding each row's position in its insert batch.
+pub const IDX_COLUMN: &str = "\u{1}idx";
+/// Name of the hidden column holding a row's meta value where it differs from the bucket's
+/// (same series, other field order): reads return the meta exactly as it was inserted.
+pub const META_COLUMN: &str = "\u{1}meta";
+
 /// Marker used in a [`Shape`] for the position of the meta field.
 pub const META_SLOT: u32 = u32::MAX;
 

@@ -21,8 +21,8 @@ use shape::{LastRow, ShapeBuilder};
 use ids::IdBlock;
 use template::Templates;
 
-use crate::catalog::column::to_bson;
-use crate::catalog::{is_hidden, is_hidden_name};
+use crate::doc::to_bson;
+use crate::doc::{is_hidden, is_hidden_name};
 use crate::depth::{too_deep, MAX_NESTING};
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
@@ -385,7 +385,7 @@ fn scan_common(
     let meta = fields.meta.map(str::as_bytes);
     // Where this document's headers, so far equal to the start of `unique`, continue in it.
     let mut on_unique = Some(0);
-    let mut elements = crate::catalog::elements::Elements::new(bytes);
+    let mut elements = crate::doc::elements::Elements::new(bytes);
     for (count, e) in elements.by_ref().enumerate() {
         // Before anything is read from it. Names are then UTF-8, and compared as bytes.
         if !validate::element_ok(e.kind, e.name, e.value) {
@@ -583,12 +583,12 @@ fn shape_of(doc: &[u8], fields: &Fields<'_>, shape: &mut ShapeBuilder) -> MetaAt
     shape.begin();
     let meta = fields.meta.map(str::as_bytes);
     let mut meta_at = None;
-    let mut elements = crate::catalog::elements::Elements::new(doc);
+    let mut elements = crate::doc::elements::Elements::new(doc);
     for e in elements.by_ref() {
         let is_meta = Some(e.name) == meta;
         if is_meta {
             meta_at = Some((e.start, e.end()));
-        } else if e.kind == 0x02 && !crate::catalog::elements::string_ok(e.value) {
+        } else if e.kind == 0x02 && !crate::doc::elements::string_ok(e.value) {
             shape.spoil();
         }
         shape.push(e.kind, e.name, is_meta);
@@ -652,7 +652,7 @@ fn finish(time_ms: i64, (key, meta_id): (SeriesKey, MetaId), start: usize, len: 
 /// Where the meta element of a well-formed document lies.
 fn meta_span(doc: &[u8], fields: &Fields<'_>) -> MetaAt {
     let meta = fields.meta?.as_bytes();
-    crate::catalog::elements::Elements::new(doc)
+    crate::doc::elements::Elements::new(doc)
         .find(|e| e.name == meta)
         .map(|e| (e.start, e.end()))
 }

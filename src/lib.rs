@@ -43,6 +43,7 @@ mod collection;
 mod collmod;
 mod db;
 pub mod depth;
+pub mod doc;
 pub mod error;
 pub mod index;
 pub mod ingest;

@@ -20,7 +20,7 @@
 //! non-numeric value, or the bucket was written before sums existed: decode it.
 
 use crate::bucket::BucketData;
-use crate::segment::format::BOOKKEEPING_PREFIX;
+use crate::bucket::BOOKKEEPING_PREFIX;
 use bson::{Bson, Document};
 
 /// Key of the sums sub-document in `control.max` (hidden: it starts with U+0001).

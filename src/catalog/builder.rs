@@ -11,27 +11,8 @@ use bson::raw::{RawBsonRef, RawDocument};
 use bson::spec::ElementType;
 use bson::{Bson, DateTime, Document};
 
-/// Prefix of the engine's hidden bookkeeping columns. Inserts refuse top-level fields that start
-/// with it, so hidden columns cannot collide with user fields.
-pub const HIDDEN_PREFIX: char = crate::segment::format::BOOKKEEPING_PREFIX;
-/// Name of the hidden column holding each row's log sequence number.
-pub const SEQ_COLUMN: &str = "\u{1}seq";
-/// Name of the hidden column holding each row's position in its insert batch.
-pub const IDX_COLUMN: &str = "\u{1}idx";
-/// Name of the hidden column holding a row's meta value where it differs from the bucket's
-/// (same series, other field order): reads return the meta exactly as it was inserted.
-pub const META_COLUMN: &str = "\u{1}meta";
-
-/// True for the engine's hidden bookkeeping columns.
-pub fn is_hidden(name: &str) -> bool {
-    is_hidden_name(name.as_bytes())
-}
-
-/// [`is_hidden`] for a name still in BSON bytes.
-pub fn is_hidden_name(name: &[u8]) -> bool {
-    // The prefix is one ASCII character, so its byte is the char's value.
-    name.first() == Some(&(HIDDEN_PREFIX as u8))
-}
+pub use crate::bucket::{IDX_COLUMN, META_COLUMN, SEQ_COLUMN};
+pub use crate::doc::{is_hidden, is_hidden_name, HIDDEN_PREFIX};
 
 /// Exact identity of two values: same types, same field order (unlike `==` on documents,
 /// which ignores order).
@@ -296,7 +277,7 @@ impl FixedRows {
     /// outside it is not of fixed width.
     fn of(doc: &[u8], meta: Option<(usize, usize)>) -> Option<FixedRows> {
         let mut values = Vec::new();
-        let mut elements = super::elements::Elements::new(doc);
+        let mut elements = crate::doc::elements::Elements::new(doc);
         for e in elements.by_ref() {
             if meta.is_some_and(|(start, _)| start == e.start) {
                 continue;
@@ -374,7 +355,7 @@ fn split_uniform(
     }
     for doc in pending.docs() {
         let mut columns = cols.columns.iter_mut();
-        for e in super::elements::Elements::new(doc) {
+        for e in crate::doc::elements::Elements::new(doc) {
             // The rows were checked against the signature as they arrived.
             if let Some(c) = columns.next() {
                 let pushed = c.data.push_raw(e.kind, e.value);
@@ -652,7 +633,7 @@ impl BucketBuilder {
         }
         let mut at = 0;
         let mut meta_at = None;
-        let mut elements = super::elements::Elements::new(doc);
+        let mut elements = crate::doc::elements::Elements::new(doc);
         for e in elements.by_ref() {
             if Some(e.name) == meta_field {
                 let same = same_meta
@@ -665,7 +646,7 @@ impl BucketBuilder {
                 }
                 meta_at = Some((e.start, e.end()));
             } else if !crate::ingest::defers(e.kind)
-                || (e.kind == 0x02 && !super::elements::string_ok(e.value))
+                || (e.kind == 0x02 && !crate::doc::elements::string_ok(e.value))
             {
                 // Only values the splitter can take wait unsplit; a damaged string goes to the
                 // checked split, which leaves it out of its row.

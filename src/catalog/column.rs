@@ -3,6 +3,7 @@
 //! bucket is read or flushed.
 
 use super::control::fold_extreme;
+pub use crate::doc::to_bson;
 use crate::order::{cmp_bson, type_rank};
 use crate::sums::SumFold;
 use bson::oid::ObjectId;
@@ -55,12 +56,6 @@ pub fn rank_of(t: ElementType) -> u8 {
         ElementType::JavaScriptCodeWithScope => 65,
         ElementType::MaxKey => 127,
     }
-}
-
-/// Converts a raw value to an owned `Bson`; `Null` for bytes that do not convert (cannot happen
-/// for documents this crate encoded itself).
-pub fn to_bson(v: RawBsonRef<'_>) -> Bson {
-    Bson::try_from(v).unwrap_or(Bson::Null)
 }
 
 impl Data {
@@ -121,7 +116,7 @@ impl Data {
             (Data::Oid(c), 0x07) => le(value).map(|b| c.push(ObjectId::from_bytes(b))),
             (Data::Bool(c), 0x08) => value.first().map(|&b| c.push(b != 0)),
             (Data::Str(c), 0x02) => {
-                super::elements::string_value(value).map(|s| c.push(s.to_string()))
+                crate::doc::elements::string_value(value).map(|s| c.push(s.to_string()))
             }
             (Data::Any(c), 0x0A) => {
                 c.push(Bson::Null);
@@ -365,7 +360,7 @@ mod tests {
             "o": ObjectId::from_bytes([7; 12]), "b": true, "n": Bson::Null,
         };
         let raw = bson::RawDocumentBuf::try_from(&d).unwrap();
-        for e in crate::catalog::elements::Elements::new(raw.as_bytes()) {
+        for e in crate::doc::elements::Elements::new(raw.as_bytes()) {
             let v = raw
                 .get(std::str::from_utf8(e.name).unwrap())
                 .unwrap()

@@ -11,8 +11,8 @@ pub mod builder;
 pub mod closed;
 pub mod column;
 pub mod control;
-pub mod elements;
-pub mod meta;
+pub use crate::doc::elements;
+pub use crate::doc::meta;
 pub mod rows;
 pub mod stats;
 

@@ -14,7 +14,7 @@
 //! integer lookups, and only walks the row's elements to copy their values.
 
 use super::{Prepared, ShapeId, INSERT_HEADER, RECORD_INSERT};
-use crate::catalog::elements::{value_len, Elements};
+use crate::doc::elements::{value_len, Elements};
 use crate::db::Batch;
 use crate::wal::codec::{Compact, Expand};
 use foldhash::HashMap;

@@ -31,7 +31,7 @@ pub fn write_checked_key(out: &mut Vec<u8>, t: ElementType, key: &str) {
 /// True if `b` holds a zero byte.
 #[inline]
 fn has_nul(b: &[u8]) -> bool {
-    crate::catalog::elements::find_nul(b).is_some()
+    crate::doc::elements::find_nul(b).is_some()
 }
 
 /// Appends `doc` as a BSON document whose elements sit `level` levels deep (a measurement's

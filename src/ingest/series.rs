@@ -6,8 +6,8 @@
 //! catalog's lookup, on the single thread that applies batches, compares a pointer rather than
 //! a few hundred bytes.
 
-use crate::catalog::column::to_bson;
-use crate::catalog::meta::normalize;
+use crate::doc::to_bson;
+use crate::doc::meta::normalize;
 use bson::raw::RawBsonRef;
 use bson::{Bson, Document};
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -246,7 +246,7 @@ const RAW_NORMAL_DEPTH: usize = 32;
 /// repeated within a document, types other than the common scalars, deep nesting,
 /// malformed bytes): the caller then takes the `Bson` path.
 fn write_normalized(raw: &[u8], array: bool, out: &mut Vec<u8>, depth: usize) -> bool {
-    use crate::catalog::elements::{string_ok, utf8_ok, Elements};
+    use crate::doc::elements::{string_ok, utf8_ok, Elements};
     if depth > RAW_NORMAL_DEPTH {
         return false;
     }

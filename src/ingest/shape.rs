@@ -155,7 +155,7 @@ impl LastRow {
         // Each header is a type byte, then a name without NUL bytes, then a NUL.
         let mut at = 0;
         while at < headers.len() {
-            match crate::catalog::elements::find_nul(headers.get(at + 1..).unwrap_or_default()) {
+            match crate::doc::elements::find_nul(headers.get(at + 1..).unwrap_or_default()) {
                 Some(n) => {
                     at += n + 2;
                     self.ends.push(at);

@@ -13,8 +13,8 @@ use super::series::{series_key, series_key_at, SeriesKey};
 use super::shape::ShapeId;
 use super::validate;
 use super::{Fields, MetaAt, Scanned};
-use crate::catalog::column::to_bson;
-use crate::catalog::elements::{utf8_ok, value_len, Elements};
+use crate::doc::to_bson;
+use crate::doc::elements::{utf8_ok, value_len, Elements};
 use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument};
 

@@ -9,7 +9,7 @@
 //! checks unchanged, which also keeps their error messages. So do embedded documents that
 //! name a field twice: stored, they become `Document`s, which would keep only one of them.
 
-use crate::catalog::elements::{string_ok, utf8_ok, Elements};
+use crate::doc::elements::{string_ok, utf8_ok, Elements};
 
 /// Nesting beyond this is left to the checked path.
 const MAX_DEPTH: usize = 100;

@@ -13,7 +13,7 @@ pub mod rules;
 pub mod statement;
 pub mod update;
 
-use crate::catalog::meta::series_key;
+use crate::doc::meta::series_key;
 use crate::db::{DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;

@@ -2,7 +2,7 @@
 //! bucket's meta value.
 
 use super::rules::{is_meta_path, not_meta_update, require_meta};
-use crate::catalog::meta::normalize;
+use crate::doc::meta::normalize;
 use crate::error::{Error, Result};
 use crate::order::cmp_bson;
 use bson::{Bson, Document};

@@ -13,34 +13,7 @@ use crate::segment::{BoundRef, BucketSummary, FieldBounds, MetaFields, Segment};
 use bson::{Bson, Document};
 use std::sync::Arc;
 
-/// What a bucket's statistics prove about a filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// No row can match: skip the bucket.
-    None,
-    /// Some rows may match: unpack and test each row.
-    Some,
-    /// Every row matches: take the bucket whole without testing rows.
-    All,
-}
-
-impl Verdict {
-    fn of(b: bool) -> Verdict {
-        if b {
-            Verdict::All
-        } else {
-            Verdict::None
-        }
-    }
-
-    fn not(self) -> Verdict {
-        match self {
-            Verdict::None => Verdict::All,
-            Verdict::All => Verdict::None,
-            Verdict::Some => Verdict::Some,
-        }
-    }
-}
+pub use super::prune::Verdict;
 
 /// A bucket's statistics as the planner sees them.
 #[derive(Clone, Copy)]

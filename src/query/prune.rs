@@ -6,7 +6,6 @@
 //! the caller combines that with whether rows may lack the field.
 
 use super::filter::{cmp_matches, is_nan, Cmp, Pred};
-use super::plan::Verdict;
 use crate::order::{cmp_bson, type_rank};
 use bson::Bson;
 use std::cmp::Ordering;
@@ -36,6 +35,35 @@ impl Tri {
             Tri::Always
         } else {
             Tri::Never
+        }
+    }
+}
+
+/// What a bucket's statistics prove about a filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No row can match: skip the bucket.
+    None,
+    /// Some rows may match: unpack and test each row.
+    Some,
+    /// Every row matches: take the bucket whole without testing rows.
+    All,
+}
+
+impl Verdict {
+    pub(crate) fn of(b: bool) -> Verdict {
+        if b {
+            Verdict::All
+        } else {
+            Verdict::None
+        }
+    }
+
+    pub(crate) fn not(self) -> Verdict {
+        match self {
+            Verdict::None => Verdict::All,
+            Verdict::All => Verdict::None,
+            Verdict::Some => Verdict::Some,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! bucket document MongoDB's bucket collection would hold.
 
 use crate::bucket::{BucketData, META_SLOT};
-use crate::catalog::meta::normalize;
+use crate::doc::meta::normalize;
 use crate::catalog::{is_hidden, META_COLUMN, SEQ_COLUMN};
 use bson::{doc, Bson, Document};
 

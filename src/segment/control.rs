@@ -15,13 +15,22 @@
 )]
 
 use super::format::{self as f, Cursor, ValueRefs};
-use super::reader::Control;
 use super::sum_entry::{get_sums_of, is_candidate, Candidate, TAG_SUMS};
 use super::writer::max_refs;
 use crate::sums::SUM_KEY;
 use bson::spec::ElementType;
 use bson::{Bson, Document};
 use std::collections::HashMap;
+
+/// A bucket's `control.min` and `control.max` (with its sums under
+/// [`crate::sums::SUM_KEY`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control {
+    /// `control.min`.
+    pub min: Document,
+    /// `control.max`.
+    pub max: Document,
+}
 
 /// What decoding a bucket's `control.min` needs besides its bytes: the reference each
 /// ObjectId is stored against (the last one of its field in an earlier bucket).

@@ -22,13 +22,9 @@ use bson::{Bson, DateTime, Decimal128, Document, Timestamp};
 // Whole-file constants
 // ---------------------------------------------------------------------------------------------
 
-/// First 8 bytes of every segment file.
-/// Columns whose name starts with this character are the writer's bookkeeping (row positions
-/// in the log, per-row meta variants): they are not listed in shapes, so rebuilt measurements
-/// do not contain them. BSON field names from users never start with it (the engine refuses
-/// such names).
-pub const BOOKKEEPING_PREFIX: char = '\u{1}';
+pub use crate::bucket::BOOKKEEPING_PREFIX;
 
+/// First 8 bytes of every segment file.
 pub const HEADER_MAGIC: [u8; 8] = *b"TSBSEGH\x01";
 /// Last 8 bytes of every segment file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"TSBSEGF\x01";

@@ -60,7 +60,8 @@ mod tests;
 pub use bounds::{BoundRef, FieldBounds};
 pub use meta_proj::{MetaFields, MetaProjection};
 pub use pagecache::PageCache;
-pub use reader::{BucketLayout, BucketSummary, Control, Segment, SegmentStats};
+pub use control::Control;
+pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
 pub use writer::{write_encoded_segment, write_segment};
 
 /// Collection-level facts stored in every segment's header.

@@ -13,7 +13,7 @@
 )]
 
 use super::bounds::FieldBounds;
-use super::control::{find, ControlEntries, Keep, OidRefs};
+use super::control::{find, Control, ControlEntries, Keep, OidRefs};
 use super::format::{self as f, Cursor, Footer, ValueRefs, BOOKKEEPING_PREFIX};
 use super::meta_proj::{MetaFields, MetaProjection};
 use super::order::{compare_bson, is_composite};
@@ -67,16 +67,6 @@ pub struct BucketSummary {
     oid_refs: (u32, u32),
     /// `control.min/max`, once decoded for a statistics read ([`Segment::control`]).
     control: OnceLock<Box<Control>>,
-}
-
-/// A bucket's `control.min` and `control.max` (with its sums under
-/// [`crate::sums::SUM_KEY`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Control {
-    /// `control.min`.
-    pub min: Document,
-    /// `control.max`.
-    pub max: Document,
 }
 
 impl BucketSummary {
@@ -1311,11 +1301,11 @@ struct KnownNames {
 impl KnownNames {
     fn of(names: &[String], time_field: &str) -> KnownNames {
         let idx = |f: &str| names.iter().position(|n| n == f).map(|i| i as u32);
-        let (time, seq) = (idx(time_field), idx(crate::catalog::SEQ_COLUMN));
+        let (time, seq) = (idx(time_field), idx(crate::bucket::SEQ_COLUMN));
         KnownNames {
             time,
             seq,
-            meta: idx(crate::catalog::META_COLUMN),
+            meta: idx(crate::bucket::META_COLUMN),
             built: [time, seq].into_iter().flatten().collect(),
         }
     }

@@ -36,23 +36,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use writer::{start_file, Msg, Shared, Writer};
 
-/// When an appended record is made durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SyncMode {
-    /// `append` returns after the record's group was fsynced (`sync_data`). Survives power loss.
-    #[default]
-    Always,
-    /// `append` returns after the write; the file is synced at most this long after the first
-    /// unsynced write. **Weaker**: a power loss (not a process crash) may lose records that were
-    /// acknowledged within the last interval.
-    Periodic(Duration),
-    /// Never synced except at rotation, reclaim and close. **Weaker**: a power loss may lose any
-    /// record since the last rotation; a process crash loses nothing the OS already holds.
-    Never,
-}
+pub use crate::options::{SyncMode, WalRecovery};
 
 /// What a log writer has done since its log was opened, and how long it took: where the time
 /// of an insert under [`SyncMode::Always`] goes, beside the caller's own encoding.
@@ -77,23 +64,6 @@ pub struct LogStats {
     pub zero_bytes: u64,
     /// See [`LogStats::zero_bytes`].
     pub zero_nanos: u64,
-}
-
-/// What recovery does with damage at the end of the last log file (see
-/// `format-spec/crash-model.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WalRecovery {
-    /// Cut a torn tail: bytes after the last intact record that no later intact record
-    /// follows. A crash in the middle of a write leaves one; under [`SyncMode::Always`] it
-    /// never holds an acknowledged record. What was cut is reported
-    /// ([`crate::RecoveryReport::dropped_tail`]).
-    #[default]
-    TolerateTornTail,
-    /// Refuse to open (`Error::Corruption`) when the tail may have held a record (a torn or
-    /// damaged record, or garbage in a file created empty), instead of cutting it. Zeros
-    /// written ahead and the old bytes of a reused file are still cut: every crash leaves them.
-    /// For a deployment that would rather inspect a damaged log than lose anything unsaid.
-    AbsoluteConsistency,
 }
 
 /// Options of a [`Wal`].

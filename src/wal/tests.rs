@@ -7,6 +7,7 @@ use super::*;
 use crate::vfs::{CrashMode, FaultFs, Injected, MemFs, OpKind, Vfs};
 use parking_lot::Mutex;
 use std::path::PathBuf;
+use std::time::Duration;
 
 const DIR: &str = "/db/wal";
 
