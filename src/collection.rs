@@ -1,7 +1,8 @@
 //! A handle to one time-series collection: inserts and reads.
 
 use crate::catalog::CatalogStats;
-use crate::db::{catalog_stats, Batch, DbInner};
+use crate::db::{catalog_stats, DbInner};
+use crate::ingest::Batch;
 use crate::error::{Error, Result};
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
@@ -420,7 +421,7 @@ impl Collection {
     pub fn create_index_with(&self, keys: Document, options: Document) -> Result<String> {
         let opts = self.options()?;
         self.db.update_indexes(self.id, &self.name, |existing| {
-            let (def, exists) = crate::index::parse_index(&keys, &options, &opts, existing)?;
+            let (def, exists) = crate::manifest::parse_index(&keys, &options, &opts, existing)?;
             if exists {
                 return Ok((None, def.name));
             }
@@ -448,7 +449,7 @@ impl Collection {
                 .map(|i| {
                     bson::doc! {
                         "v": 2,
-                        "key": crate::index::bucket_key(&i.key, &c.entry.options),
+                        "key": crate::manifest::bucket_key(&i.key, &c.entry.options),
                         "name": &i.name,
                     }
                 })

@@ -1,7 +1,8 @@
 //! `collMod` for time-series collections: coarsening the bucketing and setting or removing
 //! expiry, with MongoDB's rules (granularity only coarsens, custom spans only grow).
 
-use crate::db::{bucket_params, Database};
+use crate::catalog::BucketParams;
+use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::options::{validate_expire, Granularity, TimeseriesOptions};
 
@@ -184,7 +185,7 @@ impl Database {
         *man = next;
         let mut st = self.inner.state.write();
         if let Some(c) = st.colls.get_mut(&id) {
-            c.catalog.set_params(bucket_params(&options));
+            c.catalog.set_params(BucketParams::of(&options));
             c.entry.options = options;
         }
         Ok(())

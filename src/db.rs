@@ -9,13 +9,15 @@
 
 use crate::bucket::EncodedBucket;
 use crate::catalog::{
-    BucketParams, CatalogStats, ClosedBucket, CollCatalog, FitLimits, Prepared, IDX_COLUMN,
+    CatalogStats, ClosedBucket, FitLimits, Prepared, IDX_COLUMN,
     SEQ_COLUMN,
 };
 use crate::collection::Collection;
+pub(crate) use crate::collstate::CollState;
+pub(crate) use crate::index::id::id_key;
 use crate::error::{Error, Result};
 use crate::ingest::compact::{InsertCompactor, InsertExpander};
-use crate::ingest::{decode_insert, prepare_replayed, Fields};
+use crate::ingest::{decode_insert, prepare_replayed, Batch, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
 use crate::recovery::RecoveryReport;
@@ -57,99 +59,12 @@ impl InsertFields {
     }
 }
 
-/// Where a flushed bucket lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BucketLoc {
-    pub segment: u64,
-    pub index: u32,
-}
-
-/// Key of the `_id` index: the bucket's start (the `_id`'s time prefix, kept as full
-/// milliseconds so starts outside the 32-bit range still sort right), then the `_id` bytes.
-pub(crate) type IdKey = (i64, [u8; 12]);
-
-/// One collection's live state.
-pub(crate) struct CollState {
-    pub entry: CollectionEntry,
-    pub catalog: CollCatalog,
-    pub segments: BTreeMap<u64, Arc<Segment>>,
-    pub index: BTreeMap<IdKey, BucketLoc>,
-    /// Closed buckets being written to a segment right now; readers still see them here.
-    pub flushing: Vec<Arc<ClosedBucket>>,
-    /// Maps of the meta indexes, derived from `segments` on demand.
-    pub meta_cache: crate::index::meta::MetaCache,
-}
-
-impl CollState {
-    fn new(entry: CollectionEntry, limits: FitLimits) -> CollState {
-        let catalog = CollCatalog::new(bucket_params(&entry.options), limits);
-        CollState {
-            entry,
-            catalog,
-            segments: BTreeMap::new(),
-            index: BTreeMap::new(),
-            flushing: Vec::new(),
-            meta_cache: Default::default(),
-        }
-    }
-
-    pub(crate) fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {
-        for (i, b) in seg.buckets().iter().enumerate() {
-            // Buckets the TTL sweeper deleted stay in the file but not in the index.
-            if self.entry.is_expired(id, i as u32) {
-                continue;
-            }
-            self.index.insert(
-                id_key(b),
-                BucketLoc {
-                    segment: id,
-                    index: i as u32,
-                },
-            );
-        }
-        self.segments.insert(id, seg);
-    }
-
-    /// Summaries of the live buckets in segments (those the `_id` index lists).
-    pub(crate) fn segment_buckets(
-        &self,
-    ) -> impl Iterator<Item = &crate::segment::BucketSummary> + '_ {
-        self.index.values().filter_map(|loc| {
-            self.segments
-                .get(&loc.segment)
-                .and_then(|s| s.buckets().get(loc.index as usize))
-        })
-    }
-}
-
-/// The `_id` index key of a bucket in a segment.
-pub(crate) fn id_key(b: &crate::segment::BucketSummary) -> IdKey {
-    // The summary's start is control.min of the time field, else the _id's time prefix.
-    (b.time_range().0, b.id.bytes())
-}
-
-pub(crate) fn bucket_params(o: &TimeseriesOptions) -> BucketParams {
-    BucketParams {
-        time_field: o.get_time_field().to_string(),
-        meta_field: o.get_meta_field().map(str::to_string),
-        span_ms: i64::from(o.bucket_max_span_seconds()) * 1000,
-        rounding_ms: i64::from(o.bucket_rounding_seconds()) * 1000,
-    }
-}
-
 /// Everything readers and writers share, behind one lock held only for short, CPU-only work.
 pub(crate) struct Shared {
     pub colls: BTreeMap<u32, CollState>,
     pub names: BTreeMap<String, u32>,
     /// Sequence number of the last log record applied to the catalog.
     pub applied_seq: u64,
-}
-
-/// An insert batch on its way through the log to the catalog: where each document lies in the
-/// record's bytes, which the log hands back once they are durable.
-pub(crate) struct Batch {
-    pub collection_id: u32,
-    pub docs: Vec<Prepared>,
 }
 
 /// Stores every record as it is (`DbOptions::wal_compact` off).
@@ -934,7 +849,7 @@ impl DbInner {
         &self,
         id: u32,
         name: &str,
-        f: impl FnOnce(&[crate::index::IndexDef]) -> Result<(Option<Vec<crate::index::IndexDef>>, R)>,
+        f: impl FnOnce(&[crate::manifest::IndexDef]) -> Result<(Option<Vec<crate::manifest::IndexDef>>, R)>,
     ) -> Result<R> {
         self.check_writable()?;
         let mut man = self.manifest.lock();

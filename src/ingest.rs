@@ -29,6 +29,13 @@ use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// An insert batch on its way through the log to the catalog: where each document lies in the
+/// record's bytes, which the log hands back once they are durable.
+pub(crate) struct Batch {
+    pub collection_id: u32,
+    pub docs: Vec<Prepared>,
+}
+
 /// Largest measurement accepted, as logged (a generated `_id` included): MongoDB's limit for
 /// time-series measurements.
 pub const MAX_MEASUREMENT_BYTES: usize = 4 * 1024 * 1024;
@@ -734,6 +741,7 @@ fn take_u32(b: &[u8]) -> Option<(u32, &[u8])> {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use bson::{doc, DateTime};
 

@@ -41,6 +41,7 @@ pub mod clock;
 pub mod codec;
 mod collection;
 mod collmod;
+mod collstate;
 mod db;
 pub mod depth;
 pub mod doc;

@@ -42,6 +42,18 @@ pub struct BucketParams {
     pub rounding_ms: i64,
 }
 
+impl BucketParams {
+    /// The parameters a collection's options set.
+    pub fn of(o: &crate::options::TimeseriesOptions) -> BucketParams {
+        BucketParams {
+            time_field: o.get_time_field().to_string(),
+            meta_field: o.get_meta_field().map(str::to_string),
+            span_ms: i64::from(o.bucket_max_span_seconds()) * 1000,
+            rounding_ms: i64::from(o.bucket_rounding_seconds()) * 1000,
+        }
+    }
+}
+
 /// Rounds `t_ms` down to a multiple of `rounding_ms` (also for times before 1970). Times
 /// within one rounding of the earliest BSON datetime, whose multiple lies below what an `i64`
 /// holds, round to that earliest datetime.

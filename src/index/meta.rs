@@ -16,9 +16,7 @@
 //! element-wise) or a decimal is returned for every lookup. The usual per-bucket verdict still
 //! runs on what the index returns.
 
-use crate::db::{BucketLoc, IdKey};
-use crate::query::filter::{split_path, Filter, Pred};
-use crate::query::Plan;
+use super::id::{BucketLoc, IdKey};
 use crate::segment::Segment;
 use bson::{Bson, Document};
 use parking_lot::Mutex;
@@ -194,30 +192,37 @@ fn build(seg: &Segment, path: &str) -> SegKeys {
     k
 }
 
-/// Values an equality or `$in` conjunct on the meta path `path` requires, when the index can
-/// answer it: values that are null, arrays, regexes or decimals are left to a full scan.
-fn wanted(f: &Filter, meta_field: &str, path: &str) -> Option<Vec<Key>> {
-    let Filter::Field { path: p, pred } = f else {
-        return None;
-    };
-    let (head, rest) = split_path(p);
-    if head != meta_field || rest.unwrap_or("") != path {
-        return None;
-    }
-    let usable = |v: &Bson| {
-        !matches!(
-            v,
-            Bson::Null | Bson::Undefined | Bson::RegularExpression(_) | Bson::MinKey | Bson::MaxKey
-        ) && !has_array_or_decimal(v)
-    };
-    let from_pred = |pred: &Pred| match pred {
-        Pred::Eq(v) if usable(v) => Some(vec![key_of(v)]),
-        Pred::In(vs) if vs.iter().all(usable) => Some(vs.iter().map(key_of).collect()),
-        _ => None,
-    };
-    match pred {
-        Pred::All(ps) => ps.iter().find_map(from_pred),
-        p => from_pred(p),
+/// Whether the index can answer an equality with `v`: values that are null, arrays, regexes or
+/// decimals are left to a full scan.
+pub(crate) fn usable(v: &Bson) -> bool {
+    !matches!(
+        v,
+        Bson::Null | Bson::Undefined | Bson::RegularExpression(_) | Bson::MinKey | Bson::MaxKey
+    ) && !has_array_or_decimal(v)
+}
+
+/// What one conjunct of a filter asks of a meta path: that the value at `path` below the meta
+/// field ("" for the meta field itself) equals one of `keys`.
+#[derive(Debug, Clone)]
+pub(crate) struct MetaWant {
+    pub path: String,
+    pub keys: Vec<Key>,
+}
+
+impl MetaWant {
+    /// The want of an equality or `$in` over `values`, when every value is [`usable`].
+    pub(crate) fn of<'a>(path: &str, values: impl IntoIterator<Item = &'a Bson>) -> Option<MetaWant> {
+        let mut keys = Vec::new();
+        for v in values {
+            if !usable(v) {
+                return None;
+            }
+            keys.push(key_of(v));
+        }
+        Some(MetaWant {
+            path: path.to_string(),
+            keys,
+        })
     }
 }
 
@@ -268,7 +273,8 @@ pub(crate) enum Lookup {
     Auto(String),
 }
 
-/// Flushed buckets a meta lookup yields for `plan`, in `_id` index order, with how they were
+/// Flushed buckets a meta lookup yields for `wants` (the meta conjuncts of a filter that an
+/// equality lookup can answer, in the filter's order), in `_id` index order, with how they were
 /// looked up; `None` when no lookup applies (the read then walks the `_id` index).
 ///
 /// An index led by the meta field or a meta path answers an equality or `$in` on that path.
@@ -278,30 +284,23 @@ pub(crate) enum Lookup {
 /// `in_range` counts, up to a limit, the buckets the `_id` walk would judge instead.
 pub(crate) fn candidates(
     cache: &MetaCache,
-    indexes: &[crate::index::IndexDef],
+    indexes: &[crate::manifest::IndexDef],
     opts: &crate::options::TimeseriesOptions,
     segments: &BTreeMap<u64, Arc<Segment>>,
-    plan: &Plan,
+    wants: &[MetaWant],
     in_range: impl FnOnce(usize) -> usize,
 ) -> Option<(Lookup, Vec<(IdKey, BucketLoc)>)> {
-    let meta_field = opts.get_meta_field()?;
+    opts.get_meta_field()?;
     let mut st = cache.state.lock();
     let indexed = indexes.iter().find_map(|ix| {
         let path = ix.meta_path(opts)?;
-        let keys = plan
-            .meta_conjuncts
-            .iter()
-            .find_map(|c| wanted(c, meta_field, &path))?;
+        let keys = wants.iter().find(|w| w.path == path)?.keys.clone();
         Some((Lookup::Index(ix.name.clone()), path, keys))
     });
     let (how, path, keys) = match indexed {
         Some(found) => found,
         None => {
-            let (path, keys) = plan.meta_conjuncts.iter().find_map(|c| {
-                let path = meta_path_of(c, meta_field)?;
-                let keys = wanted(c, meta_field, &path)?;
-                Some((path, keys))
-            })?;
+            let MetaWant { path, keys } = wants.first()?.clone();
             if !st.auto.contains(&path) {
                 if st.auto.len() >= AUTO_PATHS {
                     return None;
@@ -374,15 +373,6 @@ pub(crate) fn candidates(
     }
     out.sort_unstable_by_key(|e| e.0);
     Some((how, out))
-}
-
-/// The path below the meta field that conjunct `f` reads ("" for the meta field itself).
-fn meta_path_of(f: &Filter, meta_field: &str) -> Option<String> {
-    let Filter::Field { path, .. } = f else {
-        return None;
-    };
-    let (head, rest) = split_path(path);
-    (head == meta_field).then(|| rest.unwrap_or("").to_string())
 }
 
 #[cfg(test)]

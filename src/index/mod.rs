@@ -1,10 +1,8 @@
-//! Secondary indexes of a collection: validating a user's key pattern, its bucket form
-//! (MongoDB's conversion), and the meta index that queries consult.
+//! In-memory indexes over a collection's flushed buckets: the `_id` index (bucket start and
+//! `_id` to the bucket's place in a segment) and the meta index that queries consult.
 //!
-//! Only definitions are persisted (in the manifest); the structures queries use are derived
-//! from bucket summaries (see [`meta`]), so they cannot disagree with the buckets.
+//! Only index definitions are persisted (in the manifest, see [`crate::manifest::IndexDef`]);
+//! these structures are derived from bucket summaries, so they cannot disagree with the buckets.
 
+pub(crate) mod id;
 pub(crate) mod meta;
-mod spec;
-
-pub use spec::{bucket_key, parse_index, IndexDef, MAX_INDEXES};

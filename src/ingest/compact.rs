@@ -15,7 +15,7 @@
 
 use super::{Prepared, ShapeId, INSERT_HEADER, RECORD_INSERT};
 use crate::doc::elements::{value_len, Elements};
-use crate::db::Batch;
+use super::Batch;
 use crate::wal::codec::{Compact, Expand};
 use foldhash::HashMap;
 

@@ -7,7 +7,9 @@
 
 use super::filter::{resolve_plain, split_path, Filter, Pred, Reach};
 use super::prune::{field_verdict, over_range};
-use crate::catalog::{is_hidden, META_COLUMN};
+use crate::bucket::META_COLUMN;
+use crate::doc::is_hidden;
+use crate::index::meta::MetaWant;
 use crate::order::type_rank;
 use crate::segment::{BoundRef, BucketSummary, FieldBounds, MetaFields, Segment};
 use bson::{Bson, Document};
@@ -630,6 +632,33 @@ impl Plan {
     /// True when the filter has conjuncts on the meta field.
     pub fn has_meta_conjuncts(&self) -> bool {
         !self.meta_conjuncts.is_empty()
+    }
+
+    /// The meta conjuncts that a lookup by value can answer (an equality or `$in` on the meta
+    /// field or a path below it, on values the meta index keys), in the filter's order.
+    pub(crate) fn meta_wants(&self, meta_field: &str) -> Vec<MetaWant> {
+        self.meta_conjuncts
+            .iter()
+            .filter_map(|f| {
+                let Filter::Field { path, pred } = f else {
+                    return None;
+                };
+                let (head, rest) = split_path(path);
+                if head != meta_field {
+                    return None;
+                }
+                let path = rest.unwrap_or("");
+                let of = |pred: &Pred| match pred {
+                    Pred::Eq(v) => MetaWant::of(path, [v]),
+                    Pred::In(vs) => MetaWant::of(path, vs),
+                    _ => None,
+                };
+                match pred {
+                    Pred::All(ps) => ps.iter().find_map(of),
+                    p => of(p),
+                }
+            })
+            .collect()
     }
 
     /// [`Plan::verdict`] with the meta conjuncts' verdict given by `meta` (asked at most once,

@@ -10,7 +10,8 @@ pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
 use super::rows::{heads, Need, Rows};
 use crate::bucket::BucketData;
-use crate::db::{BucketLoc, CollState};
+use crate::collstate::CollState;
+use crate::index::id::BucketLoc;
 use crate::error::Result;
 use crate::index::meta::Lookup;
 use crate::segment::{MetaProjection, Segment};
@@ -269,7 +270,10 @@ pub(crate) fn select_in(
             &c.entry.indexes,
             &c.entry.options,
             &c.segments,
-            plan,
+            &c.entry
+                .options
+                .get_meta_field()
+                .map_or_else(Vec::new, |m| plan.meta_wants(m)),
             |limit| {
                 c.index
                     .range((lo, [0; 12])..=(hi, [0xFF; 12]))

@@ -7,12 +7,15 @@
 //! replaced atomically (write `MANIFEST.tmp`, fsync, rename, fsync the directory).
 
 use crate::error::{Error, Result};
-use crate::index::IndexDef;
 use crate::options::{Granularity, TimeseriesOptions};
 use crate::vfs::{write_atomic, Vfs};
 use bson::{doc, Bson, Document};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+mod index;
+
+pub use index::{bucket_key, parse_index, IndexDef, MAX_INDEXES};
 
 /// File name of the manifest inside the database directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
