@@ -21,9 +21,9 @@ use shape::{LastRow, ShapeBuilder};
 use ids::IdBlock;
 use template::Templates;
 
+use crate::depth::{too_deep, MAX_NESTING};
 use crate::doc::to_bson;
 use crate::doc::{is_hidden, is_hidden_name};
-use crate::depth::{too_deep, MAX_NESTING};
 use crate::error::{Error, Result};
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};

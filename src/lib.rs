@@ -35,47 +35,42 @@ pub use bson;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod api;
 pub mod bucket;
 pub mod catalog;
 pub mod clock;
 pub mod codec;
-mod collection;
-mod collmod;
 mod collstate;
-mod db;
 pub mod depth;
 pub mod doc;
+mod engine;
 pub mod error;
 pub mod index;
 pub mod ingest;
 pub mod manifest;
-mod modify;
 pub mod options;
 pub mod order;
 mod prefetch;
 mod priority;
 pub mod query;
-mod recovery;
 pub mod segment;
 pub mod sums;
-pub mod ttl;
 pub mod vfs;
-mod visible;
 pub mod wal;
 pub mod workload;
 
 #[doc(hidden)]
 pub mod fuzzing;
 
+pub use api::collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
-pub use collmod::CollMod;
-pub use db::{CollectionInfo, Database, VerifyReport};
+pub use engine::ddl::CollMod;
+pub use engine::recover::RecoveryReport;
+pub use engine::rewrite::{DeleteResult, UpdateResult};
+pub use engine::ttl::SweepResult;
+pub use engine::{CollectionInfo, Database, VerifyReport};
 pub use error::{Error, Result};
-pub use modify::{DeleteResult, UpdateResult};
 pub use options::{BackgroundPriority, BucketLimits, DbOptions, Granularity, TimeseriesOptions};
 pub use query::{Cursor, Explain, FindOptions};
-pub use recovery::RecoveryReport;
-pub use ttl::SweepResult;
 pub use wal::{DroppedTail, LogStats, SyncMode, TailKind, WalRecovery};

@@ -211,7 +211,10 @@ pub(crate) struct MetaWant {
 
 impl MetaWant {
     /// The want of an equality or `$in` over `values`, when every value is [`usable`].
-    pub(crate) fn of<'a>(path: &str, values: impl IntoIterator<Item = &'a Bson>) -> Option<MetaWant> {
+    pub(crate) fn of<'a>(
+        path: &str,
+        values: impl IntoIterator<Item = &'a Bson>,
+    ) -> Option<MetaWant> {
         let mut keys = Vec::new();
         for v in values {
             if !usable(v) {

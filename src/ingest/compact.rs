@@ -13,9 +13,9 @@
 //! meta value (its [`MetaId`]), so the compactor finds a row's layout and meta entry with two
 //! integer lookups, and only walks the row's elements to copy their values.
 
+use super::Batch;
 use super::{Prepared, ShapeId, INSERT_HEADER, RECORD_INSERT};
 use crate::doc::elements::{value_len, Elements};
-use super::Batch;
 use crate::wal::codec::{Compact, Expand};
 use foldhash::HashMap;
 

@@ -6,8 +6,8 @@
 //! catalog's lookup, on the single thread that applies batches, compares a pointer rather than
 //! a few hundred bytes.
 
-use crate::doc::to_bson;
 use crate::doc::meta::normalize;
+use crate::doc::to_bson;
 use bson::raw::RawBsonRef;
 use bson::{Bson, Document};
 use std::hash::{BuildHasher, Hash, Hasher};

@@ -13,8 +13,8 @@ use super::series::{series_key, series_key_at, SeriesKey};
 use super::shape::ShapeId;
 use super::validate;
 use super::{Fields, MetaAt, Scanned};
-use crate::doc::to_bson;
 use crate::doc::elements::{utf8_ok, value_len, Elements};
+use crate::doc::to_bson;
 use bson::oid::ObjectId;
 use bson::raw::{RawBsonRef, RawDocument};
 

@@ -2,8 +2,8 @@
 //! bucket document MongoDB's bucket collection would hold.
 
 use crate::bucket::{BucketData, META_SLOT};
-use crate::doc::meta::normalize;
 use crate::catalog::{is_hidden, META_COLUMN, SEQ_COLUMN};
+use crate::doc::meta::normalize;
 use bson::{doc, Bson, Document};
 
 /// Rebuilds row `row` of `b` exactly as it was inserted (field order, types, meta as written).

@@ -58,9 +58,9 @@ mod writer;
 mod tests;
 
 pub use bounds::{BoundRef, FieldBounds};
+pub use control::Control;
 pub use meta_proj::{MetaFields, MetaProjection};
 pub use pagecache::PageCache;
-pub use control::Control;
 pub use reader::{BucketLayout, BucketSummary, Segment, SegmentStats};
 pub use writer::{write_encoded_segment, write_segment};
 

@@ -2,7 +2,7 @@
 //! expiry, with MongoDB's rules (granularity only coarsens, custom spans only grow).
 
 use crate::catalog::BucketParams;
-use crate::db::Database;
+use crate::engine::Database;
 use crate::error::{Error, Result};
 use crate::options::{validate_expire, Granularity, TimeseriesOptions};
 

@@ -8,18 +8,18 @@
 //! before that store leaves unreferenced new files (removed at open) and the old data; after
 //! it, the old files are unreferenced and removed. See `format-spec/crash-model.md`.
 
-pub mod rewrite;
 pub mod rules;
+pub mod segments;
 pub mod statement;
 pub mod update;
 
 use crate::doc::meta::series_key;
-use crate::db::{DbInner, SEG_DIR};
+use crate::engine::{DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;
 use crate::segment::Segment;
 use bson::Bson;
-use rewrite::{fate, rewrite_segment, BucketAction, SegmentFate};
+use segments::{fate, rewrite_segment, BucketAction, SegmentFate};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 

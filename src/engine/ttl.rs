@@ -8,7 +8,7 @@
 //! a segment file goes once all its buckets are listed and the log can no longer replay any of
 //! its rows.
 
-use crate::db::{id_key, Database, DbInner, SEG_DIR};
+use crate::engine::{id_key, Database, DbInner, SEG_DIR};
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;
 use crate::segment::Segment;

@@ -1,13 +1,13 @@
 //! A handle to one time-series collection: inserts and reads.
 
 use crate::catalog::CatalogStats;
-use crate::db::{catalog_stats, DbInner};
-use crate::ingest::Batch;
+use crate::engine::rewrite::segments::BucketAction;
+use crate::engine::rewrite::{DeleteResult, UpdateResult};
+use crate::engine::{catalog_stats, DbInner};
 use crate::error::{Error, Result};
+use crate::ingest::Batch;
 use crate::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
 use crate::manifest::MANIFEST_FILE;
-use crate::modify::rewrite::BucketAction;
-use crate::modify::{DeleteResult, UpdateResult};
 use crate::options::TimeseriesOptions;
 use crate::query::agg;
 use crate::query::cursor::FindSpec;
@@ -125,7 +125,7 @@ impl Collection {
         crate::query::parallel::allowed(self.db.opts.query_threads)
     }
 
-    fn with_state<R>(&self, f: impl FnOnce(&crate::db::CollState) -> R) -> Result<R> {
+    fn with_state<R>(&self, f: impl FnOnce(&crate::engine::CollState) -> R) -> Result<R> {
         self.db.check_open()?;
         let st = self.db.state.read();
         st.colls
@@ -171,7 +171,7 @@ impl Collection {
     }
 
     /// Read apart from the shared state, so that an insert does not wait for the applier.
-    fn insert_fields(&self) -> Result<Arc<crate::db::InsertFields>> {
+    fn insert_fields(&self) -> Result<Arc<crate::engine::InsertFields>> {
         self.db
             .insert_fields(self.id)
             .ok_or_else(|| Error::NamespaceNotFound(self.name.clone()))
@@ -349,19 +349,20 @@ impl Collection {
     pub fn update_many(&self, filter: Document, update: Document) -> Result<UpdateResult> {
         let opts = self.options()?;
         let meta = opts.get_meta_field();
-        let f = crate::modify::rules::update_filter(&filter, meta)?;
-        let u = crate::modify::update::MetaUpdate::parse(&update, meta)?;
-        let counts = crate::modify::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
-            if !f.matches(meta) {
-                return Ok(None);
-            }
-            let new = u.apply(meta)?;
-            Ok(Some(if new.as_ref() == meta {
-                BucketAction::Keep
-            } else {
-                BucketAction::SetMeta(new)
-            }))
-        })?;
+        let f = crate::engine::rewrite::rules::update_filter(&filter, meta)?;
+        let u = crate::engine::rewrite::update::MetaUpdate::parse(&update, meta)?;
+        let counts =
+            crate::engine::rewrite::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
+                if !f.matches(meta) {
+                    return Ok(None);
+                }
+                let new = u.apply(meta)?;
+                Ok(Some(if new.as_ref() == meta {
+                    BucketAction::Keep
+                } else {
+                    BucketAction::SetMeta(new)
+                }))
+            })?;
         Ok(UpdateResult {
             matched_count: counts.matched,
             modified_count: counts.changed,
@@ -375,10 +376,11 @@ impl Collection {
     /// [`Collection::update_many`].
     pub fn delete_many(&self, filter: Document) -> Result<DeleteResult> {
         let opts = self.options()?;
-        let f = crate::modify::rules::delete_filter(&filter, opts.get_meta_field())?;
-        let counts = crate::modify::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
-            Ok(f.matches(meta).then_some(BucketAction::Drop))
-        })?;
+        let f = crate::engine::rewrite::rules::delete_filter(&filter, opts.get_meta_field())?;
+        let counts =
+            crate::engine::rewrite::apply_to_buckets(&self.db, self.id, &self.name, |meta| {
+                Ok(f.matches(meta).then_some(BucketAction::Drop))
+            })?;
         Ok(DeleteResult {
             deleted_count: counts.changed,
         })
@@ -391,7 +393,7 @@ impl Collection {
     /// time-series collection, before anything changes.
     pub fn update(&self, statement: Document) -> Result<UpdateResult> {
         let opts = self.options()?;
-        let s = crate::modify::statement::parse_update(&statement, opts.get_meta_field())?;
+        let s = crate::engine::rewrite::statement::parse_update(&statement, opts.get_meta_field())?;
         self.update_many(s.filter, s.update)
     }
 
@@ -399,7 +401,7 @@ impl Collection {
     /// [`Collection::delete_many`]. `limit` must be 0: a limit of 1 (a non-multi delete) is
     /// refused with `Unsupported` (MongoDB's IllegalOperation, 20) before anything changes.
     pub fn delete(&self, statement: Document) -> Result<DeleteResult> {
-        let filter = crate::modify::statement::parse_delete(&statement)?;
+        let filter = crate::engine::rewrite::statement::parse_delete(&statement)?;
         self.delete_many(filter)
     }
 

@@ -7,24 +7,27 @@
 //! holds an unlogged measurement; reads wait for it, see [`crate::visible`]), and the flusher
 //! writes closed buckets into segments and advances the manifest's log checkpoint.
 
+pub(crate) mod ddl;
+pub(crate) mod recover;
+pub(crate) mod rewrite;
+pub(crate) mod state;
+pub(crate) mod ttl;
+
+use crate::api::collection::Collection;
 use crate::bucket::EncodedBucket;
-use crate::catalog::{
-    CatalogStats, ClosedBucket, FitLimits, Prepared, IDX_COLUMN,
-    SEQ_COLUMN,
-};
-use crate::collection::Collection;
+use crate::catalog::{CatalogStats, ClosedBucket, FitLimits, Prepared, IDX_COLUMN, SEQ_COLUMN};
 pub(crate) use crate::collstate::CollState;
-pub(crate) use crate::index::id::id_key;
+use crate::engine::recover::RecoveryReport;
+use crate::engine::state::StateLock;
 use crate::error::{Error, Result};
+pub(crate) use crate::index::id::id_key;
 use crate::ingest::compact::{InsertCompactor, InsertExpander};
 use crate::ingest::{decode_insert, prepare_replayed, Batch, Fields};
 use crate::manifest::{parse_segment_name, segment_path, CollectionEntry, Manifest};
 use crate::options::{DbOptions, TimeseriesOptions};
-use crate::recovery::RecoveryReport;
 use crate::segment::{write_encoded_segment, PageCache, Segment, SegmentHeaderInfo};
 use crate::vfs::ReadOnlyFs;
 use crate::vfs::{LockGuard, Vfs};
-use crate::visible::StateLock;
 use crate::wal::codec::Compact;
 use crate::wal::{Applied, Quiet, RecoveredLog, Wal, WalOptions};
 use bson::Bson;
@@ -183,7 +186,7 @@ impl Database {
             shared,
             log,
         } = load(&path, &opts, &vfs, &page_cache, &BTreeMap::new(), false)?;
-        let remove = crate::recovery::leftovers(
+        let remove = crate::engine::recover::leftovers(
             vfs.as_ref(),
             &path,
             &seg_dir,
@@ -195,7 +198,7 @@ impl Database {
         // Recovery succeeded: from here on the disk is brought to the recovered state.
         // Leftovers go first: a new database's first manifest write passes through the
         // `MANIFEST.tmp` that may be one of them.
-        crate::recovery::remove(vfs.as_ref(), &remove)?;
+        crate::engine::recover::remove(vfs.as_ref(), &remove)?;
         if is_new {
             manifest.store(vfs.as_ref(), &path)?;
             vfs.sync_dir(&path)?;
@@ -247,7 +250,8 @@ impl Database {
             read_only: false,
         });
         if let Some(every) = inner.opts.ttl_interval {
-            let h = crate::ttl::spawn_sweeper(Arc::downgrade(&inner), every, stop_rx.clone())?;
+            let h =
+                crate::engine::ttl::spawn_sweeper(Arc::downgrade(&inner), every, stop_rx.clone())?;
             *inner.ttl_sweeper.lock() = Some(h);
         }
         let handle = spawn_flusher(Arc::downgrade(&inner), flush_rx, stop_rx)?;
@@ -849,7 +853,9 @@ impl DbInner {
         &self,
         id: u32,
         name: &str,
-        f: impl FnOnce(&[crate::manifest::IndexDef]) -> Result<(Option<Vec<crate::manifest::IndexDef>>, R)>,
+        f: impl FnOnce(
+            &[crate::manifest::IndexDef],
+        ) -> Result<(Option<Vec<crate::manifest::IndexDef>>, R)>,
     ) -> Result<R> {
         self.check_writable()?;
         let mut man = self.manifest.lock();

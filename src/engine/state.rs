@@ -6,7 +6,7 @@
 //! acknowledged so far is applied: an insert is visible to any read that starts after it
 //! returned, in its own thread or another. The applier itself takes the lock directly.
 
-use crate::db::Shared;
+use crate::engine::Shared;
 use crate::wal::Applied;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::Arc;

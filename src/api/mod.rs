@@ -1,0 +1,3 @@
+//! The public facade: [`crate::Database`] and [`crate::Collection`].
+
+pub(crate) mod collection;
