@@ -62,14 +62,17 @@ pub mod workload;
 #[doc(hidden)]
 pub mod fuzzing;
 
-pub use api::collection::{CollStats, Collection, InsertManyResult, InsertOneResult};
+pub use api::collection::Collection;
+pub use api::database::Database;
 pub use catalog::CatalogStats;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::ddl::CollMod;
+pub use engine::ddl::{CollMod, CollectionInfo};
+pub use engine::read::CollStats;
 pub use engine::recover::RecoveryReport;
 pub use engine::rewrite::{DeleteResult, UpdateResult};
 pub use engine::ttl::SweepResult;
-pub use engine::{CollectionInfo, Database, VerifyReport};
+pub use engine::verify::VerifyReport;
+pub use engine::write::{InsertManyResult, InsertOneResult};
 pub use error::{Error, Result};
 pub use options::{BackgroundPriority, BucketLimits, DbOptions, Granularity, TimeseriesOptions};
 pub use query::{Cursor, Explain, FindOptions};

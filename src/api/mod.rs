@@ -1,3 +1,4 @@
 //! The public facade: [`crate::Database`] and [`crate::Collection`].
 
 pub(crate) mod collection;
+pub(crate) mod database;

@@ -56,6 +56,18 @@ pub struct FitLimits {
     pub large_max_size: usize,
 }
 
+impl FitLimits {
+    /// The limits a database's options set.
+    pub fn of(o: &crate::options::DbOptions) -> FitLimits {
+        FitLimits {
+            max_count: o.limits.max_count,
+            max_size: o.limits.max_size,
+            min_count: o.limits.min_count,
+            large_max_size: o.limits.large_max_size,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct ColumnBuilder {
     name: String,

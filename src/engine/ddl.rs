@@ -1,12 +1,20 @@
-//! `collMod` for time-series collections: coarsening the bucketing and setting or removing
-//! expiry, with MongoDB's rules (granularity only coarsens, custom spans only grow).
+//! Collections and their options and indexes: create, drop, `collMod` (coarsening the
+//! bucketing and setting or removing expiry, with MongoDB's rules: granularity only coarsens,
+//! custom spans only grow) and index definitions. Each change is one manifest commit, then is
+//! published to readers.
 
+use super::state::InsertFields;
+use super::Engine;
 use crate::catalog::BucketParams;
-use crate::engine::Database;
+use crate::catalog::FitLimits;
+use crate::collstate::CollState;
 use crate::error::{Error, Result};
+use crate::manifest::SEG_DIR;
+use crate::manifest::{segment_path, CollectionEntry, IndexDef};
 use crate::options::{validate_expire, Granularity, TimeseriesOptions};
+use bson::Document;
 
-/// Changes to a collection's options, for [`Database::coll_mod`]. The default changes nothing.
+/// Changes to a collection's options, for [`crate::Database::coll_mod`]. The default changes nothing.
 ///
 /// ```
 /// use tsbucket::{CollMod, Granularity};
@@ -153,17 +161,138 @@ fn invalid_granularity() -> Error {
     )
 }
 
-impl Database {
-    /// Changes a collection's options as MongoDB's `collMod` does: the granularity may only
-    /// coarsen, custom spans only grow, `expireAfterSeconds` may be set or removed. Refused
-    /// changes are `Error::InvalidOptions` (code 72) or `Error::BadValue` and change nothing; a
-    /// missing collection is `Error::NamespaceNotFound`. Durable once it returns. Open buckets
-    /// take the new span at once (new data may join them); buckets already in segments keep
-    /// theirs, which is never larger than the new one, so queries widened by the current span
-    /// still find them.
-    pub fn coll_mod(&self, name: &str, m: CollMod) -> Result<()> {
-        self.inner.check_writable()?;
-        let mut man = self.inner.manifest.lock();
+/// A collection as `list_collections` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionInfo {
+    /// Collection name.
+    pub name: String,
+    /// Its options.
+    pub options: TimeseriesOptions,
+}
+
+impl Engine {
+    /// Creates a collection, or finds one of that name with identical options (as MongoDB
+    /// does); returns its id. Other options are `Error::NamespaceExists`.
+    pub(crate) fn create_collection(&self, name: &str, options: TimeseriesOptions) -> Result<u32> {
+        self.check_writable()?;
+        validate_collection_name(name)?;
+        options.validate()?;
+        let mut man = self.manifest.lock();
+        if let Some(existing) = man.collections.iter().find(|c| c.name == name) {
+            if existing.options == options {
+                return Ok(existing.id);
+            }
+            return Err(Error::NamespaceExists(name.to_string()));
+        }
+        let id = man.next_collection_id;
+        let entry = CollectionEntry {
+            id,
+            name: name.to_string(),
+            options,
+            segments: Vec::new(),
+            expired: Default::default(),
+            indexes: Vec::new(),
+        };
+        self.commit(&mut man, |next| {
+            next.next_collection_id += 1;
+            next.collections.push(entry.clone());
+            Ok(())
+        })?;
+        let mut st = self.state.write();
+        self.inserting
+            .write()
+            .insert(id, InsertFields::of(&entry.options));
+        st.names.insert(name.to_string(), id);
+        st.colls
+            .insert(id, CollState::new(entry, FitLimits::of(&self.opts)));
+        Ok(id)
+    }
+
+    /// The id of the collection `name`, `Error::NamespaceNotFound` if there is none.
+    pub(crate) fn collection_id(&self, name: &str) -> Result<u32> {
+        self.check_open()?;
+        let st = self.state.read();
+        st.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))
+    }
+
+    /// Every collection with its options, by name.
+    pub(crate) fn list_collections(&self) -> Result<Vec<CollectionInfo>> {
+        self.check_open()?;
+        let st = self.state.read();
+        Ok(st
+            .names
+            .values()
+            .filter_map(|id| st.colls.get(id))
+            .map(|c| CollectionInfo {
+                name: c.entry.name.clone(),
+                options: c.entry.options.clone(),
+            })
+            .collect())
+    }
+
+    /// Drops a collection and its files; returns whether it existed. Durable once it returns:
+    /// the manifest no longer lists it, and log records of the old collection are ignored.
+    pub(crate) fn drop_collection(&self, name: &str) -> Result<bool> {
+        self.check_writable()?;
+        let mut man = self.manifest.lock();
+        let Some(pos) = man.collections.iter().position(|c| c.name == name) else {
+            return Ok(false);
+        };
+        let entry = self.commit(&mut man, |next| Ok(next.collections.remove(pos)))?;
+        let removed = {
+            let mut st = self.state.write();
+            self.inserting.write().remove(&entry.id);
+            st.names.remove(name);
+            st.colls.remove(&entry.id)
+        };
+        // The manifest no longer names these files; leftovers are removed at the next open too.
+        if let Some(cs) = removed {
+            for (sid, _) in cs.segments {
+                let _ = self.vfs.remove_file(&segment_path(&self.path, sid));
+            }
+        }
+        let _ = self.vfs.sync_dir(&self.path.join(SEG_DIR));
+        Ok(true)
+    }
+
+    /// Replaces the index definitions of collection `id`: computed by `f` from the current ones
+    /// under the manifest lock, committed, then published to readers. `f` returning an error
+    /// or `None` changes nothing.
+    pub(crate) fn update_indexes<R>(
+        &self,
+        id: u32,
+        name: &str,
+        f: impl FnOnce(&[IndexDef]) -> Result<(Option<Vec<IndexDef>>, R)>,
+    ) -> Result<R> {
+        self.check_writable()?;
+        let mut man = self.manifest.lock();
+        let pos = man
+            .collections
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
+        let (new, r) = f(&man.collections[pos].indexes)?;
+        let Some(new) = new else {
+            return Ok(r);
+        };
+        self.commit(&mut man, |next| {
+            next.collections[pos].indexes = new.clone();
+            Ok(())
+        })?;
+        if let Some(c) = self.state.write().colls.get_mut(&id) {
+            c.entry.indexes = new;
+        }
+        Ok(r)
+    }
+
+    /// Changes a collection's options as MongoDB's `collMod` does (see
+    /// [`crate::Database::coll_mod`]).
+    pub(crate) fn coll_mod(&self, name: &str, m: CollMod) -> Result<()> {
+        self.check_writable()?;
+        let mut man = self.manifest.lock();
         let Some(pos) = man.collections.iter().position(|c| c.name == name) else {
             return Err(Error::NamespaceNotFound(name.to_string()));
         };
@@ -178,16 +307,86 @@ impl Database {
             return Ok(());
         }
         let id = cur.id;
-        let mut next = man.clone();
-        next.collections[pos].options = options.clone();
-        next.generation += 1;
-        self.inner.store_manifest(&next)?;
-        *man = next;
-        let mut st = self.inner.state.write();
+        self.commit(&mut man, |next| {
+            next.collections[pos].options = options.clone();
+            Ok(())
+        })?;
+        let mut st = self.state.write();
         if let Some(c) = st.colls.get_mut(&id) {
             c.catalog.set_params(BucketParams::of(&options));
             c.entry.options = options;
         }
         Ok(())
     }
+}
+
+impl Engine {
+    /// See [`crate::Collection::create_index_with`].
+    pub(crate) fn create_index_with(
+        &self,
+        id: u32,
+        name: &str,
+        keys: Document,
+        options: Document,
+    ) -> Result<String> {
+        let opts = self.coll_options(id, name)?;
+        self.update_indexes(id, name, |existing| {
+            let (def, exists) = crate::manifest::parse_index(&keys, &options, &opts, existing)?;
+            if exists {
+                return Ok((None, def.name));
+            }
+            let mut next = existing.to_vec();
+            let name = def.name.clone();
+            next.push(def);
+            Ok((Some(next), name))
+        })
+    }
+
+    /// See [`crate::Collection::list_indexes`].
+    pub(crate) fn list_indexes(&self, id: u32, name: &str) -> Result<Vec<Document>> {
+        self.with_coll(id, name, |c| {
+            c.entry.indexes.iter().map(|i| i.user_doc()).collect()
+        })
+    }
+
+    /// See [`crate::Collection::list_bucket_indexes`].
+    pub(crate) fn list_bucket_indexes(&self, id: u32, name: &str) -> Result<Vec<Document>> {
+        self.with_coll(id, name, |c| {
+            c.entry
+                .indexes
+                .iter()
+                .map(|i| {
+                    bson::doc! {
+                        "v": 2,
+                        "key": crate::manifest::bucket_key(&i.key, &c.entry.options),
+                        "name": &i.name,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// See [`crate::Collection::drop_index`].
+    pub(crate) fn drop_index(&self, id: u32, name: &str, index: &str) -> Result<()> {
+        self.update_indexes(id, name, |existing| {
+            if !existing.iter().any(|i| i.name == index) {
+                return Err(Error::IndexNotFound(index.to_string()));
+            }
+            let next = existing
+                .iter()
+                .filter(|i| i.name != index)
+                .cloned()
+                .collect();
+            Ok((Some(next), ()))
+        })
+    }
+}
+
+fn validate_collection_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('\0') || name.starts_with("system.") || name.len() > 255 {
+        return Err(Error::InvalidOptions(format!(
+            "invalid collection name '{name}': it must be 1-255 bytes, without NUL, and not start with 'system.'"
+        )));
+    }
+    Ok(())
 }

@@ -6,9 +6,12 @@
 //! acknowledged so far is applied: an insert is visible to any read that starts after it
 //! returned, in its own thread or another. The applier itself takes the lock directly.
 
-use crate::engine::Shared;
+use crate::catalog::CatalogStats;
+use crate::collstate::CollState;
+use crate::options::TimeseriesOptions;
 use crate::wal::Applied;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The shared state, reached only after every acknowledged insert is applied.
@@ -33,4 +36,51 @@ impl StateLock {
         self.applied.wait();
         self.lock.write()
     }
+}
+
+/// Everything readers and writers share, behind one lock held only for short, CPU-only work.
+pub(crate) struct Shared {
+    pub colls: BTreeMap<u32, CollState>,
+    pub names: BTreeMap<String, u32>,
+    /// Sequence number of the last log record applied to the catalog.
+    pub applied_seq: u64,
+}
+
+/// The fields an insert reads, fixed for the life of a collection.
+#[derive(Debug)]
+pub(crate) struct InsertFields {
+    pub time: String,
+    pub meta: Option<String>,
+}
+
+impl InsertFields {
+    pub(crate) fn of(o: &TimeseriesOptions) -> Arc<InsertFields> {
+        Arc::new(InsertFields {
+            time: o.get_time_field().to_string(),
+            meta: o.get_meta_field().map(str::to_string),
+        })
+    }
+}
+
+/// The highest sequence number such that every record up to it is wholly in segments.
+pub(crate) fn checkpoint_of(st: &Shared) -> u64 {
+    let min_mem = st
+        .colls
+        .values()
+        .flat_map(|c| {
+            c.catalog
+                .min_seq()
+                .into_iter()
+                .chain(c.flushing.iter().map(|b| b.min_seq()))
+        })
+        .min();
+    match min_mem {
+        Some(s) => s.saturating_sub(1),
+        None => st.applied_seq,
+    }
+}
+
+/// Counters of a collection's catalog (a copy).
+pub(crate) fn catalog_stats(st: &Shared, id: u32) -> Option<CatalogStats> {
+    st.colls.get(&id).map(|c| c.catalog.stats().clone())
 }

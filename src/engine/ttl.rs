@@ -1,5 +1,5 @@
 //! Expiry (`expireAfterSeconds`): deleting whole buckets whose measurements are all older than
-//! now − expireAfterSeconds, on demand ([`Database::sweep_expired`]) or from a background thread.
+//! now − expireAfterSeconds, on demand ([`crate::Database::sweep_expired`]) or from a background thread.
 //!
 //! The rule and its crash safety are in `format-spec/ttl.md`. In short: a bucket is expired
 //! when its latest time (`control.max` of the time field) is older than the cutoff; open buckets
@@ -8,9 +8,11 @@
 //! a segment file goes once all its buckets are listed and the log can no longer replay any of
 //! its rows.
 
-use crate::engine::{id_key, Database, DbInner, SEG_DIR};
+use super::Engine;
 use crate::error::{Error, Result};
+use crate::index::id::id_key;
 use crate::manifest::segment_path;
+use crate::manifest::SEG_DIR;
 use crate::segment::Segment;
 use bson::DateTime;
 use crossbeam_channel::Receiver;
@@ -38,42 +40,11 @@ pub fn cutoff_ms(now: DateTime, expire_after_seconds: u64) -> i64 {
         .saturating_sub(secs.saturating_mul(1000))
 }
 
-impl Database {
-    /// Deletes every bucket whose measurements are all older than `now` − expireAfterSeconds,
-    /// in every collection with expiry set, and deletes segment files left with no live bucket.
-    /// The background sweeper (`DbOptions::ttl_interval`) calls this with the database clock's
-    /// time. Durable once it returns.
-    ///
-    /// ```
-    /// use tsbucket::bson::{doc, DateTime};
-    /// use tsbucket::{CollMod, Database, TimeseriesOptions};
-    /// # fn main() -> tsbucket::Result<()> {
-    /// let dir = tempfile::tempdir()?;
-    /// let db = Database::open(dir.path())?;
-    /// let c = db.create_collection("m", TimeseriesOptions::new("t").expire_after_seconds(3600))?;
-    /// let t = DateTime::from_millis(1_700_000_000_000);
-    /// c.insert_one(&doc! {"t": t, "v": 1})?;
-    /// // One hour after the measurement it is not older than expireAfterSeconds yet.
-    /// let later = |ms| DateTime::from_millis(t.timestamp_millis() + ms);
-    /// assert_eq!(db.sweep_expired(later(3_600_000))?.buckets_deleted, 0);
-    /// let r = db.sweep_expired(later(3_600_001))?;
-    /// assert_eq!((r.buckets_deleted, r.measurements_deleted), (1, 1));
-    /// // Expiry can be changed or removed later.
-    /// db.coll_mod("m", CollMod::default().expire_after_seconds(None))?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn sweep_expired(&self, now: DateTime) -> Result<SweepResult> {
-        self.inner.check_writable()?;
-        sweep(&self.inner, now)
-    }
-}
-
 fn max_seq(seg: &Segment) -> u64 {
     seg.buckets().iter().map(|b| b.max_seq()).max().unwrap_or(0)
 }
 
-pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
+pub(crate) fn sweep(db: &Engine, now: DateTime) -> Result<SweepResult> {
     let mut res = SweepResult::default();
     // The manifest lock keeps flushes and DDL out; inserts only wait for the short state-lock
     // sections below.
@@ -102,54 +73,55 @@ pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
     }
     db.flush_locked(&mut man, false)?;
 
-    let mut next = man.clone();
-    let mut gone: Vec<(u32, u64)> = Vec::new();
-    {
-        // Segments are immutable and, with the manifest lock held, no other thread adds or
-        // removes any: take handles and decide without holding the state lock.
-        let segs: BTreeMap<u64, Arc<Segment>> = {
-            let st = db.state.read();
-            cutoffs
-                .keys()
-                .filter_map(|id| st.colls.get(id))
-                .flat_map(|c| c.segments.iter().map(|(&k, v)| (k, v.clone())))
-                .collect()
-        };
-        for entry in next.collections.iter_mut() {
-            let Some(&cut) = cutoffs.get(&entry.id) else {
-                continue;
+    let generation = man.generation;
+    let checkpoint = man.wal_checkpoint;
+    let gone = db.commit(&mut man, |next| {
+        let mut gone: Vec<(u32, u64)> = Vec::new();
+        {
+            // Segments are immutable and, with the manifest lock held, no other thread adds or
+            // removes any: take handles and decide without holding the state lock.
+            let segs: BTreeMap<u64, Arc<Segment>> = {
+                let st = db.state.read();
+                cutoffs
+                    .keys()
+                    .filter_map(|id| st.colls.get(id))
+                    .flat_map(|c| c.segments.iter().map(|(&k, v)| (k, v.clone())))
+                    .collect()
             };
-            for sid in entry.segments.clone() {
-                let Some(seg) = segs.get(&sid) else {
+            for entry in next.collections.iter_mut() {
+                let Some(&cut) = cutoffs.get(&entry.id) else {
                     continue;
                 };
-                for (i, b) in seg.buckets().iter().enumerate() {
-                    let i = i as u32;
-                    if b.time_range().1 < cut && !entry.is_expired(sid, i) {
-                        entry.expired.entry(sid).or_default().insert(i);
-                        res.buckets_deleted += 1;
-                        res.measurements_deleted += u64::from(b.count);
+                for sid in entry.segments.clone() {
+                    let Some(seg) = segs.get(&sid) else {
+                        continue;
+                    };
+                    for (i, b) in seg.buckets().iter().enumerate() {
+                        let i = i as u32;
+                        if b.time_range().1 < cut && !entry.is_expired(sid, i) {
+                            entry.expired.entry(sid).or_default().insert(i);
+                            res.buckets_deleted += 1;
+                            res.measurements_deleted += u64::from(b.count);
+                        }
                     }
-                }
-                let n = seg.buckets().len();
-                let all = entry.expired.get(&sid).is_some_and(|s| s.len() == n);
-                // Rows the log would replay must stay in a file that names them (replay skips
-                // rows a segment holds), so the file waits for the checkpoint to pass them.
-                if all && max_seq(seg) <= next.wal_checkpoint {
-                    entry.expired.remove(&sid);
-                    entry.segments.retain(|&s| s != sid);
-                    res.bytes_reclaimed += seg.len_bytes();
-                    gone.push((entry.id, sid));
+                    let n = seg.buckets().len();
+                    let all = entry.expired.get(&sid).is_some_and(|s| s.len() == n);
+                    // Rows the log would replay must stay in a file that names them (replay skips
+                    // rows a segment holds), so the file waits for the checkpoint to pass them.
+                    if all && max_seq(seg) <= checkpoint {
+                        entry.expired.remove(&sid);
+                        entry.segments.retain(|&s| s != sid);
+                        res.bytes_reclaimed += seg.len_bytes();
+                        gone.push((entry.id, sid));
+                    }
                 }
             }
         }
-    }
-    if next == *man {
+        Ok(gone)
+    })?;
+    if man.generation == generation {
         return Ok(res);
     }
-    next.generation += 1;
-    db.store_manifest(&next)?;
-    *man = next;
     {
         let mut st = db.state.write();
         for entry in &man.collections {
@@ -205,7 +177,7 @@ pub(crate) fn sweep(db: &DbInner, now: DateTime) -> Result<SweepResult> {
 /// Starts the background sweeper: every `every`, a sweep with the database clock's time. It
 /// stops when `stop` is disconnected (close or drop) or the database is gone.
 pub(crate) fn spawn_sweeper(
-    inner: Weak<DbInner>,
+    inner: Weak<Engine>,
     every: Duration,
     stop: Receiver<()>,
 ) -> Result<JoinHandle<()>> {
@@ -221,7 +193,7 @@ pub(crate) fn spawn_sweeper(
 }
 
 /// The sweeper thread's loop.
-fn sweep_every(inner: Weak<DbInner>, every: Duration, stop: Receiver<()>) {
+fn sweep_every(inner: Weak<Engine>, every: Duration, stop: Receiver<()>) {
     loop {
         crossbeam_channel::select! {
             recv(stop) -> _ => return,

@@ -19,6 +19,12 @@ pub use index::{bucket_key, parse_index, IndexDef, MAX_INDEXES};
 
 /// File name of the manifest inside the database directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
+/// Name of the lock file inside the database directory.
+pub const LOCK_FILE: &str = "LOCK";
+/// Directory of the write-ahead log, inside the database directory.
+pub const WAL_DIR: &str = "wal";
+/// Directory of segment files, inside the database directory.
+pub const SEG_DIR: &str = "seg";
 /// Magic bytes at offset 0.
 pub const MAGIC: &[u8; 8] = b"TSBMANIF";
 /// Current format version. Version 2 adds collections' optional `expiredBuckets` (TTL) and
@@ -342,7 +348,7 @@ impl Manifest {
 
 /// Path of segment `id` inside the database directory.
 pub fn segment_path(dir: &Path, id: u64) -> std::path::PathBuf {
-    dir.join("seg").join(format!("{id:016x}.seg"))
+    dir.join(SEG_DIR).join(format!("{id:016x}.seg"))
 }
 
 /// Parses a segment file name back to its id.

@@ -4,7 +4,7 @@
 
 use super::accum::Values;
 use super::plan::BucketStats;
-use super::read::Source;
+use super::scans::Source;
 use super::slots::Slots;
 use crate::bucket::BucketData;
 use crate::catalog::META_COLUMN;

@@ -11,7 +11,7 @@ use super::accum::AccOp;
 use super::columns::in_every_row;
 use super::expr::path_in_value;
 use super::plan::BucketStats;
-use super::read::Source;
+use super::scans::Source;
 use crate::order::type_rank;
 use crate::segment::BoundRef;
 use bson::Bson;

@@ -6,8 +6,9 @@
 //! Rows within a bucket need not be in order; they wait in a heap.
 
 use super::filter::Filter;
-use super::read::{Scans, Source, Verdict};
+use super::read::Verdict;
 use super::rows::{Need, Rows};
+use super::scans::{Scans, Source};
 use crate::error::Result;
 use bson::{Bson, Document};
 use std::cmp::Ordering;

@@ -25,6 +25,7 @@ pub mod prune;
 pub mod read;
 pub mod rowmask;
 pub mod rows;
+pub mod scans;
 pub mod slots;
 pub mod unpack;
 

@@ -3,7 +3,7 @@
 //! built only for a row that is returned.
 
 use super::filter::{split_path, Fields, Filter, Pred};
-use super::read::Source;
+use super::scans::Source;
 use crate::bucket::{BucketData, META_SLOT};
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::error::{Error, Result};

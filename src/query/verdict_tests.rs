@@ -6,8 +6,8 @@
 
 use super::filter::Filter;
 use super::plan::{BucketStats, Plan, Verdict};
-use super::read::Source;
 use super::rows::{heads, Need, Rows};
+use super::scans::Source;
 use super::unpack::row_document;
 use crate::bucket::BucketData;
 use crate::catalog::{BucketParams, CollCatalog, FitLimits};

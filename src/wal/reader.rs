@@ -10,8 +10,8 @@
 use super::codec::Expand;
 use super::record::FORMAT_VERSION;
 use super::record::{
-    decode_file_header, decode_record, may_start_record, BadRecord, FILE_HEADER_LEN, KIND_COMPACT,
-    RECORD_HEADER_LEN,
+    decode_file_header, decode_record, may_start_record, BadRecord, HeaderError, FILE_HEADER_LEN,
+    KIND_COMPACT, RECORD_HEADER_LEN,
 };
 use crate::vfs::{FileBytes, Vfs};
 use crate::{Error, Result};
@@ -288,6 +288,11 @@ pub fn recover(
                         h.first_seq, f.first_seq
                     ),
                 ))
+            }
+            // The header's checksum held, so these fields are what was written: a newer
+            // format, or a file that is not ours. Rewriting it as torn would drop its records.
+            Err(e @ (HeaderError::Version(_) | HeaderError::Length(_) | HeaderError::Salt(_))) => {
+                return Err(Error::corruption(&f.path, 0, e));
             }
             Err(e) => {
                 // A rotation that crashed before its header was synced leaves a last file with a

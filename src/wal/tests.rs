@@ -661,6 +661,44 @@ fn damaged_file_header_is_corruption_unless_it_is_an_unfinished_rotation() {
     }
 }
 
+/// A header whose checksum holds was written as it reads: a newer format version (or a bad
+/// length or salt field) is refused, in the last file too, never rewritten as a torn header,
+/// which would drop the records after it. The file is left as it was.
+#[test]
+fn checksummed_header_of_an_unknown_version_is_refused_not_rewritten() {
+    let (name, bytes, _) = single_file_log(3);
+    let reheader = |field: usize, value: u32| {
+        let mut b = bytes.clone();
+        b[field..field + 4].copy_from_slice(&value.to_le_bytes());
+        let crc = crc32fast::hash(&b[..28]);
+        b[28..32].copy_from_slice(&crc.to_le_bytes());
+        b
+    };
+    for (what, b) in [
+        ("version", reheader(8, record::FORMAT_VERSION + 1)),
+        ("length", reheader(12, 40)),
+        ("salt", reheader(24, 1 << 30)),
+    ] {
+        for recovery in [
+            WalRecovery::TolerateTornTail,
+            WalRecovery::AbsoluteConsistency,
+        ] {
+            let fs = fs_with_file(&name, &b);
+            let opts = WalOptions {
+                recovery,
+                ..WalOptions::default()
+            };
+            let r = open_with(Arc::new(fs.clone()), opts, 0);
+            assert_corruption(r, &name, 0);
+            assert_eq!(
+                fs.read(&dir().join(&name)).unwrap(),
+                b,
+                "{what}: file changed"
+            );
+        }
+    }
+}
+
 #[test]
 fn header_naming_another_seq_than_the_file_name_is_corruption() {
     let (name, mut bytes, _) = single_file_log(3);

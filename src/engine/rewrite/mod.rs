@@ -14,11 +14,12 @@ pub mod statement;
 pub mod update;
 
 use crate::doc::meta::series_key;
-use crate::engine::{DbInner, SEG_DIR};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::manifest::segment_path;
+use crate::manifest::SEG_DIR;
 use crate::segment::Segment;
-use bson::Bson;
+use bson::{Bson, Document};
 use segments::{fate, rewrite_segment, BucketAction, SegmentFate};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -51,7 +52,7 @@ pub(crate) struct Counts {
 /// matched, with what to do) and commits the outcome atomically. `decide` may fail; then
 /// nothing is written.
 pub(crate) fn apply_to_buckets(
-    db: &DbInner,
+    db: &Engine,
     coll_id: u32,
     name: &str,
     decide: impl Fn(Option<&Bson>) -> Result<Option<BucketAction>>,
@@ -156,36 +157,35 @@ pub(crate) fn apply_to_buckets(
         return Ok(counts);
     }
 
-    let mut next = man.clone();
-    let mut replaced: Vec<Replacement> = Vec::new();
-    for (sid, seg, actions, f) in &plans {
-        if *f == SegmentFate::Removed {
-            replaced.push((*sid, None));
-            continue;
+    // The manifest commit is the commit point.
+    let (replaced, segments, expired) = db.commit(&mut man, |next| {
+        let mut replaced: Vec<Replacement> = Vec::new();
+        for (sid, seg, actions, f) in &plans {
+            if *f == SegmentFate::Removed {
+                replaced.push((*sid, None));
+                continue;
+            }
+            let new_id = next.next_segment_id;
+            next.next_segment_id += 1;
+            let path = segment_path(&db.path, new_id);
+            let new_seg = rewrite_segment(db.vfs.as_ref(), seg, actions, &path)
+                .and_then(|_| Segment::open(db.vfs.as_ref(), &path))
+                .map(|s| s.with_page_cache(db.page_cache.clone()))
+                .inspect_err(|e| db.poison(e))?;
+            replaced.push((*sid, Some((new_id, Arc::new(new_seg)))));
         }
-        let new_id = next.next_segment_id;
-        next.next_segment_id += 1;
-        let path = segment_path(&db.path, new_id);
-        let new_seg = rewrite_segment(db.vfs.as_ref(), seg, actions, &path)
-            .and_then(|_| Segment::open(db.vfs.as_ref(), &path))
-            .map(|s| s.with_page_cache(db.page_cache.clone()))
-            .inspect_err(|e| db.poison(e))?;
-        replaced.push((*sid, Some((new_id, Arc::new(new_seg)))));
-    }
-    let entry = next
-        .collections
-        .iter_mut()
-        .find(|e| e.id == coll_id)
-        .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
-    entry.segments = replace_ids(&entry.segments, &replaced);
-    for (o, _) in &replaced {
-        entry.expired.remove(o);
-    }
-    let (segments, expired) = (entry.segments.clone(), entry.expired.clone());
-    next.generation += 1;
-    // The commit point.
-    db.store_manifest(&next)?;
-    *man = next;
+        let entry = next
+            .collections
+            .iter_mut()
+            .find(|e| e.id == coll_id)
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
+        entry.segments = replace_ids(&entry.segments, &replaced);
+        for (o, _) in &replaced {
+            entry.expired.remove(o);
+        }
+        let (segments, expired) = (entry.segments.clone(), entry.expired.clone());
+        Ok((replaced, segments, expired))
+    })?;
 
     let old: HashSet<u64> = replaced.iter().map(|(o, _)| *o).collect();
     {
@@ -211,6 +211,67 @@ pub(crate) fn apply_to_buckets(
     }
     let _ = db.vfs.sync_dir(&db.path.join(SEG_DIR));
     Ok(counts)
+}
+
+impl Engine {
+    /// See [`crate::Collection::update_many`].
+    pub(crate) fn update_many(
+        &self,
+        id: u32,
+        name: &str,
+        filter: Document,
+        update: Document,
+    ) -> Result<UpdateResult> {
+        let opts = self.coll_options(id, name)?;
+        let meta = opts.get_meta_field();
+        let f = crate::engine::rewrite::rules::update_filter(&filter, meta)?;
+        let u = crate::engine::rewrite::update::MetaUpdate::parse(&update, meta)?;
+        let counts = crate::engine::rewrite::apply_to_buckets(self, id, name, |meta| {
+            if !f.matches(meta) {
+                return Ok(None);
+            }
+            let new = u.apply(meta)?;
+            Ok(Some(if new.as_ref() == meta {
+                BucketAction::Keep
+            } else {
+                BucketAction::SetMeta(new)
+            }))
+        })?;
+        Ok(UpdateResult {
+            matched_count: counts.matched,
+            modified_count: counts.changed,
+        })
+    }
+
+    /// See [`crate::Collection::delete_many`].
+    pub(crate) fn delete_many(
+        &self,
+        id: u32,
+        name: &str,
+        filter: Document,
+    ) -> Result<DeleteResult> {
+        let opts = self.coll_options(id, name)?;
+        let f = crate::engine::rewrite::rules::delete_filter(&filter, opts.get_meta_field())?;
+        let counts = crate::engine::rewrite::apply_to_buckets(self, id, name, |meta| {
+            Ok(f.matches(meta).then_some(BucketAction::Drop))
+        })?;
+        Ok(DeleteResult {
+            deleted_count: counts.changed,
+        })
+    }
+
+    /// See [`crate::Collection::update`].
+    pub(crate) fn update(&self, id: u32, name: &str, statement: Document) -> Result<UpdateResult> {
+        let opts = self.coll_options(id, name)?;
+        let s = crate::engine::rewrite::statement::parse_update(&statement, opts.get_meta_field())?;
+        self.update_many(id, name, s.filter, s.update)
+    }
+
+    /// See [`crate::Collection::delete`].
+    pub(crate) fn delete(&self, id: u32, name: &str, statement: Document) -> Result<DeleteResult> {
+        let filter = crate::engine::rewrite::statement::parse_delete(&statement)?;
+        self.delete_many(id, name, filter)
+    }
 }
 
 /// An old segment id and what replaces it: a new segment, or nothing.

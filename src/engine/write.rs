@@ -1,0 +1,96 @@
+//! A collection's inserts: validating and encoding a batch on the caller's thread, then
+//! appending it to the log, which returns once it is durable.
+
+use super::state::InsertFields;
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::ingest::{prepare_batch, prepare_raw_batch, Batch, Fields, Prepared};
+use bson::raw::RawDocumentBuf;
+use bson::{Bson, Document};
+use std::sync::Arc;
+
+/// Result of [`crate::Collection::insert_one`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertOneResult {
+    /// The measurement's `_id` (generated when it had none).
+    pub inserted_id: Bson,
+}
+
+/// Result of [`crate::Collection::insert_many`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertManyResult {
+    /// Measurements inserted.
+    pub inserted_count: u64,
+    /// Their `_id`s, in batch order.
+    pub inserted_ids: Vec<Bson>,
+}
+
+impl Engine {
+    /// Read apart from the shared state, so that an insert does not wait for the applier.
+    pub(crate) fn coll_insert_fields(&self, id: u32, name: &str) -> Result<Arc<InsertFields>> {
+        self.insert_fields(id)
+            .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))
+    }
+
+    /// See [`crate::Collection::insert_many`].
+    pub(crate) fn insert_many(
+        &self,
+        id: u32,
+        name: &str,
+        docs: &[Document],
+    ) -> Result<InsertManyResult> {
+        self.check_writable()?;
+        let f = self.coll_insert_fields(id, name)?;
+        let fields = Fields {
+            time: &f.time,
+            meta: f.meta.as_deref(),
+        };
+        let (prepared, payload, inserted_ids) = prepare_batch(id, docs, &fields)?;
+        self.append_prepared(id, prepared, payload, inserted_ids)
+    }
+
+    /// See [`crate::Collection::insert_many_raw`].
+    pub(crate) fn insert_many_raw(
+        &self,
+        id: u32,
+        name: &str,
+        docs: &[RawDocumentBuf],
+    ) -> Result<InsertManyResult> {
+        self.check_writable()?;
+        let f = self.coll_insert_fields(id, name)?;
+        let fields = Fields {
+            time: &f.time,
+            meta: f.meta.as_deref(),
+        };
+        let (prepared, payload, inserted_ids) = prepare_raw_batch(id, docs, &fields)?;
+        self.append_prepared(id, prepared, payload, inserted_ids)
+    }
+
+    pub(crate) fn append_prepared(
+        &self,
+        id: u32,
+        prepared: Vec<Prepared>,
+        payload: Vec<u8>,
+        inserted_ids: Vec<Bson>,
+    ) -> Result<InsertManyResult> {
+        if payload.len() > self.opts.max_batch_bytes {
+            return Err(Error::BadValue(format!(
+                "the batch encodes to {} bytes, over the limit of {}; split it",
+                payload.len(),
+                self.opts.max_batch_bytes
+            )));
+        }
+        let n = prepared.len() as u64;
+        if n > 0 {
+            let batch = Batch {
+                collection_id: id,
+                docs: prepared,
+            };
+            self.append(payload, batch)?;
+        }
+        Ok(InsertManyResult {
+            inserted_count: n,
+            inserted_ids,
+        })
+    }
+}
