@@ -27,6 +27,12 @@
 //! # }
 //! ```
 
+// The public API is documented in full; internals are documented where it helps.
+#![cfg_attr(not(feature = "internals"), deny(missing_docs))]
+// Without `internals`, items (and re-exports) that only the CLI, the benches and the fuzz
+// targets use are unreachable from the public API.
+#![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
+
 pub use bson;
 
 // Compiles and runs the README's Rust examples as doc tests, so the README cannot drift from
@@ -35,32 +41,31 @@ pub use bson;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+// The public API is what the crate root re-exports below, plus `vfs` (the file system the
+// engine runs on, which tests and embedders may replace) and `bson`. Everything else is
+// internal: private, or with the `internals` feature public for the CLI, the benches, the fuzz
+// targets and the tests, hidden from the docs and outside any compatibility promise.
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )*};
+}
+
 mod api;
-pub mod bucket;
-pub mod catalog;
-pub mod clock;
-pub mod codec;
 mod collstate;
-pub mod depth;
-pub mod doc;
 mod engine;
-pub mod error;
-pub mod index;
-pub mod ingest;
-pub mod manifest;
-pub mod options;
-pub mod order;
 mod prefetch;
 mod priority;
-pub mod query;
-pub mod segment;
-pub mod sums;
 pub mod vfs;
-pub mod wal;
-pub mod workload;
 
-#[doc(hidden)]
-pub mod fuzzing;
+internal!(
+    bucket, catalog, clock, codec, depth, doc, error, fuzzing, index, ingest, manifest, options,
+    order, query, segment, sums, wal, workload,
+);
 
 pub use api::collection::Collection;
 pub use api::database::Database;

@@ -552,57 +552,6 @@ fn expired_buckets_beyond_a_segment_are_corruption() {
     );
 }
 
-/// `segment-dump` marks the buckets a sweep deleted from a partly expired segment.
-#[test]
-fn segment_dump_marks_swept_buckets() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    let db = Database::open_with(
-        &dir,
-        DbOptions {
-            ttl_interval: None,
-            ..DbOptions::default()
-        },
-    )
-    .unwrap();
-    let c = db.create_collection("c", ttl_options(60)).unwrap();
-    c.insert_many(&docs("old", &[NOW - 3_600_000])).unwrap();
-    c.insert_many(&docs("young", &[NOW])).unwrap();
-    db.flush().unwrap();
-    assert_eq!(db.sweep_expired(at(NOW)).unwrap().buckets_deleted, 1);
-    db.close().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_segment-dump"))
-        .arg("--json")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let buckets = v["buckets"].as_array().unwrap();
-    assert_eq!(buckets.len(), 2);
-    let flagged: Vec<bool> = buckets
-        .iter()
-        .map(|b| b.get("expired") == Some(&serde_json::Value::Bool(true)))
-        .collect();
-    let metas: Vec<&str> = buckets
-        .iter()
-        .map(|b| b["meta"].as_str().unwrap())
-        .collect();
-    for (m, f) in metas.iter().zip(&flagged) {
-        assert_eq!(*f, *m == "old", "{m}");
-    }
-    let text = std::process::Command::new(env!("CARGO_BIN_EXE_segment-dump"))
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(text.stdout).unwrap();
-    assert_eq!(
-        text.matches("deleted by the TTL sweeper").count(),
-        1,
-        "{text}"
-    );
-}
-
 #[test]
 fn a_meta_index_never_returns_swept_buckets() {
     let fs = MemFs::new();

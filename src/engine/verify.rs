@@ -9,7 +9,7 @@ use crate::manifest::SEG_DIR;
 use crate::manifest::{parse_segment_name, segment_path};
 use std::collections::HashSet;
 
-/// What [`Database::verify`] checked.
+/// What [`crate::Database::verify`] checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Segment files verified.

@@ -415,3 +415,75 @@ fn dumps_checks_and_reports_damage() {
     assert_eq!(run(&["--bogus", db_arg]).status.code(), Some(2));
     assert_eq!(run(&["--help"]).status.code(), Some(0));
 }
+
+const NOW: i64 = 1_704_069_000_000;
+
+fn ttl_docs(series: &str, times: &[i64]) -> Vec<tsbucket::bson::Document> {
+    times
+        .iter()
+        .map(|&t| tsbucket::bson::doc! {"t": tsbucket::bson::DateTime::from_millis(t), "m": series, "v": t})
+        .collect()
+}
+
+/// `segment-dump` marks the buckets a sweep deleted from a partly expired segment.
+#[test]
+fn segment_dump_marks_swept_buckets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = tsbucket::Database::open_with(
+        &dir,
+        tsbucket::DbOptions {
+            ttl_interval: None,
+            ..tsbucket::DbOptions::default()
+        },
+    )
+    .unwrap();
+    let c = db
+        .create_collection(
+            "c",
+            tsbucket::TimeseriesOptions::new("t")
+                .meta_field("m")
+                .expire_after_seconds(60),
+        )
+        .unwrap();
+    c.insert_many(&ttl_docs("old", &[NOW - 3_600_000])).unwrap();
+    c.insert_many(&ttl_docs("young", &[NOW])).unwrap();
+    db.flush().unwrap();
+    assert_eq!(
+        db.sweep_expired(tsbucket::bson::DateTime::from_millis(NOW))
+            .unwrap()
+            .buckets_deleted,
+        1
+    );
+    db.close().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .arg("--json")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let buckets = v["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 2);
+    let flagged: Vec<bool> = buckets
+        .iter()
+        .map(|b| b.get("expired") == Some(&serde_json::Value::Bool(true)))
+        .collect();
+    let metas: Vec<&str> = buckets
+        .iter()
+        .map(|b| b["meta"].as_str().unwrap())
+        .collect();
+    for (m, f) in metas.iter().zip(&flagged) {
+        assert_eq!(*f, *m == "old", "{m}");
+    }
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_segment-dump"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert_eq!(
+        text.matches("deleted by the TTL sweeper").count(),
+        1,
+        "{text}"
+    );
+}
