@@ -8,9 +8,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use tsbucket::workload::queries::{devops_queries, devops_scan_query, seed004_queries};
-use tsbucket::workload::{load_or_create, Devops, Seed004};
 use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket_workload::queries::{devops_queries, devops_scan_query, seed004_queries};
+use tsbucket_workload::{load_or_create, Devops, Seed004};
 
 fn memory_bandwidth(c: &mut Criterion) {
     let v: Vec<f64> = (0..32 << 20).map(|i| i as f64).collect();

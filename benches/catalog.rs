@@ -5,7 +5,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use tsbucket::bucket::EncodedBucket;
 use tsbucket::catalog::{BucketParams, CollCatalog, FitLimits};
 use tsbucket::ingest::{prepare_batch, Fields};
-use tsbucket::workload::Devops;
+use tsbucket_workload::Devops;
 
 fn catalog() -> CollCatalog {
     CollCatalog::new(

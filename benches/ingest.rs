@@ -6,8 +6,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use std::time::Duration;
 use tsbucket::bson::{Document, RawDocumentBuf};
 use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields};
-use tsbucket::workload::Devops;
 use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket_workload::Devops;
 
 fn workload(hosts: usize, hours: f64) -> Vec<Document> {
     Devops {

@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket::workload::{Devops, Seed004};
 use tsbucket::{Database, DbOptions, FindOptions, Granularity, SyncMode, TimeseriesOptions};
+use tsbucket_workload::{Devops, Seed004};
 
 fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
     std::env::var(var)

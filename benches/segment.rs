@@ -11,7 +11,7 @@ use tsbucket::bucket::{BucketData, Column, META_SLOT};
 use tsbucket::segment::{write_segment, Segment, SegmentHeaderInfo};
 use tsbucket::vfs::RealFs;
 
-use tsbucket::workload::devops::FIELDS;
+use tsbucket_workload::devops::FIELDS;
 
 /// Seeded splitmix64, so every run measures the same bytes.
 struct Rng(u64);

@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 use tsbucket::bson::Document;
-use tsbucket::workload::queries::{devops_queries, devops_scan_query, seed004_queries};
-use tsbucket::workload::{load_or_create, Devops, Seed004};
 use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket_workload::queries::{devops_queries, devops_scan_query, seed004_queries};
+use tsbucket_workload::{load_or_create, Devops, Seed004};
 
 /// CPU time of this thread in nanoseconds (Linux), so that figures hold on a busy machine.
 fn thread_cpu_ns() -> Option<u64> {

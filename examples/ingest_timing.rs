@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tsbucket::bson::{Bson, Document, RawDocumentBuf};
-use tsbucket::workload::Devops;
 use tsbucket::{
     BackgroundPriority, Collection, Database, DbOptions, Granularity, LogStats, SyncMode,
     TimeseriesOptions,
 };
+use tsbucket_workload::Devops;
 
 #[derive(Parser)]
 struct Args {

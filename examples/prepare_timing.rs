@@ -16,7 +16,7 @@ use std::time::Instant;
 use tsbucket::bson::{Bson, Document, RawDocumentBuf};
 use tsbucket::ingest::compact::InsertCompactor;
 use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
-use tsbucket::workload::Devops;
+use tsbucket_workload::Devops;
 
 #[derive(Parser)]
 struct Args {

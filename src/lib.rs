@@ -64,7 +64,7 @@ pub mod vfs;
 
 internal!(
     bucket, catalog, clock, codec, depth, doc, error, fuzzing, index, ingest, manifest, options,
-    order, query, segment, sums, wal, workload,
+    order, query, segment, sums, wal,
 );
 
 pub use api::collection::Collection;

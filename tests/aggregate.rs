@@ -11,13 +11,13 @@ use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::order::cmp_bson;
 use tsbucket::segment::Segment;
 use tsbucket::vfs::RealFs;
-use tsbucket::workload::devops::FIELDS;
-use tsbucket::workload::queries::{
+use tsbucket::{Collection, Database, DbOptions, Result, TimeseriesOptions};
+use tsbucket_workload::devops::FIELDS;
+use tsbucket_workload::queries::{
     devops_host, devops_hour_window, devops_queries, devops_scan_query, seed004_queries,
 };
-use tsbucket::workload::rng::Rng;
-use tsbucket::workload::{Devops, Seed004};
-use tsbucket::{Collection, Database, DbOptions, Result, TimeseriesOptions};
+use tsbucket_workload::rng::Rng;
+use tsbucket_workload::{Devops, Seed004};
 
 /// Loads `docs`: the first half flushed, a quarter left open across a reopen, the rest
 /// inserted after it.

@@ -6,7 +6,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | facade | `lib.rs`, `api`, and the harnesses `fuzzing`, `workload` |
+//! | facade | `lib.rs`, `api`, and the fuzzing harness `fuzzing` |
 //! | engine | `engine` |
 //! | query | `query` |
 //! | collection state | `collstate` |
@@ -26,7 +26,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("lib", 8),
     ("api", 8),
     ("fuzzing", 8),
-    ("workload", 8),
     ("engine", 7),
     ("query", 6),
     ("collstate", 5),

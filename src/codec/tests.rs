@@ -586,7 +586,7 @@ fn codec_names_follow_the_spec_table() {
 /// Times of `rows` rows in runs: `spread` of them per distinct time on average, a step of a
 /// minute (sometimes two) between runs.
 fn run_times(rows: usize, spread: u64, seed: u64) -> Vec<i64> {
-    let mut rng = crate::workload::rng::Rng::new(seed);
+    let mut rng = tsbucket_workload::rng::Rng::new(seed);
     let mut t = 1_428_777_120_000i64;
     (0..rows)
         .map(|_| {

@@ -716,7 +716,7 @@ impl Expand for InsertExpander {
 mod tests {
     use super::*;
     use crate::ingest::{prepare_batch, prepare_raw_batch, Fields};
-    use crate::workload::Devops;
+    use tsbucket_workload::Devops;
     use bson::{doc, DateTime, RawDocumentBuf};
     use proptest::prelude::*;
 

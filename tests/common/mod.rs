@@ -13,11 +13,11 @@ use tsbucket::{Collection, Database, DbOptions, Error, TimeseriesOptions};
 /// The crate's seeded generator (SplitMix64): deterministic from a printed seed, so every
 /// failure can be replayed.
 #[derive(Debug, Clone)]
-pub struct Rng(tsbucket::workload::rng::Rng);
+pub struct Rng(tsbucket_workload::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(tsbucket::workload::rng::Rng::new(seed))
+        Rng(tsbucket_workload::rng::Rng::new(seed))
     }
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()

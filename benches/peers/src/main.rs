@@ -18,7 +18,7 @@ use engine::{Engine, Res};
 use report::{median, Better, Line};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tsbucket::workload::{Devops, Seed004};
+use tsbucket_workload::{Devops, Seed004};
 use workload::Workload;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,13 +4,13 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use crate::workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
+use tsbucket_workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{Bson, Document};
-use tsbucket::workload::devops::FIELDS;
+use tsbucket_workload::devops::FIELDS;
 
 /// The devops tags, as columns.
 const TAGS: [&str; 10] = [
@@ -137,7 +137,7 @@ impl Sqlite {
         Ok(a)
     }
 
-    fn devops(&self, cfg: &tsbucket::workload::Devops, name: &str) -> Res<Answer> {
+    fn devops(&self, cfg: &tsbucket_workload::Devops, name: &str) -> Res<Answer> {
         let p = DevopsParams::new(cfg);
         let max_all: Vec<String> = FIELDS.iter().map(|f| format!("max({f})")).collect();
         let all: Vec<String> = FIELDS.iter().map(|f| format!("c.{f}")).collect();

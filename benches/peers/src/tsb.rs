@@ -2,11 +2,11 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use crate::workload::{DevopsParams, Workload};
+use tsbucket_workload::{DevopsParams, Workload};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket::workload::queries::{devops_queries, seed004_queries};
+use tsbucket_workload::queries::{devops_queries, seed004_queries};
 use tsbucket::{Collection, Database, DbOptions, Granularity, SyncMode, TimeseriesOptions};
 
 /// tsbucket with one collection holding the workload.

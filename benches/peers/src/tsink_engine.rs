@@ -4,13 +4,13 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use crate::workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
+use tsbucket_workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{Bson, Document};
-use tsbucket::workload::devops::FIELDS;
+use tsbucket_workload::devops::FIELDS;
 use tsink::{
     Aggregation, DataPoint, Label, MetricSeries, QueryOptions, Row, SeriesMatcher, SeriesSelection,
     Storage, StorageBuilder, TimestampPrecision, Value, WalSyncMode,
@@ -141,7 +141,7 @@ impl Tsink {
         Ok(self.storage()?.select_with_options(&s.name, opts)?)
     }
 
-    fn devops(&self, cfg: &tsbucket::workload::Devops, name: &str) -> Res<Answer> {
+    fn devops(&self, cfg: &tsbucket_workload::Devops, name: &str) -> Res<Answer> {
         let p = DevopsParams::new(cfg);
         let host = || vec![SeriesMatcher::equal("hostname", p.host.clone())];
         match name {

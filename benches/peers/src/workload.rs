@@ -2,8 +2,8 @@
 //! plus the one query the aggregation set lacks (`find-host-hour`).
 
 use tsbucket::bson::Document;
-use tsbucket::workload::queries::{devops_host, devops_hour_window};
-use tsbucket::workload::{Devops, Seed004};
+use tsbucket_workload::queries::{devops_host, devops_hour_window};
+use tsbucket_workload::{Devops, Seed004};
 
 /// One hour in milliseconds.
 pub const HOUR_MS: i64 = 3_600_000;

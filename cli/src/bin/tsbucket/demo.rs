@@ -8,9 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket::workload::queries::{devops_queries, seed004_queries};
-use tsbucket::workload::Devops;
 use tsbucket::{Collection, Database, Granularity, TimeseriesOptions};
+use tsbucket_workload::queries::{devops_queries, seed004_queries};
+use tsbucket_workload::Devops;
 
 /// Flags of `tsbucket demo`.
 #[derive(Args)]
@@ -51,7 +51,7 @@ pub fn run(a: DemoArgs) -> CliResult {
 
 fn seed004(dir: Option<PathBuf>, scale: f64, batch: usize) -> CliResult {
     let (dir, _tmp) = demo_dir(dir)?;
-    let cfg = tsbucket::workload::Seed004 {
+    let cfg = tsbucket_workload::Seed004 {
         scale,
         ..Default::default()
     };

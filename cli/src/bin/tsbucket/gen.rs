@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use tsbucket::bson::Document;
-use tsbucket::workload::{Devops, Seed004};
+use tsbucket_workload::{Devops, Seed004};
 
 /// Flags of `tsbucket gen`.
 #[derive(Args)]

@@ -3,7 +3,7 @@
 //! time-major (all hosts at one time, then the next), as TSBS emits them.
 
 use super::rng::Rng;
-use bson::{doc, Bson, DateTime, Document};
+use tsbucket::bson::{doc, Bson, DateTime, Document};
 
 /// The 10 field names, in TSBS order.
 pub const FIELDS: [&str; 10] = [

@@ -1,8 +1,8 @@
 //! Loading a generated workload into a collection, for benches and timing tools that reuse a
 //! database between runs.
 
-use crate::{Collection, Database, Result, TimeseriesOptions};
-use bson::Document;
+use tsbucket::bson::Document;
+use tsbucket::{Collection, Database, Result, TimeseriesOptions};
 
 /// The collection `name` of `db` if it exists; otherwise creates it with `opts`, inserts
 /// `docs` in batches of 1000 and flushes, so the data is all in segments.

@@ -5,7 +5,7 @@
 //! Seed 004: count per period; sum(totalCount) per (period, vCmdid) where vAppid != "".
 
 use super::devops::{Devops, FIELDS};
-use bson::{doc, Bson, DateTime, Document};
+use tsbucket::bson::{doc, Bson, DateTime, Document};
 
 const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 3_600_000;

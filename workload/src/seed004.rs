@@ -6,7 +6,7 @@
 //! `dims` as the meta field.
 
 use super::rng::Rng;
-use bson::{doc, DateTime, Document};
+use tsbucket::bson::{doc, DateTime, Document};
 
 /// First period, epoch seconds (from the seed).
 pub const FIRST_PERIOD_S: i64 = 1_428_777_120;
