@@ -1,4 +1,4 @@
-//! T3/T4, simulated power loss on `MemFs`: after every acknowledged step of a workload (inserts,
+//! Simulated power loss on `MemFs`: after every acknowledged step of a workload (inserts,
 //! explicit and background flushes, a second collection) the test builds every kind of crash
 //! image (unsynced data dropped, kept as a random prefix, torn in its last sector, or
 //! zero-extended; directory entries rolled back to their last sync, or all kept) and checks
@@ -39,7 +39,8 @@ fn cut_images(mem: &MemFs, k: u64) -> [MemFs; 4] {
     ]
 }
 
-/// Opens `image`, checks V1-V3 against `out`, and (with `live`) V5.
+/// Opens `image`, checks its batches against `out` (see `check_outcome`), and (with `live`)
+/// that it takes new writes.
 fn check_image(image: &MemFs, out: &Outcome, ctx: &str, live: bool) {
     let db = Database::open_with("/db", mem_options(image))
         .unwrap_or_else(|e| panic!("{ctx}: the crash image does not open: {e}"));

@@ -1,6 +1,7 @@
 //! Shared pieces of the durability tests: a seeded generator, the batch oracle (every document
 //! says which writer and batch it belongs to and how many documents that batch holds), and the
-//! checks V1-V3 of `reference/reliability.md` over what a reopened database returns.
+//! checks of what a reopened database returns: every acknowledged batch survived, no batch is
+//! partial or duplicated, and each writer's batches form a prefix with no hole.
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
 
@@ -77,9 +78,9 @@ pub fn batch_docs(writer: i32, batch: i64, n: usize, series: u64) -> Vec<Documen
 /// What a verification found: per writer, the highest batch present (0 if none).
 pub type Present = BTreeMap<i32, i64>;
 
-/// V1-V3 over `docs`, the whole content of one collection: every present batch is complete
-/// and has no duplicate document (V2), each writer's batches are a contiguous prefix 1..k (V3)
-/// with k at least its last acknowledged batch (V1). Returns k per writer.
+/// The batch checks over `docs`, the whole content of one collection: every present batch is
+/// complete and has no duplicate document, each writer's batches are a contiguous prefix 1..k,
+/// and k is at least the writer's last acknowledged batch. Returns k per writer.
 pub fn check_batches(
     docs: &[Document],
     acked: &BTreeMap<i32, i64>,
@@ -154,7 +155,7 @@ pub fn mem_options(fs: &MemFs) -> DbOptions {
     o
 }
 
-/// V5: the database accepts, acknowledges and keeps a new batch after recovery.
+/// Liveness: the database accepts, acknowledges and keeps a new batch after recovery.
 pub fn check_liveness(fs: &MemFs, path: &str, opts: impl Fn(&MemFs) -> DbOptions) {
     let db = Database::open_with(path, opts(fs)).expect("V5: reopen");
     let c = db
@@ -289,11 +290,11 @@ pub fn run_steps(open: impl Fn() -> tsbucket::Result<Database>, steps: &[Step]) 
     out
 }
 
-/// V1-V3 of a reopened database against a scripted run: every acknowledged batch is there
-/// exactly once, nothing is partial, and the only batch that may exceed the acknowledged ones
-/// is the insert whose call failed (its outcome is unknown, but it is all or nothing).
+/// The batch checks of a reopened database against a scripted run: every acknowledged batch is
+/// there exactly once, nothing is partial, and the only batch that may exceed the acknowledged
+/// ones is the insert whose call failed (its outcome is unknown, but it is all or nothing).
 pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
-    // V4: every file the reopened database relies on checks out.
+    // Every file the reopened database relies on checks out.
     db.verify()
         .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
     let in_flight = out.in_flight_insert();
