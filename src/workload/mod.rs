@@ -1,5 +1,5 @@
-//! Seeded, deterministic generators of the benchmark workloads (`workloads.md`): the TSBS
-//! devops cpu-only shape and the seed 004 shape.
+//! Seeded, deterministic generators of the benchmark workloads (described in
+//! `docs/performance.md`): the TSBS devops cpu-only shape and the seed 004 shape.
 
 pub mod devops;
 pub mod load;
