@@ -210,7 +210,7 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
         let t0 = Instant::now();
         let db = Database::open(&dir).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
         db.verify()
-            .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+            .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
         let t_open = t0.elapsed();
         match db.collection(&format!("c{cycle}")) {
             Ok(c) => {

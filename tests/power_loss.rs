@@ -235,7 +235,7 @@ fn crash_images_taken_while_three_writers_and_the_flusher_run_keep_every_acked_b
             .unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let docs = read_all(&db.collection("a").unwrap()).unwrap();
         db.verify()
-            .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+            .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
         let present = check_batches(&docs, &before, &ctx).unwrap_or_else(|e| panic!("{e}"));
         for (w, k) in &present {
             let last = after.get(w).copied().unwrap_or(0);

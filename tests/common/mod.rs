@@ -121,13 +121,13 @@ pub fn check_batches(
     for (&(w, b), &(count, n)) in &counts {
         if count != n as usize {
             return Err(format!(
-                "{context}: batch ({w},{b}) is partial: {count} of {n} documents (V2)"
+                "{context}: batch ({w},{b}) is partial: {count} of {n} documents"
             ));
         }
         let k = present.entry(w).or_insert(0);
         if b != *k + 1 {
             return Err(format!(
-                "{context}: writer {w} has batch {b} after batch {k}: a hole (V3)"
+                "{context}: writer {w} has batch {b} after batch {k}: a hole"
             ));
         }
         *k = b;
@@ -136,7 +136,7 @@ pub fn check_batches(
         let k = present.get(&w).copied().unwrap_or(0);
         if k < last {
             return Err(format!(
-                "{context}: writer {w} acknowledged batch {last} but only 1..{k} survived (V1)"
+                "{context}: writer {w} acknowledged batch {last} but only 1..{k} survived"
             ));
         }
     }
@@ -157,16 +157,17 @@ pub fn mem_options(fs: &MemFs) -> DbOptions {
 
 /// Liveness: the database accepts, acknowledges and keeps a new batch after recovery.
 pub fn check_liveness(fs: &MemFs, path: &str, opts: impl Fn(&MemFs) -> DbOptions) {
-    let db = Database::open_with(path, opts(fs)).expect("V5: reopen");
+    let db = Database::open_with(path, opts(fs)).expect("liveness: reopen");
     let c = db
         .create_collection("live", ts_options())
-        .expect("V5: create");
-    let before = c.count_documents(doc! {}).expect("V5: count");
-    c.insert_many(&batch_docs(99, 1, 3, 1)).expect("V5: insert");
-    db.close().expect("V5: close");
-    let db = Database::open_with(path, opts(fs)).expect("V5: reopen after insert");
-    let c = db.collection("live").expect("V5: collection");
-    assert_eq!(c.count_documents(doc! {}).unwrap(), before + 3, "V5");
+        .expect("liveness: create");
+    let before = c.count_documents(doc! {}).expect("liveness: count");
+    c.insert_many(&batch_docs(99, 1, 3, 1))
+        .expect("liveness: insert");
+    db.close().expect("liveness: close");
+    let db = Database::open_with(path, opts(fs)).expect("liveness: reopen after insert");
+    let c = db.collection("live").expect("liveness: collection");
+    assert_eq!(c.count_documents(doc! {}).unwrap(), before + 3, "liveness");
     db.close().unwrap();
 }
 
@@ -296,7 +297,7 @@ pub fn run_steps(open: impl Fn() -> tsbucket::Result<Database>, steps: &[Step]) 
 pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
     // Every file the reopened database relies on checks out.
     db.verify()
-        .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+        .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
     let in_flight = out.in_flight_insert();
     for (name, &w) in &out.created {
         let c = db
