@@ -1,10 +1,11 @@
-//! The query issue's workload aggregations under criterion: the devops-cpu queries on 1000
-//! hosts x 6 h and the two seed-004 queries at scale 0.25, all data flushed, plus a memory
-//! bandwidth reference (summing a 256 MiB `f64` array) to read the figures against.
+//! The workload aggregations of `src/workload/queries.rs` under criterion: the devops-cpu
+//! queries on 1000 hosts x 6 h and the two seed-004 queries at scale 0.25, all data flushed,
+//! plus a memory bandwidth reference (summing a 256 MiB `f64` array) to read the figures
+//! against.
 //!
 //! Run: `cargo bench --bench aggregate` (building the data takes about a minute). Set
 //! `TSBUCKET_AGG_DIR` to keep the databases between runs; `TSBUCKET_AGG_SCALE` changes the
-//! seed-004 scale (1.0 = the seed's 8.4 M rows).
+//! seed-004 scale (1.0 = 8.4 M rows).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;

@@ -334,10 +334,10 @@ pub struct DbOptions {
     /// `format-spec/wal.md`, "Spare files"); 0 deletes reclaimed files at once.
     pub wal_spare_files: usize,
     /// Store insert records in the log compacted (default true): each row as its values, its
-    /// element names and meta value written once per log file (`format-spec/wal.md`,
-    /// "Compacted insert records"). A devops measurement then takes about 105 log bytes
-    /// instead of 470, which every insert writes and syncs. False stores every record as its
-    /// BSON documents. Logs of either kind are always read.
+    /// element names and meta value written once per log file (`format-spec/wal.md`, "Compacted
+    /// insert records"). A measurement of ten string tags and ten int64 fields then takes about
+    /// 105 log bytes instead of 470, which every insert writes and syncs. False stores every
+    /// record as its BSON documents. Logs of either kind are always read.
     pub wal_compact: bool,
     /// Largest insert batch, in encoded bytes.
     pub max_batch_bytes: usize,

@@ -1,6 +1,6 @@
-//! `Database::coll_mod`: MongoDB's collMod rules for time-series collections (reference §2.4,
-//! AT-12), persistence (reopen, power loss, an I/O error at every step), and queries across a
-//! coarsening.
+//! `Database::coll_mod`: MongoDB's collMod rules for time-series collections (listed in
+//! `format-spec/ttl.md`, "collMod"), persistence (reopen, power loss, an I/O error at every
+//! step), and queries across a coarsening.
 
 mod common;
 
@@ -34,7 +34,7 @@ fn iso(s: &str) -> DateTime {
     DateTime::parse_rfc3339_str(s).unwrap()
 }
 
-/// AT-12, the transition table: granularity only coarsens, with MongoDB's message and code 72.
+/// The transition table: granularity only coarsens, with MongoDB's message and code 72.
 #[test]
 fn at12_granularity_may_only_coarsen() {
     let fs = MemFs::new();
@@ -340,10 +340,9 @@ fn count_after(db: &Database, t: &str) -> u64 {
         .unwrap()
 }
 
-/// AT-12, behaviour after seconds -> minutes (bucket_granularity.js
-/// testIncreasingSecondsToMinutes): new data joins the still-open bucket under the new span,
-/// and a time-range query uses the new, larger span. Run with the first bucket in memory and
-/// with it flushed to a segment before the change.
+/// Behaviour after seconds -> minutes, as in MongoDB: new data joins the still-open bucket
+/// under the new span, and a time-range query uses the new, larger span. Run with the first
+/// bucket in memory and with it flushed to a segment before the change.
 #[test]
 fn at12_new_data_joins_open_buckets_and_queries_use_the_new_span() {
     for flush_first in [false, true] {

@@ -1,11 +1,11 @@
 //! Damaged files and hostile input at the database level. A WAL cut at any byte of its last
-//! records opens with exactly the batches wholly before the cut (T5); a damaged record with
-//! intact records after it is refused as corruption of that WAL file (T7); any flipped byte of
-//! a segment is reported as corruption of that segment, at open or at read, never as a panic
-//! or a wrong answer (T8); a damaged manifest is refused, a stray `MANIFEST.tmp` and orphan
-//! segments are removed, a listed segment that is missing is a clear error (T9); a second
-//! opener, in this or another process, gets `Locked` until the holder dies (T15); and a bad
-//! batch is refused with the index of the bad document and not one byte logged (T16).
+//! records opens with exactly the batches wholly before the cut; a damaged record with intact
+//! records after it is refused as corruption of that WAL file; any flipped byte of a segment is
+//! reported as corruption of that segment, at open or at read, never as a panic or a wrong
+//! answer; a damaged manifest is refused, a stray `MANIFEST.tmp` and orphan segments are
+//! removed, a listed segment that is missing is a clear error; a second opener, in this or
+//! another process, gets `Locked` until the holder dies; and a bad batch is refused with the
+//! index of the bad document and not one byte logged.
 
 mod common;
 

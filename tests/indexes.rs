@@ -88,7 +88,7 @@ fn create_list_drop_in_user_and_bucket_form() {
     db.close().unwrap();
 }
 
-/// AT-21 (timeseries_index.js): `{mm.tag1: 1, tm: -1}` converts to
+/// As in MongoDB, with unusual field names: `{mm.tag1: 1, tm: -1}` converts to
 /// `{meta.tag1: 1, control.max.tm: -1, control.min.tm: -1}`, listIndexes shows the user key,
 /// unique / text / `{}` / `{$natural: 1}` are refused with 67 or 72, and dropping an index by a
 /// name it does not have is IndexNotFound (27).

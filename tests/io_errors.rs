@@ -1,4 +1,4 @@
-//! T10-T12, I/O errors: a scripted workload (open, creates, inserts, flushes, close) runs on a
+//! I/O errors: a scripted workload (open, creates, inserts, flushes, close) runs on a
 //! FaultFs that fails its k-th file-system operation, for every k, once or persistently, with
 //! EIO or ENOSPC. No call may panic; the failing call returns `Err`; the database then refuses
 //! writes (`Poisoned`) without touching the disk, since after a failed write or fsync the state

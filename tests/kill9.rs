@@ -1,11 +1,11 @@
-//! T1, black-box `kill -9`: a child process (this test binary, re-executed) ingests batches
-//! from several threads on the real file system, with explicit and background flushes, and
-//! reports each batch on stdout only after `insert_many` returned `Ok`. The parent kills it
-//! with SIGKILL at a seeded random moment, reopens the same directory and checks that every
-//! acknowledged batch survived (V1), that no batch is partial or duplicated (V2), that each
-//! writer's batches form a prefix with no hole (V3), and that the database takes new writes
-//! (V5). One directory serves every cycle, so each open also recovers what earlier
-//! recoveries left behind. `TSBUCKET_KILL_CYCLES=N` runs more cycles, `TSBUCKET_SEED` replays.
+//! Black-box `kill -9`: a child process (this test binary, re-executed) ingests batches from
+//! several threads on the real file system, with explicit and background flushes, and reports
+//! each batch on stdout only after `insert_many` returned `Ok`. The parent kills it with
+//! SIGKILL at a seeded random moment, reopens the same directory and checks that every
+//! acknowledged batch survived, that no batch is partial or duplicated, that each writer's
+//! batches form a prefix with no hole, and that the database takes new writes. One directory
+//! serves every cycle, so each open also recovers what earlier recoveries left behind.
+//! `TSBUCKET_KILL_CYCLES=N` runs more cycles, `TSBUCKET_SEED` replays.
 
 mod common;
 
@@ -210,7 +210,7 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
         let t0 = Instant::now();
         let db = Database::open(&dir).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
         db.verify()
-            .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+            .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
         let t_open = t0.elapsed();
         match db.collection(&format!("c{cycle}")) {
             Ok(c) => {
@@ -243,7 +243,7 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
                 "{ctx}: cycle {old}'s data changed"
             );
         }
-        // V5: new writes are acknowledged and survive a clean reopen (checked next cycle).
+        // Liveness: new writes are acknowledged and survive a clean reopen (checked next cycle).
         let live = db.create_collection("live", ts_options()).unwrap();
         let before = live.count_documents(doc! {}).unwrap();
         live.insert_many(&batch_docs(0, cycle as i64, 2, 1))

@@ -1,6 +1,7 @@
-//! Meta-only `update_many` and `delete_many` (reference §7.1, AT-13, AT-14): results and
-//! counts, refusals that change nothing, disk space given back, reopen, and queries after two
-//! series' meta values became equal, checked against a model.
+//! Meta-only `update_many` and `delete_many` (filter and update on the meta field alone, as
+//! MongoDB's legacy time-series rules require): results and counts, refusals that change
+//! nothing, disk space given back, reopen, and queries after two series' meta values became
+//! equal, checked against a model.
 
 mod common;
 
@@ -382,8 +383,9 @@ fn queries_after_meta_merge_equal_the_model() {
 }
 
 /// The command-shaped forms refuse what a driver may send and MongoDB refuses on a time-series
-/// collection (AT-13: non-multi, upsert, pipeline are 72; AT-14: `limit: 1` is 20), with
-/// nothing changed, and run the accepted statements like `update_many` and `delete_many`.
+/// collection (a non-multi update, an upsert and a pipeline update are 72; a delete with
+/// `limit: 1` is 20), with nothing changed, and run the accepted statements like
+/// `update_many` and `delete_many`.
 #[test]
 fn at13_at14_statements() {
     let fs = MemFs::new();

@@ -1,4 +1,4 @@
-//! T3/T4, simulated power loss on `MemFs`: after every acknowledged step of a workload (inserts,
+//! Simulated power loss on `MemFs`: after every acknowledged step of a workload (inserts,
 //! explicit and background flushes, a second collection) the test builds every kind of crash
 //! image (unsynced data dropped, kept as a random prefix, torn in its last sector, or
 //! zero-extended; directory entries rolled back to their last sync, or all kept) and checks
@@ -39,7 +39,8 @@ fn cut_images(mem: &MemFs, k: u64) -> [MemFs; 4] {
     ]
 }
 
-/// Opens `image`, checks V1-V3 against `out`, and (with `live`) V5.
+/// Opens `image`, checks its batches against `out` (see `check_outcome`), and (with `live`)
+/// that it takes new writes.
 fn check_image(image: &MemFs, out: &Outcome, ctx: &str, live: bool) {
     let db = Database::open_with("/db", mem_options(image))
         .unwrap_or_else(|e| panic!("{ctx}: the crash image does not open: {e}"));
@@ -234,7 +235,7 @@ fn crash_images_taken_while_three_writers_and_the_flusher_run_keep_every_acked_b
             .unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let docs = read_all(&db.collection("a").unwrap()).unwrap();
         db.verify()
-            .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+            .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
         let present = check_batches(&docs, &before, &ctx).unwrap_or_else(|e| panic!("{e}"));
         for (w, k) in &present {
             let last = after.get(w).copied().unwrap_or(0);

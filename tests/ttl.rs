@@ -1,7 +1,8 @@
-//! TTL: `expireAfterSeconds`, `Database::sweep_expired` and the background sweeper. A bucket
-//! is deleted once its latest measurement (`control.max` of the time field) is older than
-//! now − expireAfterSeconds; never while it holds a younger one. Includes AT-15 of the
-//! reference catalogue and crash tests (power loss and I/O errors at every step of a sweep).
+//! TTL: `expireAfterSeconds`, `Database::sweep_expired` and the background sweeper. A bucket is
+//! deleted once its latest measurement (`control.max` of the time field) is older than now −
+//! expireAfterSeconds; never while it holds a younger one (`format-spec/ttl.md`). Includes
+//! MongoDB's expiry cases (one of which tsbucket deletes earlier than MongoDB) and crash tests
+//! (power loss and I/O errors at every step of a sweep).
 
 mod common;
 
@@ -61,7 +62,7 @@ fn buckets(db: &Database) -> usize {
     db.collection("c").unwrap().buckets(doc! {}).unwrap().len()
 }
 
-/// AT-15 (a): a measurement from now keeps its bucket, and the older one in it.
+/// A measurement from now keeps its bucket, and the older one in it.
 #[test]
 fn at15_a_bucket_with_a_fresh_measurement_is_kept() {
     for flushed in [false, true] {
@@ -78,9 +79,9 @@ fn at15_a_bucket_with_a_fresh_measurement_is_kept() {
     }
 }
 
-/// AT-15 (b). MongoDB keeps these (it waits for bucket start + span + expireAfterSeconds);
-/// tsbucket uses the bucket's actual latest time, as the brief allows, so both measurements
-/// being older than 5 s is enough.
+/// Older than the expiry but within the bucket's span. MongoDB keeps these (it waits for bucket
+/// start + span + expireAfterSeconds); tsbucket uses the bucket's actual latest time
+/// (`format-spec/ttl.md`, "The rule"), so both measurements being older than 5 s is enough.
 #[test]
 fn at15_b_all_older_than_the_expiry_but_within_the_span_is_deleted_by_control_max() {
     let fs = MemFs::new();
@@ -97,7 +98,7 @@ fn at15_b_all_older_than_the_expiry_but_within_the_span_is_deleted_by_control_ma
     assert_eq!((total(&db), buckets(&db)), (0, 0));
 }
 
-/// AT-15 (c): max = now − 3600 s, min = max − 5 min: 0 documents, 0 buckets.
+/// An hour-old bucket: max = now − 3600 s, min = max − 5 min: 0 documents, 0 buckets.
 #[test]
 fn at15_c_an_hour_old_bucket_is_deleted() {
     let fs = MemFs::new();
@@ -113,7 +114,7 @@ fn at15_c_an_hour_old_bucket_is_deleted() {
     assert!(seg_files(&fs).is_empty(), "{:?}", seg_files(&fs));
 }
 
-/// AT-15, last rule: expiry added later by collMod, then expiry happens.
+/// Expiry added later by collMod, then expiry happens.
 #[test]
 fn at15_expiry_added_by_coll_mod_takes_effect() {
     let fs = MemFs::new();
@@ -447,7 +448,7 @@ fn a_crash_at_every_step_of_a_sweep_leaves_each_bucket_present_or_deleted() {
     assert!(images > 20);
 }
 
-/// AT-15, extended-range dates: before 1970 is expired; 2038 and 2106 are not. Five inserts,
+/// Extended-range dates: before 1970 is expired; 2038 and 2106 are not. Five inserts,
 /// three documents in three buckets remain.
 #[test]
 fn at15_extended_range_dates() {

@@ -187,8 +187,8 @@ impl Collection {
     }
 
     /// The collection's secondary indexes in the user's form `{v: 2, key, name}`, in creation
-    /// order. Like MongoDB (reference §6) no default index is listed: the `_id` index of
-    /// buckets is internal.
+    /// order. Like MongoDB, no default index is listed: the `_id` index of buckets is
+    /// internal.
     pub fn list_indexes(&self) -> Result<Vec<Document>> {
         self.db.list_indexes(self.id, &self.name)
     }

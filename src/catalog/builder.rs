@@ -272,8 +272,9 @@ impl Columns {
 
 /// The byte layout that rows waiting unsplit share when they carry the same headers and only
 /// fixed-width values outside the meta field (the meta value being the bucket's, byte for
-/// byte): each value sits at the same offset in every row, so only the values are kept, about
-/// a third of a devops row, and splitting them needs no walk of names.
+/// byte): each value sits at the same offset in every row, so only the values are kept (about
+/// a third of a row of int64 fields named like `usage_user`), and splitting them needs no walk
+/// of names.
 #[derive(Debug, Clone)]
 struct FixedRows {
     /// Length of every such row as a document.

@@ -110,7 +110,7 @@ struct Series {
 /// touching it: late data for it is then unlikely, and holding it costs memory, pins the log
 /// and keeps its rows from the flusher. A series that alternates between time ranges touches
 /// each of its buckets every few measurements and keeps them all. (A series that moves on in
-/// time, like devops hosts every 10 s, would otherwise hold a whole second span of data.)
+/// time, like a host reporting every 10 s, would otherwise hold a whole second span of data.)
 pub const SET_ASIDE_IDLE_INSERTS: u64 = 64;
 
 /// The catalog of one collection.

@@ -51,7 +51,8 @@ fn at(t: &str) -> Bson {
 
 #[test]
 fn rounding_and_span_seconds() {
-    // AT-1
+    // Seconds: a bucket's start is its first time rounded down to the minute, and it spans an
+    // hour; the first time past that opens a second bucket.
     let mut c = catalog(3600, 60);
     for t in [
         "2021-04-22T20:10:14.134Z",
@@ -75,7 +76,7 @@ fn rounding_and_span_seconds() {
 
 #[test]
 fn rounding_and_span_minutes_and_hours() {
-    // AT-2
+    // Minutes round to the hour and span a day; hours round to the day and span 30 days.
     let mut c = catalog(86_400, 3600);
     for t in [
         "2021-04-22T20:10:14.134Z",
@@ -111,7 +112,7 @@ fn rounding_and_span_minutes_and_hours() {
 
 #[test]
 fn count_limit_closes_at_1000() {
-    // AT-3
+    // A bucket closes at 1000 measurements, and the next measurement opens another.
     let mut c = catalog(3600, 60);
     let base = ms("2024-01-01T01:00:00Z");
     for i in 0..1100i64 {
@@ -130,7 +131,7 @@ fn count_limit_closes_at_1000() {
 
 #[test]
 fn time_backward_opens_new_buckets() {
-    // AT-5: descending minutes, each below the previous bucket's rounded start.
+    // Descending minutes, each below the previous bucket's rounded start.
     let mut c = catalog(3600, 60);
     let base = ms("2024-04-08T00:10:00Z");
     for i in 0..10i64 {
@@ -148,7 +149,7 @@ fn time_backward_opens_new_buckets() {
 
 #[test]
 fn alternating_days_reopen_their_buckets() {
-    // Seed 003: 2000 measurements of one series alternating between two days give 4 buckets
+    // 2000 measurements of one series alternating between two days give 4 buckets
     // (MongoDB 5.0 made 4000).
     let mut c = catalog(3600, 60);
     let d1 = ms("2021-06-01T10:00:00Z");
@@ -205,7 +206,7 @@ fn a_set_aside_bucket_closes_once_its_series_has_moved_on() {
 
 #[test]
 fn schema_change_closes_bucket() {
-    // AT-7
+    // A field whose type class changes closes the bucket, once per change.
     let mut c = catalog(3600, 60);
     let t = at("2024-04-08T10:00:00Z");
     let values: Vec<Bson> = vec![
@@ -232,7 +233,7 @@ fn schema_change_closes_bucket() {
 
 #[test]
 fn meta_field_order_does_not_split_series() {
-    // AT-9
+    // Meta documents that differ only in field order are one series.
     let mut c = catalog(3600, 60);
     let base = ms("2024-01-01T00:00:00Z");
     let metas = [

@@ -129,7 +129,8 @@ fn regular_time_and_generated_id_columns_cost_a_few_bytes() {
     assert!(id <= 40, "{id}");
 }
 
-/// seed-004 has ~285k buckets of 1-3 rows: framing, not entropy, decides their size.
+/// Short-lived series make buckets of 1-3 rows (the seed 004 workload, ~285k of them): framing,
+/// not entropy, decides their size.
 #[test]
 fn tiny_seed004_buckets_cost_a_few_bytes_per_column() {
     let oid = |i: u8| {

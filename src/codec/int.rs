@@ -43,8 +43,8 @@ const SPARSE_SLACK: usize = 8;
 /// [`SPARSE_SLACK`] against range-coded bodies (1/2 larger), which are slow to read.
 const SPARSE_SLACK_CODED: usize = 2;
 
-/// See [`SPARSE_SLACK`]: long enough for the allowance to matter, longer than a devops bucket
-/// (360 rows), whose near-constant `_id` seconds would otherwise pay for it.
+/// See [`SPARSE_SLACK`]: long enough for the allowance to matter, longer than an hour's bucket
+/// at 10 s steps (360 rows), whose near-constant `_id` seconds would otherwise pay for it.
 const SPARSE_LONG: usize = 512;
 
 /// Mode bit: the residuals are stored divided by a common factor, `scale:varint` (≥ 2) after
@@ -275,7 +275,7 @@ fn residual_body(res: &[u64], last: bool, top: bool, plain_slack: usize) -> (u8,
     } else {
         let (k, estimate_bits) = rc::choose_k_cost(res);
         // The bit-length model only pays off on heavy tails (quotients escaping the unary
-        // range); trying it everywhere would double the encode time for ~0.05% on devops.
+        // range); trying it everywhere would double the encode time for ~0.05% on metric walks.
         let heavy_tail = res.iter().any(|&v| (v >> k) >= rc::Q_MAX as u64);
         let pack = pack_size(res);
         let sure = (!heavy_tail)
@@ -1083,7 +1083,7 @@ mod tests {
         }
 
         /// The bound read from a header holds for every value decoded after it, and is found
-        /// for small walks stored as plain Rice codes, like devops metrics.
+        /// for small walks stored as plain Rice codes, like sampled CPU metrics.
         #[test]
         fn magnitude_bounds_hold_for_the_decoded_values(
             kind in 0u8..7,

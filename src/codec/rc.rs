@@ -1,11 +1,11 @@
 //! Adaptive binary range coder (LZMA-style carry handling) and the model used to code streams
 //! of unsigned residuals (zigzagged deltas).
 //!
-//! Why a range coder: the devops columns have residual entropies of ~2 bits (ints) and
-//! ~8.7 bits (2-decimal doubles). Bit-packing wastes ~1 bit per value on the first and Rice
-//! codes fit Gaussian residuals poorly; an adaptive binary coder over an Elias-gamma-like
-//! binarisation lands within a few percent of the order-0 entropy with no table to transmit,
-//! which matters for 360-row buckets.
+//! Why a range coder: metric columns that follow random walks (CPU usage sampled every 10 s)
+//! have residual entropies of ~2 bits (ints) and ~8.7 bits (2-decimal doubles). Bit-packing
+//! wastes ~1 bit per value on the first and Rice codes fit Gaussian residuals poorly; an
+//! adaptive binary coder over an Elias-gamma-like binarisation lands within a few percent of
+//! the order-0 entropy with no table to transmit, which matters for 360-row buckets.
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,7 +4,7 @@
 //! Why beside the adaptive Rice model of [`super::rc`]: that model range-codes the quotients,
 //! a binary decision per unary bit, and reads at ~10 ns per value. Here the low bits unpack
 //! like PACK, and the quotients are the gaps between the one bits of the unary stream, read a
-//! byte at a time from a table of every byte's gaps (see [`decode_split`]). On devops integer
+//! byte at a time from a table of every byte's gaps (see [`decode_split`]). On integer metric
 //! walks the codes are ~3% larger than the adaptive model's (which learns the quotient
 //! distribution that unary only approximates), on wide residuals
 //! (scaled doubles) ~0.2%; the encoder keeps them when within a small allowance of the smallest

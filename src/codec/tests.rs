@@ -641,7 +641,7 @@ fn time_runs_are_read_without_expanding_them() {
             ),
         }
     }
-    // The seed-004 shape is a run form.
+    // Rows stamped in batches, some 170 to a minute, are a run form.
     let times = run_times(1000, 170, 7);
     let buf = encoded_dates(&times);
     assert!(decode_date_runs(&buf, 1000).unwrap().is_some());

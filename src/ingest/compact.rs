@@ -1,13 +1,14 @@
 //! The compact form of an insert record in the log (format-spec/wal.md, "Compacted insert
 //! records").
 //!
-//! A devops measurement is about 470 bytes of BSON, of which some 100 are values: the rest are
-//! element names, which every row of a series repeats, and the meta value, which every row of
-//! the series repeats too. Every byte of a record is written and `fdatasync`ed before the
-//! insert returns (and, in a new log, a zero was written and synced ahead of it), so what the
-//! log stores per row is most of an insert's time on the disk. Here a row is stored as its
-//! values alone: its element headers are a *layout* written once per log file, and its meta
-//! value is an entry of a per-file dictionary written the first time the file needs it.
+//! A measurement of ten string tags and ten int64 fields is about 470 bytes of BSON, of which
+//! some 100 are values: the rest are element names, which every row of a series repeats, and
+//! the meta value, which every row of the series repeats too. Every byte of a record is written
+//! and `fdatasync`ed before the insert returns (and, in a new log, a zero was written and
+//! synced ahead of it), so what the log stores per row is most of an insert's time on the disk.
+//! Here a row is stored as its values alone: its element headers are a *layout* written once
+//! per log file, and its meta value is an entry of a per-file dictionary written the first time
+//! the file needs it.
 //!
 //! The inserting thread has already named each row's element headers (its [`ShapeId`]) and its
 //! meta value (its [`MetaId`]), so the compactor finds a row's layout and meta entry with two
@@ -77,8 +78,8 @@ fn get_varint(b: &[u8], at: &mut usize) -> Option<u32> {
 struct Plan {
     elems: Vec<(u8, usize)>,
     meta: Option<usize>,
-    /// Set when every value outside the meta field has one width (devops rows): each value
-    /// then lies at a fixed offset from the start of the document or from the end of its
+    /// Set when every value outside the meta field has one width (int64 fields only, say): each
+    /// value then lies at a fixed offset from the start of the document or from the end of its
     /// meta element, which the insert path located, so a row needs no walk.
     fixed: Option<Fixed>,
 }

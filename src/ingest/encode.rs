@@ -79,7 +79,7 @@ fn write_str(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
 ///
 /// Inlined into the loops over a document's elements, with the rare types out of line: as one
 /// function with every arm, each call of it paid about 40 instructions of register saves and
-/// dispatch, a sixth of the encoding of a devops measurement.
+/// dispatch, a sixth of the encoding of a measurement of ten string tags and ten numbers.
 #[inline(always)]
 pub fn write_value(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> {
     match v {

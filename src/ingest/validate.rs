@@ -2,12 +2,13 @@
 //!
 //! The `bson` crate's element iterator checks every name, parses every value into a typed
 //! reference and, for the nested documents the insert path walks again, does it twice; for a
-//! devops batch that is most of the inserting thread. This check reads each byte once. It only
-//! ever says "well formed" for documents made of the common types, checked as strictly as the
-//! crate checks them, so that every value it passes also converts through the crate later;
-//! anything else (another type, deeper nesting, or bytes it finds wrong) goes to the crate's
-//! checks unchanged, which also keeps their error messages. So do embedded documents that
-//! name a field twice: stored, they become `Document`s, which would keep only one of them.
+//! batch whose meta values are documents of ten tags, that is most of the inserting thread.
+//! This check reads each byte once. It only ever says "well formed" for documents made of the
+//! common types, checked as strictly as the crate checks them, so that every value it passes
+//! also converts through the crate later; anything else (another type, deeper nesting, or bytes
+//! it finds wrong) goes to the crate's checks unchanged, which also keeps their error messages.
+//! So do embedded documents that name a field twice: stored, they become `Document`s, which
+//! would keep only one of them.
 
 use crate::doc::elements::{string_ok, utf8_ok, Elements};
 

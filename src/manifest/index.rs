@@ -1,5 +1,7 @@
 //! Index definitions: what `create_index` accepts, the default name, and the conversion of a
-//! user's key pattern to the bucket form (reference §6).
+//! user's key pattern to the bucket form as MongoDB converts it: a key on the meta field (or a
+//! path below it) becomes one on `meta`, and a key on any other field `f` becomes two,
+//! `control.min.f` then `control.max.f`, in the opposite order when descending.
 
 use crate::error::{Error, Result};
 use crate::options::TimeseriesOptions;
@@ -277,7 +279,7 @@ mod tests {
         bucket_key(&keys, &opts())
     }
 
-    /// The conversion table of reference §6, row by row (key order matters).
+    /// MongoDB's conversion of each kind of key, row by row (key order matters).
     #[test]
     fn conversion_table() {
         let rows = [
@@ -311,7 +313,8 @@ mod tests {
         }
     }
 
-    /// AT-21: `{mm.tag1: 1, tm: -1}` → `{meta.tag1: 1, control.max.tm: -1, control.min.tm: -1}`.
+    /// A compound key on a meta path and a descending time, with other field names:
+    /// `{mm.tag1: 1, tm: -1}` → `{meta.tag1: 1, control.max.tm: -1, control.min.tm: -1}`.
     #[test]
     fn at_21_conversion() {
         let o = TimeseriesOptions::new("tm").meta_field("mm");

@@ -1,10 +1,10 @@
 //! Groups whose key is one time bin and reads no meta value, over buckets taken whole whose
-//! accumulators read columns: scan-sum-per-minute's shape (`$sum` of a field per minute over
-//! every series), where no bucket can be answered from its statistics because each spans many
-//! bins. A bucket's rows are walked in runs of one bin, and each run feeds its group's
-//! accumulators one slice per column. The group of a run is found in [`BinGroups`] rather than
-//! through the key's cache: a devops bucket of an hour has sixty runs of six rows, so the work
-//! per run, not per row, sets the speed.
+//! accumulators read columns, such as a `$sum` of a field per minute over every series, where
+//! no bucket can be answered from its statistics because each spans many bins. A bucket's rows
+//! are walked in runs of one bin, and each run feeds its group's accumulators one slice per
+//! column. The group of a run is found in [`BinGroups`] rather than through the key's cache: an
+//! hour's bucket at 10 s steps has sixty runs of six rows, so the work per run, not per row,
+//! sets the speed.
 //!
 //! The answers are those of the general column path: runs are fed in row order, consecutive
 //! runs of one group as one, exactly as that path feeds them.
@@ -469,7 +469,7 @@ mod tests {
             proptest::prop_assert_eq!(regular, values);
         }
 
-        /// Steps that divide the bins, as devops times do minutes: a lone sum takes the runs
+        /// Steps that divide the bins, as 10 s steps do minutes: a lone sum takes the runs
         /// of whole bins in one loop, and from the second bucket over the same bins finds
         /// their groups by number alone. Buckets start at, inside and past a bin's first
         /// step, and hold from part of a bin to many bins.

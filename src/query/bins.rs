@@ -385,9 +385,9 @@ impl BinGroups {
 
     /// [`BinGroups::add_run`] of each run of `per_bin` values in `vals` to the group of bin
     /// number `n`, `n + 1`, ...; false, having added nothing, unless every one of those bins
-    /// already has its group here by number. One loop over the runs with nothing to look up
-    /// but the groups' numbers: a devops bucket is sixty runs of six rows. `(wide, bound)`:
-    /// int64 values, and a bound on their magnitude when known.
+    /// already has its group here by number. One loop over the runs with nothing to look up but
+    /// the groups' numbers: an hour's bucket at 10 s steps is sixty runs of six rows.
+    /// `(wide, bound)`: int64 values, and a bound on their magnitude when known.
     #[inline(never)]
     pub fn add_runs_numbered(
         &mut self,

@@ -1,6 +1,7 @@
 //! Groups whose key reads nothing but one time bin, and whose accumulators read only constants
 //! (`$count`, `$sum: 1`, ...): a bucket taken whole whose times fall in one bin adds its row
-//! count to that bin's group and nothing else. Seed 004's count per period answers nine buckets
+//! count to that bin's group and nothing else. Over many small buckets (one to three rows of one
+//! period each, as many short-lived series make) a count per period answers about nine buckets
 //! in ten this way, so this loop sets its speed: it reads the times the segment decoded at
 //! open, keeps the last bin at hand, and feeds the accumulators once per group at the end
 //! instead of once per bucket. A bucket whose times span bins adds the runs of equal times

@@ -123,9 +123,10 @@ fn file_walk(c: &CollState) -> Option<Vec<BucketLoc>> {
 }
 
 /// Hits and misses of the verdicts shared across segments by projected meta value in
-/// [`judge_flushed`]. They pay when values repeat across segments (devops: a host's buckets lie
-/// in every segment), but seed 004's one-off values never repeat, and probing and growing a
-/// table of them took half its planning: once they have mostly missed, they are left alone.
+/// [`judge_flushed`]. They pay when values repeat across segments (a long-lived series, such as
+/// one host's metrics, has buckets in every segment), but one-off meta values never repeat,
+/// and where most values are one-offs, probing and growing a table of them took half the
+/// planning: once they have mostly missed, they are left alone.
 #[derive(Default)]
 struct Memo {
     hits: u64,
@@ -340,8 +341,9 @@ fn judge_flushed(
     let mut by_meta: foldhash::HashMap<u64, (Arc<MetaProjection>, Vec<Option<Verdict>>)> =
         Default::default();
     // The same verdicts by projected value, across segments: a series has buckets in
-    // many segments, and devops segments hold one bucket per series each.
-    // Keys in one arena: in seed 004, most of tens of thousands of values are one-offs.
+    // many segments, and a segment of long-lived series holds one bucket per series.
+    // Keys in one arena: where series are short-lived, most of tens of thousands of values are
+    // one-offs.
     let mut values = KeySet::default();
     let mut by_value: Vec<[Option<Verdict>; 2]> = Vec::new();
     let mut memo = Memo::default();
@@ -373,8 +375,8 @@ fn judge_flushed(
         let verdict = plan.verdict_with_meta(&stats, || {
             let (proj, seen) = by_meta.entry(loc.segment).or_insert_with(|| {
                 let proj = seg.meta_projection(meta_fields);
-                // Growing the map value by value was a fifth of a devops query's
-                // planning.
+                // Growing the map value by value was a fifth of the planning of a query
+                // over a thousand long-lived series.
                 values.reserve(proj.distinct() as usize, 0);
                 by_value.reserve(proj.distinct() as usize);
                 (proj, Vec::new())

@@ -30,9 +30,9 @@ pub(super) enum Place {
     Seg(u32, u32),
 }
 
-/// The buckets [`super::read::select`] chose, in order, holding each segment they lie in once. A read of a
-/// whole collection took and released an `Arc` per bucket, a sixth of a grouped count over
-/// seed 004's 77,273 buckets, and all of it on one thread.
+/// The buckets [`super::read::select`] chose, in order, holding each segment they lie in once:
+/// an `Arc` taken and released per bucket cost a sixth of a grouped count over tens of
+/// thousands of buckets of one to three rows, all of it on one thread.
 #[derive(Clone, Default)]
 pub struct Scans {
     pub(super) segments: Vec<Arc<Segment>>,

@@ -1,5 +1,5 @@
 //! Decoding a bucket's `control.min` and `control.max` from the directory (see the writer's
-//! `encode_entry` and `format-spec/segment.md` §4).
+//! `encode_entry` and `format-spec/segment.md`, "Directory" and "Reader rules").
 //!
 //! Most decodes want little of them: open wants the time bounds, the log sequence and a check
 //! of every byte; field statistics want one or two fields of many buckets. Decoded into

@@ -33,8 +33,9 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Version byte at the start of the (decompressed) directory that this build writes.
 /// Version 2 added the sums entry of `control.max` (value tag 0x21); version 3 each bucket's
 /// BSON size as inserted (a varint ending its entry); version 4 changes no directory byte but
-/// marks files whose columns may hold sparse or scaled intseqs (`codecs.md` §5.2), which older readers
-/// would refuse as corrupt rather than as too new; version 5 likewise marks plain Rice codes.
+/// marks files whose columns may hold sparse or scaled intseqs (`format-spec/codecs.md`,
+/// "intseq: integer sequences"), which older readers would refuse as corrupt rather than as too
+/// new; version 5 likewise marks plain Rice codes.
 /// Readers accept 1 to 5.
 pub const DIRECTORY_VERSION: u8 = 5;
 /// Oldest directory version readers accept.

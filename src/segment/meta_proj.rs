@@ -5,9 +5,9 @@
 //! A decision that reads only some meta fields — a filter on `tags.region`, the meta part of a
 //! group key on `tags.region` — then costs one evaluation per distinct value of those fields
 //! instead of one per distinct meta value. That matters when most series hold only a few
-//! buckets (seed 004: tens of thousands of meta values, a few hundred values of one field).
-//! Segments are immutable, so a projection is built once per set of fields and kept with the
-//! open segment.
+//! buckets (tens of thousands of meta values, say, but a few hundred values of the field a
+//! filter reads). Segments are immutable, so a projection is built once per set of fields and
+//! kept with the open segment.
 
 use super::format::{put_value, ValueRefs};
 use super::BucketSummary;
@@ -49,7 +49,7 @@ pub struct MetaProjection {
     /// By number, for a projection on fields: the meta value cut down to those fields (`None`
     /// for buckets without a meta value). Judging these small values, built together, costs
     /// a fraction of judging the buckets' full meta documents, which lie scattered over
-    /// memory (devops: ten tags per host, one host per bucket of a segment).
+    /// memory (such as ten tags per series, one bucket per series in a segment).
     values: Vec<Option<Bson>>,
     /// By number: where its exact encoding lies in `keys`, `None` for a value the encoder
     /// refused. Equal encodings mean equal projected values in any segment, so decisions can

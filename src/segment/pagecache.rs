@@ -1,9 +1,9 @@
 //! Decompressed pages shared by a database's segments, within a byte budget.
 //!
-//! A segment keeps its last few pages itself, which serves one scan in file order; a query
-//! run again decompressed every zstd page it touched again. Seed 004's count per period
-//! spent about an eighth of its time so. Segments are immutable, so a page decompressed (and
-//! checked against its crc) once stays good for as long as its segment is open: this cache
+//! A segment keeps its last few pages itself, which serves one scan in file order; a query run
+//! again decompressed every zstd page it touched again. A count per period over many small
+//! buckets spent about an eighth of its time so. Segments are immutable, so a page decompressed
+//! (and checked against its crc) once stays good for as long as its segment is open: this cache
 //! keeps pages across queries, the least recently used leaving first when the budget is
 //! exceeded, and a segment's pages leaving with it.
 

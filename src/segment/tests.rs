@@ -1,5 +1,6 @@
-//! Segment tests: round trips, input checks, exhaustive corruption (reliability plan T8) and
-//! size accounting for the seed-004 workload shape.
+//! Segment tests: round trips, input checks, exhaustive corruption (every flipped byte and
+//! every truncation is reported as corruption of that file) and size accounting for many
+//! buckets of one to three rows (the shape of the seed 004 workload, `src/workload/seed004.rs`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -743,7 +744,7 @@ fn unknown_version_is_reported_as_such() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// T8: exhaustive corruption
+// Exhaustive corruption
 // ---------------------------------------------------------------------------------------------
 
 /// Outcome counts of a corruption campaign.
@@ -1001,7 +1002,7 @@ fn truncation_at_every_offset_is_detected() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Size: the seed-004 shape
+// Size: many buckets of one to three rows
 // ---------------------------------------------------------------------------------------------
 
 /// Buckets shaped like seed 004: 1-3 rows of `{timestamp, _id, totalCount, dProcessTime}`

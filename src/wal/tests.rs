@@ -1,5 +1,6 @@
-//! WAL tests: recovery edge cases (T5-T7), power loss on MemFs (T3), I/O-error countdowns and
-//! fsync poisoning on FaultFs (T10, T11, T12), group-commit concurrency (T19).
+//! WAL tests: recovery edge cases (a log cut at every byte, garbage after the last record,
+//! corruption in the middle), power loss on MemFs, I/O-error countdowns and fsync poisoning on
+//! FaultFs, group-commit concurrency.
 
 use super::reader::file_name;
 use super::record::{encode_record, FILE_HEADER_LEN, RECORD_HEADER_LEN};
@@ -382,7 +383,7 @@ fn never_mode_power_loss_keeps_a_prefix_and_reopens() {
     drop(wal);
 }
 
-// ---------------------------------------------------------------- T5: truncation at every byte
+// ---------------------------------------------------------------- truncation at every byte
 
 /// Cuts the file at `cut`, opens, and checks recovery, truncation, and append + reopen.
 fn check_cut(name: &str, bytes: &[u8], starts: &[usize], cut: usize) {
@@ -442,7 +443,7 @@ fn small_log_cut_at_every_offset_including_the_header_recovers() {
     }
 }
 
-// ---------------------------------------------------------------- T6: tail garbage
+// ---------------------------------------------------------------- tail garbage
 
 fn check_tail(name: &str, good: &[u8], tail: &[u8], n: u64, what: &str) {
     let mut bytes = good.to_vec();
@@ -520,7 +521,7 @@ fn garbage_tail_scan_allocates_nothing_beyond_the_file() {
     check_tail(&name, &good, &h, 3, "4 GiB header");
 }
 
-// ---------------------------------------------------------------- T7: corruption in the middle
+// ---------------------------------------------------------------- corruption in the middle
 
 #[test]
 fn flipped_bit_in_a_record_followed_by_valid_records_is_corruption_at_its_offset() {
@@ -706,7 +707,7 @@ fn header_naming_another_seq_than_the_file_name_is_corruption() {
     assert_corruption(open(&fs_with_file(&name, &bytes)), &name, 0);
 }
 
-// ---------------------------------------------------------------- T3: power loss
+// ---------------------------------------------------------------- power loss
 
 const MODES: [CrashMode; 5] = [
     CrashMode::DropUnsynced,
@@ -794,7 +795,7 @@ fn power_cut_at_every_operation_keeps_acknowledged_records() {
     }
 }
 
-// ---------------------------------------------------------------- T10-T12: I/O errors
+// ---------------------------------------------------------------- I/O errors
 
 #[test]
 fn io_error_at_every_operation_during_appends_is_reported_and_recoverable() {
@@ -1008,7 +1009,7 @@ fn rotation_failure_poisons_and_loses_nothing_acknowledged() {
     }
 }
 
-// ---------------------------------------------------------------- T19: concurrency
+// ---------------------------------------------------------------- concurrency
 
 #[test]
 fn concurrent_appends_get_unique_seqs_and_apply_in_order() {

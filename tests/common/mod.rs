@@ -1,6 +1,7 @@
 //! Shared pieces of the durability tests: a seeded generator, the batch oracle (every document
 //! says which writer and batch it belongs to and how many documents that batch holds), and the
-//! checks V1-V3 of `reference/reliability.md` over what a reopened database returns.
+//! checks of what a reopened database returns: every acknowledged batch survived, no batch is
+//! partial or duplicated, and each writer's batches form a prefix with no hole.
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
 
@@ -77,9 +78,9 @@ pub fn batch_docs(writer: i32, batch: i64, n: usize, series: u64) -> Vec<Documen
 /// What a verification found: per writer, the highest batch present (0 if none).
 pub type Present = BTreeMap<i32, i64>;
 
-/// V1-V3 over `docs`, the whole content of one collection: every present batch is complete
-/// and has no duplicate document (V2), each writer's batches are a contiguous prefix 1..k (V3)
-/// with k at least its last acknowledged batch (V1). Returns k per writer.
+/// The batch checks over `docs`, the whole content of one collection: every present batch is
+/// complete and has no duplicate document, each writer's batches are a contiguous prefix 1..k,
+/// and k is at least the writer's last acknowledged batch. Returns k per writer.
 pub fn check_batches(
     docs: &[Document],
     acked: &BTreeMap<i32, i64>,
@@ -120,13 +121,13 @@ pub fn check_batches(
     for (&(w, b), &(count, n)) in &counts {
         if count != n as usize {
             return Err(format!(
-                "{context}: batch ({w},{b}) is partial: {count} of {n} documents (V2)"
+                "{context}: batch ({w},{b}) is partial: {count} of {n} documents"
             ));
         }
         let k = present.entry(w).or_insert(0);
         if b != *k + 1 {
             return Err(format!(
-                "{context}: writer {w} has batch {b} after batch {k}: a hole (V3)"
+                "{context}: writer {w} has batch {b} after batch {k}: a hole"
             ));
         }
         *k = b;
@@ -135,7 +136,7 @@ pub fn check_batches(
         let k = present.get(&w).copied().unwrap_or(0);
         if k < last {
             return Err(format!(
-                "{context}: writer {w} acknowledged batch {last} but only 1..{k} survived (V1)"
+                "{context}: writer {w} acknowledged batch {last} but only 1..{k} survived"
             ));
         }
     }
@@ -154,18 +155,19 @@ pub fn mem_options(fs: &MemFs) -> DbOptions {
     o
 }
 
-/// V5: the database accepts, acknowledges and keeps a new batch after recovery.
+/// Liveness: the database accepts, acknowledges and keeps a new batch after recovery.
 pub fn check_liveness(fs: &MemFs, path: &str, opts: impl Fn(&MemFs) -> DbOptions) {
-    let db = Database::open_with(path, opts(fs)).expect("V5: reopen");
+    let db = Database::open_with(path, opts(fs)).expect("liveness: reopen");
     let c = db
         .create_collection("live", ts_options())
-        .expect("V5: create");
-    let before = c.count_documents(doc! {}).expect("V5: count");
-    c.insert_many(&batch_docs(99, 1, 3, 1)).expect("V5: insert");
-    db.close().expect("V5: close");
-    let db = Database::open_with(path, opts(fs)).expect("V5: reopen after insert");
-    let c = db.collection("live").expect("V5: collection");
-    assert_eq!(c.count_documents(doc! {}).unwrap(), before + 3, "V5");
+        .expect("liveness: create");
+    let before = c.count_documents(doc! {}).expect("liveness: count");
+    c.insert_many(&batch_docs(99, 1, 3, 1))
+        .expect("liveness: insert");
+    db.close().expect("liveness: close");
+    let db = Database::open_with(path, opts(fs)).expect("liveness: reopen after insert");
+    let c = db.collection("live").expect("liveness: collection");
+    assert_eq!(c.count_documents(doc! {}).unwrap(), before + 3, "liveness");
     db.close().unwrap();
 }
 
@@ -289,13 +291,13 @@ pub fn run_steps(open: impl Fn() -> tsbucket::Result<Database>, steps: &[Step]) 
     out
 }
 
-/// V1-V3 of a reopened database against a scripted run: every acknowledged batch is there
-/// exactly once, nothing is partial, and the only batch that may exceed the acknowledged ones
-/// is the insert whose call failed (its outcome is unknown, but it is all or nothing).
+/// The batch checks of a reopened database against a scripted run: every acknowledged batch is
+/// there exactly once, nothing is partial, and the only batch that may exceed the acknowledged
+/// ones is the insert whose call failed (its outcome is unknown, but it is all or nothing).
 pub fn check_outcome(db: &Database, out: &Outcome, ctx: &str) {
-    // V4: every file the reopened database relies on checks out.
+    // Every file the reopened database relies on checks out.
     db.verify()
-        .unwrap_or_else(|e| panic!("{ctx}: V4 verify failed: {e}"));
+        .unwrap_or_else(|e| panic!("{ctx}: verify failed: {e}"));
     let in_flight = out.in_flight_insert();
     for (name, &w) in &out.created {
         let c = db

@@ -8,7 +8,7 @@
 use super::rng::Rng;
 use tsbucket::bson::{doc, DateTime, Document};
 
-/// First period, epoch seconds (from the seed).
+/// First period, epoch seconds (that of the data set this workload imitates).
 pub const FIRST_PERIOD_S: i64 = 1_428_777_120;
 /// Number of periods.
 pub const PERIODS: u64 = 272;
@@ -22,7 +22,7 @@ pub const ONE_OFFS: f64 = 279_595.0;
 /// Parameters of the workload.
 #[derive(Debug, Clone)]
 pub struct Seed004 {
-    /// 1.0 = the seed's full size.
+    /// 1.0 = the full size, 8.4 M rows.
     pub scale: f64,
     /// PRNG seed.
     pub seed: u64,

@@ -43,7 +43,7 @@ struct Args {
     /// Devops: float64 fields (2 decimals) instead of TSBS's int64.
     #[arg(long)]
     float: bool,
-    /// Seed 004: scale (1.0 = the seed's 8.4 M rows).
+    /// Seed 004: scale (1.0 = 8.4 M rows).
     #[arg(long, env = "TSBUCKET_PEERS_SCALE", default_value_t = 0.05)]
     scale: f64,
     /// Timed runs per query (after one untimed run that checks the answers).

@@ -1,5 +1,6 @@
-//! Meta-only updates and deletes (`update_many`, `delete_many`): MongoDB's legacy rules
-//! (reference §7.1) applied to whole flushed buckets, committed by one manifest swap.
+//! Meta-only updates and deletes (`update_many`, `delete_many`): MongoDB's legacy rules (filter
+//! and update on the meta field alone, see [`rules`]) applied to whole flushed buckets,
+//! committed by one manifest swap.
 //!
 //! The operation first flushes every open bucket, so that all of the collection's data is in
 //! segments and the log checkpoint covers every row of it; then it decides each bucket's fate

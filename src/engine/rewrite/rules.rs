@@ -1,6 +1,7 @@
-//! MongoDB's legacy "meta-only" rules for updates and deletes on a time-series collection
-//! (reference §7.1): which filters and update documents are accepted, and the exact codes and
-//! messages of the refusals. Everything here runs before any data is touched.
+//! MongoDB's legacy "meta-only" rules for updates and deletes on a time-series collection (a
+//! filter may read only the meta field, an update may change only the meta field): which
+//! filters and update documents are accepted, and the exact codes and messages of the refusals.
+//! Everything here runs before any data is touched.
 
 use crate::error::{Error, Result};
 use crate::query::Filter;

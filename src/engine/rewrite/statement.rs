@@ -1,7 +1,7 @@
 //! Update and delete statements in the shape of MongoDB's `update` and `delete` commands
 //! (`{q, u, multi, upsert}`, `{q, limit}`), so that what a driver may send — a non-multi
 //! write, an upsert, a pipeline update — can be expressed and is refused exactly as MongoDB's
-//! legacy time-series rules refuse it (reference §7.1), before anything is touched.
+//! legacy time-series rules refuse it, before anything is touched.
 
 use super::rules::require_meta;
 use crate::error::{Error, Result};
