@@ -45,6 +45,11 @@ macro_rules! golden_tests {
 }
 
 golden_tests! {
+    manifest1_seg1_wal1 => "manifest1-seg1-wal1",
+    manifest1_seg2_wal1 => "manifest1-seg2-wal1",
+    manifest1_seg3_wal1 => "manifest1-seg3-wal1",
+    manifest1_seg4_wal1 => "manifest1-seg4-wal1",
+    manifest1_seg5_wal2 => "manifest1-seg5-wal2",
     manifest1_wal3_walonly => "manifest1-wal3-walonly",
     manifest1_seg5_wal3 => "manifest1-seg5-wal3",
     manifest2_seg5_wal3_rich => "manifest2-seg5-wal3-rich",
