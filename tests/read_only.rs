@@ -134,6 +134,23 @@ fn a_read_only_open_writes_nothing() {
     db.close().unwrap();
 }
 
+/// git keeps no empty directory, so a database that never flushed has no `seg/` once
+/// committed (as `tests/golden/` does) and checked out.
+#[test]
+fn a_reader_verifies_a_database_whose_empty_seg_directory_was_not_copied() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Database::open_with(d.path(), options()).unwrap();
+    let c = db.create_collection("a", ts_options()).unwrap();
+    c.insert_many(&batch_docs(1, 1, 10, 3)).unwrap();
+    db.close().unwrap();
+    std::fs::remove_dir(d.path().join("seg")).unwrap();
+    let r = Database::open_read_only(d.path()).unwrap();
+    assert_eq!(count(&r, "a"), 10);
+    assert_eq!(r.verify().unwrap().segments, 0);
+    r.close().unwrap();
+    assert!(!d.path().join("seg").exists());
+}
+
 #[test]
 fn a_read_only_open_of_a_missing_database_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();

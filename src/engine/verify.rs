@@ -35,7 +35,15 @@ impl Engine {
             .iter()
             .flat_map(|c| c.segments.iter().copied())
             .collect();
-        for name in self.vfs.list_dir(&seg_dir)? {
+        let names = match self.vfs.list_dir(&seg_dir) {
+            Ok(names) => names,
+            // A database that never flushed, copied by a tool that keeps no empty directory
+            // (git does not), has no seg/; a reader creates nothing, so it stays missing.
+            // Opening for writing creates it.
+            Err(e) if self.read_only && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for name in names {
             let known = parse_segment_name(&name).is_some_and(|id| listed.contains(&id));
             // Beside a writer, seg/ also holds what it is flushing now, and files it unlisted
             // since this snapshot was read.
