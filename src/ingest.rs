@@ -31,8 +31,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// An insert batch on its way through the log to the catalog: where each document lies in the
 /// record's bytes, which the log hands back once they are durable.
-pub(crate) struct Batch {
+pub struct Batch {
+    /// The collection the batch goes into.
     pub collection_id: u32,
+    /// Where each document lies in the record's bytes.
     pub docs: Vec<Prepared>,
 }
 

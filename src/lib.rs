@@ -63,8 +63,8 @@ mod priority;
 pub mod vfs;
 
 internal!(
-    bucket, catalog, clock, codec, depth, doc, error, fuzzing, index, ingest, manifest, options,
-    order, query, segment, sums, wal,
+    bucket, catalog, clock, codec, depth, doc, error, index, ingest, manifest, options, order,
+    query, segment, sums, wal,
 );
 
 pub use api::collection::Collection;

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::codec::encode_column;
-use tsbucket::fuzzing;
 use tsbucket::vfs::{MemFs, Vfs};
 use tsbucket::{Database, DbOptions, TimeseriesOptions};
 
@@ -38,47 +37,47 @@ fn replay(target: &str, run: fn(&[u8])) -> usize {
 
 #[test]
 fn wal_reader_corpus() {
-    assert!(replay("wal_reader", fuzzing::wal_reader::run) > 0);
+    assert!(replay("wal_reader", tsbucket_testkit::wal_reader::run) > 0);
 }
 
 #[test]
 fn wal_codec_corpus() {
-    assert!(replay("wal_codec", fuzzing::wal_codec::run) > 0);
+    assert!(replay("wal_codec", tsbucket_testkit::wal_codec::run) > 0);
 }
 
 #[test]
 fn segment_reader_corpus() {
-    assert!(replay("segment_reader", fuzzing::segment_reader::run) > 0);
+    assert!(replay("segment_reader", tsbucket_testkit::segment_reader::run) > 0);
 }
 
 #[test]
 fn codec_roundtrip_corpus() {
-    assert!(replay("codec_roundtrip", fuzzing::codec_roundtrip::run) > 0);
+    assert!(replay("codec_roundtrip", tsbucket_testkit::codec_roundtrip::run) > 0);
 }
 
 #[test]
 fn codec_decode_corpus() {
-    assert!(replay("codec_decode", fuzzing::codec_decode::run) > 0);
+    assert!(replay("codec_decode", tsbucket_testkit::codec_decode::run) > 0);
 }
 
 #[test]
 fn filter_parse_corpus() {
-    assert!(replay("filter_parse", fuzzing::filter_parse::run) > 0);
+    assert!(replay("filter_parse", tsbucket_testkit::filter_parse::run) > 0);
 }
 
 #[test]
 fn pipeline_parse_corpus() {
-    assert!(replay("pipeline_parse", fuzzing::pipeline_parse::run) > 0);
+    assert!(replay("pipeline_parse", tsbucket_testkit::pipeline_parse::run) > 0);
 }
 
 #[test]
 fn insert_bson_corpus() {
-    assert!(replay("insert_bson", fuzzing::insert_bson::run) > 0);
+    assert!(replay("insert_bson", tsbucket_testkit::insert_bson::run) > 0);
 }
 
 #[test]
 fn model_corpus() {
-    assert!(replay("model", fuzzing::model::run) > 0);
+    assert!(replay("model", tsbucket_testkit::model::run) > 0);
 }
 
 fn write_seed(target: &str, name: &str, data: &[u8]) {
@@ -129,8 +128,11 @@ fn write_seed_corpus() {
         let mut raw = vec![b'R'];
         raw.extend_from_slice(&bytes);
         write_seed("segment_reader", "engine-segment", &raw);
-        let unsealed = fuzzing::segment_reader::unseal(&bytes).unwrap();
-        assert_eq!(fuzzing::segment_reader::seal(&unsealed[1..]), bytes);
+        let unsealed = tsbucket_testkit::segment_reader::unseal(&bytes).unwrap();
+        assert_eq!(
+            tsbucket_testkit::segment_reader::seal(&unsealed[1..]),
+            bytes
+        );
         write_seed("segment_reader", "engine-segment-unsealed", &unsealed);
     }
     db.close().unwrap();

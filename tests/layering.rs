@@ -6,7 +6,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | facade | `lib.rs`, `api`, and the fuzzing harness `fuzzing` |
+//! | facade | `lib.rs`, `api` |
 //! | engine | `engine` |
 //! | query | `query` |
 //! | collection state | `collstate` |
@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u8)] = &[
     ("lib", 8),
     ("api", 8),
-    ("fuzzing", 8),
     ("engine", 7),
     ("query", 6),
     ("collstate", 5),

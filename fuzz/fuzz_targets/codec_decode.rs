@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| tsbucket::fuzzing::codec_decode::run(data));
+fuzz_target!(|data: &[u8]| tsbucket_testkit::codec_decode::run(data));

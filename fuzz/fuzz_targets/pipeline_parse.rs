@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| tsbucket::fuzzing::pipeline_parse::run(data));
+fuzz_target!(|data: &[u8]| tsbucket_testkit::pipeline_parse::run(data));

@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| tsbucket::fuzzing::segment_reader::run(data));
+fuzz_target!(|data: &[u8]| tsbucket_testkit::segment_reader::run(data));

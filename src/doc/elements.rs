@@ -189,7 +189,7 @@ pub fn value_len(kind: u8, b: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzzing::{values, Input};
+    use tsbucket_testkit::{values, Input};
     use bson::{doc, RawDocumentBuf};
     use proptest::prelude::*;
 

@@ -839,7 +839,7 @@ mod tests {
         fn compacted_records_expand_to_their_payloads(
             data in proptest::collection::vec(any::<u8>(), 0..2048)
         ) {
-            crate::fuzzing::wal_codec::run(&data);
+            tsbucket_testkit::wal_codec::run(&data);
         }
     }
 }

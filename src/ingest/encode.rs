@@ -140,7 +140,7 @@ fn write_other(v: &Bson, out: &mut Vec<u8>, level: usize) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzzing::{values, Input};
+    use tsbucket_testkit::{values, Input};
     use proptest::prelude::*;
 
     fn ours(d: &Document) -> Result<Vec<u8>, String> {

@@ -420,11 +420,11 @@ mod tests {
         fn raw_normal_forms_match_the_bson_path_on_any_meta(
             data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
         ) {
-            let mut inp = crate::fuzzing::Input::new(&data);
+            let mut inp = tsbucket_testkit::Input::new(&data);
             let m = match inp.u8() % 3 {
-                0 => Bson::Document(crate::fuzzing::values::document(&mut inp, 3)),
-                1 => Bson::Array((0..inp.below(5)).map(|_| crate::fuzzing::values::any(&mut inp, 3)).collect()),
-                _ => crate::fuzzing::values::any(&mut inp, 3),
+                0 => Bson::Document(tsbucket_testkit::values::document(&mut inp, 3)),
+                1 => Bson::Array((0..inp.below(5)).map(|_| tsbucket_testkit::values::any(&mut inp, 3)).collect()),
+                _ => tsbucket_testkit::values::any(&mut inp, 3),
             };
             let d = doc! {"m": m};
             let raw = RawDocumentBuf::try_from(&d).unwrap();

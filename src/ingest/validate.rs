@@ -116,7 +116,7 @@ pub fn value(kind: u8, v: &[u8], depth: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzzing::{values, Input};
+    use tsbucket_testkit::{values, Input};
     use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
     use proptest::prelude::*;
 

@@ -1,10 +1,10 @@
 //! A small fixed collection on `MemFs` for the query harnesses: three series, fields of
 //! several types (some missing, some mixed), part in segments and part in open buckets.
 
-use crate::vfs::MemFs;
-use crate::{Collection, Database, DbOptions, TimeseriesOptions};
-use bson::{doc, Bson, DateTime, Document};
 use std::sync::{Arc, OnceLock};
+use tsbucket::bson::{doc, Bson, DateTime, Document};
+use tsbucket::vfs::MemFs;
+use tsbucket::{Collection, Database, DbOptions, TimeseriesOptions};
 
 /// Field names the fixture's documents use (the query generators pick from them).
 pub const FIELDS: [&str; 9] = ["t", "m", "m.id", "v", "i", "s", "a", "d", "d.x"];

@@ -7,10 +7,10 @@
 //! equal the model's.
 
 use super::Input;
-use crate::vfs::{CrashMode, MemFs};
-use crate::{BucketLimits, Collection, Database, DbOptions, TimeseriesOptions};
-use bson::{doc, Bson, DateTime, Document};
 use std::sync::Arc;
+use tsbucket::bson::{doc, Bson, DateTime, Document};
+use tsbucket::vfs::{CrashMode, MemFs};
+use tsbucket::{BucketLimits, Collection, Database, DbOptions, TimeseriesOptions};
 
 const T0: i64 = 1_700_000_000_000;
 const MAX_OPS: usize = 48;
@@ -63,7 +63,7 @@ fn answer(model: &[(i64, i32, Vec<u8>)], lo: i64, hi: i64, series: Option<i32>) 
 fn query(c: &Collection, filter: Document, ctx: &str) -> Vec<Vec<u8>> {
     let docs = match c
         .find(filter)
-        .and_then(|cur| cur.collect::<crate::Result<Vec<_>>>())
+        .and_then(|cur| cur.collect::<tsbucket::Result<Vec<_>>>())
     {
         Ok(d) => d,
         Err(e) => panic!("{ctx}: find failed: {e}"),

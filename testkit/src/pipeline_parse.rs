@@ -3,8 +3,8 @@
 //! Errors are fine; panics are not, and both evaluations must return as many documents.
 
 use super::{fixture, query_gen, Input};
-use crate::query::pipeline::Pipeline;
-use bson::{Bson, Document};
+use tsbucket::bson::{Bson, Document};
+use tsbucket::query::pipeline::Pipeline;
 
 /// First byte of an input whose rest is a BSON document (any other: a generated pipeline).
 pub const RAW: u8 = b'B';
@@ -40,7 +40,7 @@ pub fn check(stages: Vec<Document>) {
         } else {
             coll.aggregate(stages.clone())
         };
-        c.ok()?.collect::<crate::Result<Vec<_>>>().ok()
+        c.ok()?.collect::<tsbucket::Result<Vec<_>>>().ok()
     };
     if let (Some(a), Some(b)) = (run(false), run(true)) {
         assert_eq!(

@@ -4,7 +4,7 @@
 use super::fixture::{FIELDS, T0};
 use super::values;
 use super::Input;
-use bson::{Bson, DateTime, Document};
+use tsbucket::bson::{Bson, DateTime, Document};
 
 /// A value to compare a field with: usually one of the fixture's kinds of values.
 fn operand(inp: &mut Input<'_>) -> Bson {

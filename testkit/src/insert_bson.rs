@@ -4,10 +4,10 @@
 //! before and after a flush to a segment.
 
 use super::{values, Input};
-use crate::vfs::MemFs;
-use crate::{Collection, Database, DbOptions, TimeseriesOptions};
-use bson::{doc, Bson, DateTime, Document, RawDocumentBuf};
 use std::sync::Arc;
+use tsbucket::bson::{doc, Bson, DateTime, Document, RawDocumentBuf};
+use tsbucket::vfs::MemFs;
+use tsbucket::{Collection, Database, DbOptions, TimeseriesOptions};
 
 /// First byte of an input whose rest is BSON documents back to back (any other: generated
 /// documents).
@@ -114,7 +114,7 @@ fn put(d: &mut Document, time: &Option<Bson>, meta: &Option<Bson>) {
 fn contents(c: &Collection) -> Vec<Vec<u8>> {
     let docs = match c
         .find(doc! {})
-        .and_then(|cur| cur.collect::<crate::Result<Vec<_>>>())
+        .and_then(|cur| cur.collect::<tsbucket::Result<Vec<_>>>())
     {
         Ok(d) => d,
         Err(e) => panic!("reading back the collection failed: {e}"),
@@ -150,7 +150,7 @@ pub fn check(raws: &[RawDocumentBuf]) {
         return;
     };
     let mut want: Vec<Vec<u8>> = Vec::new();
-    let mut accept = |r: crate::Result<crate::InsertManyResult>, raws: &[RawDocumentBuf]| {
+    let mut accept = |r: tsbucket::Result<tsbucket::InsertManyResult>, raws: &[RawDocumentBuf]| {
         if let Ok(r) = r {
             assert_eq!(r.inserted_count as usize, raws.len(), "inserted_count");
             for (raw, id) in raws.iter().zip(&r.inserted_ids) {

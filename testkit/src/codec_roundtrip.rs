@@ -3,12 +3,12 @@
 
 use super::values::{self, same};
 use super::Input;
-use crate::codec::{
+use tsbucket::bson::oid::ObjectId;
+use tsbucket::bson::{Bson, DateTime};
+use tsbucket::codec::{
     decode_column, decode_f64, decode_f64_dense, decode_i64, decode_i64_dense, encode_column,
 };
-use crate::query::columns::Col;
-use bson::oid::ObjectId;
-use bson::{Bson, DateTime};
+use tsbucket::query::columns::Col;
 
 /// Largest column the harness builds (buckets hold at most 1000 rows by default).
 const MAX_ROWS: usize = 1200;

@@ -1,5 +1,6 @@
-//! Fuzz harnesses, shared by the cargo-fuzz targets in `fuzz/` and by `tests/fuzz_corpus.rs`,
-//! which replays the committed corpora on stable Rust. Not part of the public API.
+//! tsbucket's test kit: the fuzz harnesses, shared by the cargo-fuzz targets in `fuzz/` and by
+//! `tests/fuzz_corpus.rs`, which replays the committed corpora on stable Rust, and the value
+//! generators the library's unit tests draw from.
 //!
 //! Each module has one entry point, `run(data)`, that must never panic for any input unless
 //! the library broke one of the invariants the harness checks (a decoded value that differs
@@ -19,6 +20,6 @@ pub mod wal_reader;
 mod fixture;
 mod input;
 mod query_gen;
-pub(crate) mod values;
+pub mod values;
 
 pub use input::Input;

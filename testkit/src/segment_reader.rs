@@ -4,11 +4,11 @@
 //! zstd frames, so the fuzzer reaches the directory and page decoders behind them.
 
 use super::Input;
-use crate::codec::decode_f64;
-use crate::segment::format::{self as f, put_varint, Cursor, Footer};
-use crate::segment::{BoundRef, Segment};
-use crate::vfs::{MemFs, Vfs};
 use std::path::Path;
+use tsbucket::codec::decode_f64;
+use tsbucket::segment::format::{self as f, put_varint, Cursor, Footer};
+use tsbucket::segment::{BoundRef, Segment};
+use tsbucket::vfs::{MemFs, Vfs};
 
 /// First byte of an unsealed input (any other first byte: the rest is the raw file).
 const UNSEALED: u8 = b'U';
@@ -105,7 +105,7 @@ fn check_field_bounds(seg: &Segment) {
     }
     fields.sort();
     fields.dedup();
-    fields.retain(|f| f != crate::sums::SUM_KEY);
+    fields.retain(|f| f != tsbucket::sums::SUM_KEY);
     fields.truncate(16);
     let names: Vec<&str> = fields.iter().map(String::as_str).collect();
     for (f, gathered) in names.iter().zip(seg.fields_bounds(&names)) {
@@ -116,7 +116,10 @@ fn check_field_bounds(seg: &Segment) {
                 same(&got, &want),
                 "bucket {i}: bounds of {f:?}: {got:?} {want:?}"
             );
-            let (got, want) = (gathered.sum(i), crate::sums::bucket_sum(&c.max, f).cloned());
+            let (got, want) = (
+                gathered.sum(i),
+                tsbucket::sums::bucket_sum(&c.max, f).cloned(),
+            );
             assert!(
                 same(&got, &want),
                 "bucket {i}: sum of {f:?}: {got:?} {want:?}"

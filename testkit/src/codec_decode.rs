@@ -3,11 +3,11 @@
 //! skip work must agree with the full decoders.
 
 use super::Input;
-use crate::codec::{
+use tsbucket::codec::{
     decode_column, decode_date_progression, decode_date_runs, decode_f64, decode_f64_dense,
     decode_i64, decode_i64_dense, encode_column, int_magnitude_bound,
 };
-use crate::query::columns::Col;
+use tsbucket::query::columns::Col;
 
 /// Rows a decoder is asked for: up to a little over the largest bucket the engine writes
 /// (segment readers refuse more than `MAX_BUCKET_ROWS`).

@@ -3,8 +3,8 @@
 //! are fine; panics are not, and `find` and `count_documents` must agree.
 
 use super::{fixture, query_gen, Input};
-use crate::query::{Filter, FindOptions};
-use bson::Document;
+use tsbucket::bson::Document;
+use tsbucket::query::{Filter, FindOptions};
 
 /// First byte of an input whose rest is a BSON document (any other: a generated filter).
 pub const RAW: u8 = b'B';
@@ -30,7 +30,7 @@ pub fn check(filter: Document) {
     let found: Option<usize> = coll
         .find(filter.clone())
         .ok()
-        .and_then(|c| c.collect::<crate::Result<Vec<_>>>().ok())
+        .and_then(|c| c.collect::<tsbucket::Result<Vec<_>>>().ok())
         .map(|v| v.len());
     let counted = coll.count_documents(filter.clone()).ok();
     if let (Some(f), Some(c)) = (found, counted) {
@@ -42,11 +42,11 @@ pub fn check(filter: Document) {
     let _ = coll.explain(filter.clone());
     let _ = coll.buckets(filter.clone());
     let opts = FindOptions {
-        sort: Some(bson::doc! {"v": -1}),
+        sort: Some(tsbucket::bson::doc! {"v": -1}),
         limit: Some(5),
         ..FindOptions::default()
     };
     if let Ok(c) = coll.find_with(filter, opts) {
-        let _ = c.collect::<crate::Result<Vec<_>>>();
+        let _ = c.collect::<tsbucket::Result<Vec<_>>>();
     }
 }

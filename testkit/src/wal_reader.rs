@@ -5,13 +5,13 @@
 
 use super::values;
 use super::Input;
-use crate::ingest::compact::{InsertCompactor, InsertExpander};
-use crate::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields, Prepared};
-use crate::vfs::{MemFs, Vfs};
-use crate::wal::reader::{file_name, recover, Recovery, TailFix};
-use crate::wal::record::{encode_file_header, encode_record, encode_record_of, KIND_COMPACT};
-use bson::{Bson, DateTime};
 use std::path::Path;
+use tsbucket::bson::{Bson, DateTime};
+use tsbucket::ingest::compact::{InsertCompactor, InsertExpander};
+use tsbucket::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields, Prepared};
+use tsbucket::vfs::{MemFs, Vfs};
+use tsbucket::wal::reader::{file_name, recover, Recovery, TailFix};
+use tsbucket::wal::record::{encode_file_header, encode_record, encode_record_of, KIND_COMPACT};
 
 const DIR: &str = "/wal";
 /// Small, so that oversize records are reachable.

@@ -2,9 +2,9 @@
 //! treat specially (delta-friendly sequences, NaN payloads, -0.0, repeated strings, ...).
 
 use super::Input;
-use bson::oid::ObjectId;
-use bson::spec::BinarySubtype;
-use bson::{Binary, Bson, DateTime, Decimal128, Document, Regex, Timestamp};
+use tsbucket::bson::oid::ObjectId;
+use tsbucket::bson::spec::BinarySubtype;
+use tsbucket::bson::{Binary, Bson, DateTime, Decimal128, Document, Regex, Timestamp};
 
 /// Doubles that codecs must keep bit for bit.
 const SPECIAL_DOUBLES: [f64; 10] = [

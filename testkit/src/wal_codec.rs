@@ -7,11 +7,11 @@
 
 use super::values;
 use super::Input;
-use crate::ingest::compact::{InsertCompactor, InsertExpander};
-use crate::ingest::{prepare_batch, prepare_raw_batch, Fields};
-use crate::wal::codec::{Compact, Expand};
-use bson::oid::ObjectId;
-use bson::{Bson, DateTime, Document, RawDocumentBuf};
+use tsbucket::bson::oid::ObjectId;
+use tsbucket::bson::{Bson, DateTime, Document, RawDocumentBuf};
+use tsbucket::ingest::compact::{InsertCompactor, InsertExpander};
+use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields};
+use tsbucket::wal::codec::{Compact, Expand};
 
 const FIELDS: Fields<'static> = Fields {
     time: "t",
