@@ -1,4 +1,4 @@
-//! The workload aggregations of `src/workload/queries.rs` under criterion: the devops-cpu
+//! The workload aggregations of `workload/src/queries.rs` under criterion: the devops-cpu
 //! queries on 1000 hosts x 6 h and the two seed-004 queries at scale 0.25, all data flushed,
 //! plus a memory bandwidth reference (summing a 256 MiB `f64` array) to read the figures
 //! against.

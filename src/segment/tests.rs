@@ -1,6 +1,6 @@
 //! Segment tests: round trips, input checks, exhaustive corruption (every flipped byte and
 //! every truncation is reported as corruption of that file) and size accounting for many
-//! buckets of one to three rows (the shape of the seed 004 workload, `src/workload/seed004.rs`).
+//! buckets of one to three rows (the shape of the seed 004 workload, `workload/src/seed004.rs`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
