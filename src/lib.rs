@@ -32,6 +32,13 @@
 // Without `internals`, items (and re-exports) that only the CLI, the benches and the fuzz
 // targets use are unreachable from the public API.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
+// Nothing that comes from a file, a user or the OS may panic the library: no unwrap, no
+// expect, no indexing that can go out of bounds. Tests may.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub use bson;
 

@@ -873,7 +873,7 @@ impl BucketBuilder {
         let cols = &self.cols;
         let time = cols.columns.iter().find(|c| c.name == self.time_field)?;
         match &time.data {
-            Data::Date(t) if time.rows.is_none() && t.windows(2).all(|w| w[0] <= w[1]) => {}
+            Data::Date(t) if time.rows.is_none() && t.is_sorted() => {}
             _ => return None,
         }
         let rows = self.count as usize;
@@ -957,11 +957,11 @@ pub fn sort_rows_by_time(b: &mut BucketData, time_field: &str) -> bool {
             _ => i64::MIN,
         })
         .collect();
-    if t.windows(2).all(|w| w[0] <= w[1]) {
+    if t.is_sorted() {
         return false;
     }
     let mut order: Vec<usize> = (0..t.len()).collect();
-    order.sort_by_key(|&i| t[i]);
+    order.sort_by_key(|&i| t.get(i).copied());
     let permute = |v: &mut Vec<Option<Bson>>| {
         let old = std::mem::take(v);
         let mut slots: Vec<Option<Option<Bson>>> = old.into_iter().map(Some).collect();

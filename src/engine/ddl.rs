@@ -269,17 +269,19 @@ impl Engine {
     ) -> Result<R> {
         self.check_writable()?;
         let mut man = self.manifest.lock();
-        let pos = man
+        let cur = man
             .collections
             .iter()
-            .position(|c| c.id == id)
+            .find(|c| c.id == id)
             .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))?;
-        let (new, r) = f(&man.collections[pos].indexes)?;
+        let (new, r) = f(&cur.indexes)?;
         let Some(new) = new else {
             return Ok(r);
         };
         self.commit(&mut man, |next| {
-            next.collections[pos].indexes = new.clone();
+            if let Some(c) = next.collections.iter_mut().find(|c| c.id == id) {
+                c.indexes = new.clone();
+            }
             Ok(())
         })?;
         if let Some(c) = self.state.write().colls.get_mut(&id) {
@@ -293,10 +295,9 @@ impl Engine {
     pub(crate) fn coll_mod(&self, name: &str, m: CollMod) -> Result<()> {
         self.check_writable()?;
         let mut man = self.manifest.lock();
-        let Some(pos) = man.collections.iter().position(|c| c.name == name) else {
+        let Some(cur) = man.collections.iter().find(|c| c.name == name) else {
             return Err(Error::NamespaceNotFound(name.to_string()));
         };
-        let cur = &man.collections[pos];
         let options = m.apply(&cur.options)?;
         // Equal options compare what is in force; the spelling may still differ (custom spans
         // replacing a granularity with the same values), so compare what is stored.
@@ -308,7 +309,9 @@ impl Engine {
         }
         let id = cur.id;
         self.commit(&mut man, |next| {
-            next.collections[pos].options = options.clone();
+            if let Some(c) = next.collections.iter_mut().find(|c| c.id == id) {
+                c.options = options.clone();
+            }
             Ok(())
         })?;
         let mut st = self.state.write();

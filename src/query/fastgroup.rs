@@ -627,7 +627,7 @@ impl FastGroup {
             let t = if self.leaves.is_empty() { hi } else { start };
             let part = self.key_part(cache, &scan.src, meta, Some(t))?;
             let starts = [start];
-            let starts = &starts[..self.leaves.len()];
+            let starts = starts.get(..self.leaves.len()).unwrap_or(&starts);
             let g = self.group_of(table, cache, part, starts, meta, Some(t), true)?;
             Ok(g.unwrap_or(0))
         };

@@ -392,7 +392,7 @@ fn judge_flushed(
             let varies = usize::from(s.meta_varies());
             let key = proj.key(id).filter(|_| memo.worth_it());
             let found = key.map(|b| values.find(b));
-            let known = found.and_then(|(_, k)| by_value.get(k? as usize)?[varies]);
+            let known = found.and_then(|(_, k)| *by_value.get(k? as usize)?.get(varies)?);
             if found.is_some() {
                 memo.count(known.is_some());
             }
@@ -405,8 +405,8 @@ fn judge_flushed(
                 if by_value.len() <= at {
                     by_value.resize(at + 1, [None; 2]);
                 }
-                if let Some(slot) = by_value.get_mut(at) {
-                    slot[varies] = Some(v);
+                if let Some(slot) = by_value.get_mut(at).and_then(|s| s.get_mut(varies)) {
+                    *slot = Some(v);
                 }
             }
             if seen.len() <= k {
@@ -508,7 +508,10 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
     let read: Vec<usize> = (0..rf.columns.len())
         .filter(|&c| rf.reads_column(c, settled))
         .collect();
-    let names: Vec<&str> = read.iter().map(|&c| rf.columns[c].as_str()).collect();
+    let names: Vec<&str> = read
+        .iter()
+        .filter_map(|&c| rf.columns.get(c).map(String::as_str))
+        .collect();
     let mut cols: Vec<Col> = (0..rf.columns.len()).map(|_| Col::Missing).collect();
     for (c, col) in read.into_iter().zip(columns::load(src, &names)?) {
         if let Some(x) = cols.get_mut(c) {

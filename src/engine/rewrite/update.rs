@@ -114,7 +114,7 @@ impl MetaUpdate {
             }
         }
         for (i, a) in touched.iter().enumerate() {
-            for b in &touched[i + 1..] {
+            for b in touched.iter().skip(i + 1) {
                 if a == b || is_meta_path(a, b) || is_meta_path(b, a) {
                     return Err(Error::BadValue(format!(
                         "Updating the path '{a}' would create a conflict at '{b}'"
