@@ -347,6 +347,10 @@ fn a_segment_newer_than_the_manifest_is_removed_when_the_log_holds_its_rows() {
     fs::write(&stranger, b"kept").unwrap();
     let tmpseg = dir.join("seg").join("00000000000000aa.seg.tmp");
     fs::write(&tmpseg, b"half a segment").unwrap();
+    // Nor does a segment under a name that parses but is not the writer's spelling.
+    let name = seg.file_name().unwrap().to_str().unwrap().to_string();
+    let misnamed = dir.join("seg").join(format!("+{}", &name[1..]));
+    fs::copy(&seg, &misnamed).unwrap();
 
     let db = open(&dir).unwrap();
     let r = db.recovery_report();
@@ -354,6 +358,7 @@ fn a_segment_newer_than_the_manifest_is_removed_when_the_log_holds_its_rows() {
     assert!(r.removed.contains(&tmpseg), "{r}");
     assert!(!orphan.exists() && !tmpseg.exists());
     assert!(stranger.exists(), "a file open does not know was removed");
+    assert!(misnamed.exists(), "a misnamed segment was removed");
     assert_eq!(count(&db), 150);
     db.close().unwrap();
 }

@@ -354,7 +354,9 @@ pub fn segment_path(dir: &Path, id: u64) -> std::path::PathBuf {
 /// Parses a segment file name back to its id.
 pub fn parse_segment_name(name: &str) -> Option<u64> {
     let hex = name.strip_suffix(".seg")?;
-    if hex.len() != 16 {
+    // Exactly the names the writer makes: sixteen lowercase hex digits. Open removes unlisted
+    // segments as leftovers, so a name that merely parses (`+`, uppercase) must not count.
+    if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
@@ -467,5 +469,10 @@ mod tests {
         let name = p.file_name().unwrap().to_str().unwrap();
         assert_eq!(parse_segment_name(name), Some(0xabc));
         assert_eq!(parse_segment_name("x.seg"), None);
+        // Only the writer's own spelling: another file that happens to parse is not ours.
+        assert_eq!(parse_segment_name("0000000000000ABC.seg"), None);
+        assert_eq!(parse_segment_name("+000000000000abc.seg"), None);
+        assert_eq!(parse_segment_name("0000000000000abc.seg.tmp"), None);
+        assert_eq!(parse_segment_name("0000000000000abc.seg"), Some(0xabc));
     }
 }
