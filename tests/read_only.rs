@@ -12,17 +12,11 @@ use tsbucket::vfs::{FaultFs, MemFs, OpKind};
 use tsbucket::{Database, DbOptions, Error};
 
 fn options() -> DbOptions {
-    DbOptions {
-        ttl_interval: None,
-        ..DbOptions::default()
-    }
+    options_without_sweeper()
 }
 
 fn count(db: &Database, coll: &str) -> u64 {
-    db.collection(coll)
-        .unwrap()
-        .count_documents(doc! {})
-        .unwrap()
+    count_in(db, coll)
 }
 
 #[test]

@@ -8,21 +8,14 @@ mod common;
 use common::*;
 use std::process::{Command, Output};
 use std::time::Duration;
-use tsbucket::bson::doc;
 use tsbucket::{Database, DbOptions};
 
 fn options() -> DbOptions {
-    DbOptions {
-        ttl_interval: None,
-        ..DbOptions::default()
-    }
+    options_without_sweeper()
 }
 
 fn count(db: &Database, coll: &str) -> u64 {
-    db.collection(coll)
-        .unwrap()
-        .count_documents(doc! {})
-        .unwrap()
+    count_in(db, coll)
 }
 
 fn cli_args(args: &[&str]) -> Output {

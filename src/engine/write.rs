@@ -39,14 +39,7 @@ impl Engine {
         name: &str,
         docs: &[Document],
     ) -> Result<InsertManyResult> {
-        self.check_writable()?;
-        let f = self.coll_insert_fields(id, name)?;
-        let fields = Fields {
-            time: &f.time,
-            meta: f.meta.as_deref(),
-        };
-        let (prepared, payload, inserted_ids) = prepare_batch(id, docs, &fields)?;
-        self.append_prepared(id, prepared, payload, inserted_ids)
+        self.insert_prepared(id, name, |fields| prepare_batch(id, docs, fields))
     }
 
     /// See [`crate::Collection::insert_many_raw`].
@@ -56,13 +49,23 @@ impl Engine {
         name: &str,
         docs: &[RawDocumentBuf],
     ) -> Result<InsertManyResult> {
+        self.insert_prepared(id, name, |fields| prepare_raw_batch(id, docs, fields))
+    }
+
+    /// Prepares a batch with the collection's fields on the caller's thread, then appends it.
+    fn insert_prepared(
+        &self,
+        id: u32,
+        name: &str,
+        prepare: impl FnOnce(&Fields<'_>) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)>,
+    ) -> Result<InsertManyResult> {
         self.check_writable()?;
         let f = self.coll_insert_fields(id, name)?;
         let fields = Fields {
             time: &f.time,
             meta: f.meta.as_deref(),
         };
-        let (prepared, payload, inserted_ids) = prepare_raw_batch(id, docs, &fields)?;
+        let (prepared, payload, inserted_ids) = prepare(&fields)?;
         self.append_prepared(id, prepared, payload, inserted_ids)
     }
 

@@ -412,3 +412,19 @@ pub fn reported(lines: &[String], tag: &str) -> Vec<i64> {
         .filter_map(|s| s.trim().parse::<i64>().ok())
         .collect()
 }
+
+/// Default options without the background TTL sweeper.
+pub fn options_without_sweeper() -> DbOptions {
+    DbOptions {
+        ttl_interval: None,
+        ..DbOptions::default()
+    }
+}
+
+/// Documents in collection `coll`.
+pub fn count_in(db: &Database, coll: &str) -> u64 {
+    db.collection(coll)
+        .unwrap()
+        .count_documents(doc! {})
+        .unwrap()
+}
