@@ -4,7 +4,7 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use tsbucket_workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
+use crate::workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection};
 use std::path::PathBuf;

@@ -2,12 +2,12 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use tsbucket_workload::{DevopsParams, Workload};
+use crate::workload::{DevopsParams, Workload};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsbucket::bson::{doc, DateTime, Document};
-use tsbucket_workload::queries::{devops_queries, seed004_queries};
 use tsbucket::{Collection, Database, DbOptions, Granularity, SyncMode, TimeseriesOptions};
+use tsbucket_workload::queries::{devops_queries, seed004_queries};
 
 /// tsbucket with one collection holding the workload.
 pub struct Tsbucket {

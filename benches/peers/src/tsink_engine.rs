@@ -4,7 +4,7 @@
 
 use crate::answer::Answer;
 use crate::engine::{unknown, Engine, Res};
-use tsbucket_workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
+use crate::workload::{DevopsParams, Workload, HOUR_MS, MINUTE_MS};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
