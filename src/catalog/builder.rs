@@ -12,7 +12,7 @@ use bson::spec::ElementType;
 use bson::{Bson, DateTime, Document};
 
 pub use crate::bucket::{IDX_COLUMN, META_COLUMN, SEQ_COLUMN};
-pub use crate::doc::{is_hidden, is_hidden_name, HIDDEN_PREFIX};
+pub use crate::doc::{is_hidden, is_hidden_name};
 
 /// Exact identity of two values: same types, same field order (unlike `==` on documents,
 /// which ignores order).

@@ -11,8 +11,6 @@ pub mod builder;
 pub mod closed;
 pub mod column;
 pub mod control;
-pub use crate::doc::elements;
-pub use crate::doc::meta;
 pub mod rows;
 pub mod stats;
 

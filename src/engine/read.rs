@@ -1,7 +1,6 @@
 //! A collection's reads: planning a filter against the collection's state, then running the
 //! find, count, aggregation or bucket listing over what it selected, outside the state lock.
 
-use super::state::catalog_stats;
 use super::Engine;
 use crate::catalog::CatalogStats;
 use crate::collstate::CollState;
@@ -254,9 +253,9 @@ impl Engine {
             s.buckets += s.open_buckets;
             s.measurements += c.catalog.open_measurements();
             s.buckets += s.flushed_buckets;
+            s.catalog = c.catalog.stats().clone();
             s
         })?;
-        s.catalog = catalog_stats(&self.state.read(), id).unwrap_or_default();
         s.wal_bytes = wal_bytes;
         s.wal_spare_bytes = wal_spare_bytes;
         s.manifest_bytes = manifest_bytes;

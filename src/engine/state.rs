@@ -6,7 +6,6 @@
 //! acknowledged so far is applied: an insert is visible to any read that starts after it
 //! returned, in its own thread or another. The applier itself takes the lock directly.
 
-use crate::catalog::CatalogStats;
 use crate::collstate::CollState;
 use crate::options::TimeseriesOptions;
 use crate::wal::Applied;
@@ -78,9 +77,4 @@ pub(crate) fn checkpoint_of(st: &Shared) -> u64 {
         Some(s) => s.saturating_sub(1),
         None => st.applied_seq,
     }
-}
-
-/// Counters of a collection's catalog (a copy).
-pub(crate) fn catalog_stats(st: &Shared, id: u32) -> Option<CatalogStats> {
-    st.colls.get(&id).map(|c| c.catalog.stats().clone())
 }
