@@ -3,18 +3,14 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tsbucket::bucket::EncodedBucket;
-use tsbucket::catalog::{BucketParams, CollCatalog, FitLimits};
-use tsbucket::ingest::{prepare_batch, Fields};
+use tsbucket::catalog::{CollCatalog, FitLimits};
+use tsbucket::ingest::prepare_batch;
+use tsbucket::schema::Schema;
 use tsbucket_workload::Devops;
 
 fn catalog() -> CollCatalog {
     CollCatalog::new(
-        BucketParams {
-            time_field: "time".into(),
-            meta_field: Some("tags".into()),
-            span_ms: 3_600_000,
-            rounding_ms: 60_000,
-        },
+        Schema::new("time", Some("tags"), 3600, 60),
         FitLimits {
             max_count: 1000,
             max_size: 128_000,
@@ -33,10 +29,7 @@ fn prepared(hours: f64) -> Vec<PreparedBatch> {
     }
     .generate()
     .collect();
-    let fields = Fields {
-        time: "time",
-        meta: Some("tags"),
-    };
+    let fields = Schema::new("time", Some("tags"), 3600, 60);
     docs.chunks(1000)
         .map(|c| prepare_batch(1, c, &fields).unwrap())
         .collect()

@@ -5,7 +5,8 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::time::Duration;
 use tsbucket::bson::{Document, RawDocumentBuf};
-use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields};
+use tsbucket::ingest::{prepare_batch, prepare_raw_batch};
+use tsbucket::schema::Schema;
 use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
 use tsbucket_workload::Devops;
 
@@ -27,10 +28,7 @@ fn prepare(c: &mut Criterion) {
     let docs = workload(1000, 0.1);
     let mut g = c.benchmark_group("ingest::prepare_batch");
     g.throughput(Throughput::Elements(docs.len() as u64));
-    let fields = Fields {
-        time: "time",
-        meta: Some("tags"),
-    };
+    let fields = Schema::new("time", Some("tags"), 3600, 60);
     g.bench_function("devops_1000", |b| {
         b.iter(|| {
             for chunk in docs.chunks(1000) {

@@ -15,7 +15,8 @@ use clap::Parser;
 use std::time::Instant;
 use tsbucket::bson::{Bson, Document, RawDocumentBuf};
 use tsbucket::ingest::compact::InsertCompactor;
-use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields, Prepared};
+use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Prepared};
+use tsbucket::schema::Schema;
 use tsbucket_workload::Devops;
 
 #[derive(Parser)]
@@ -90,10 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(RawDocumentBuf::try_from)
         .collect::<Result<_, _>>()?;
-    let fields = Fields {
-        time: "time",
-        meta: Some("tags"),
-    };
+    let fields = Schema::new("time", Some("tags"), 3600, 60);
     let docs: Vec<&[Document]> = docs.chunks(a.batch.max(1)).collect();
     let raws: Vec<&[RawDocumentBuf]> = raws.chunks(a.batch.max(1)).collect();
     // Every series seen once, so that no figure pays for first sightings.

@@ -2,10 +2,11 @@
 //! flushed, the flushed segments and the indexes over them. Reads see a collection through it;
 //! the engine changes it under its state lock.
 
-use crate::catalog::{BucketParams, ClosedBucket, CollCatalog, FitLimits};
+use crate::catalog::{ClosedBucket, CollCatalog, FitLimits};
 use crate::index::id::{id_key, BucketLoc, IdKey};
 use crate::index::meta::MetaCache;
 use crate::manifest::CollectionEntry;
+use crate::schema::Schema;
 use crate::segment::Segment;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub(crate) struct CollState {
 
 impl CollState {
     pub(crate) fn new(entry: CollectionEntry, limits: FitLimits) -> CollState {
-        let catalog = CollCatalog::new(BucketParams::of(&entry.options), limits);
+        let catalog = CollCatalog::new(Schema::of(&entry.options), limits);
         CollState {
             entry,
             catalog,
@@ -33,6 +34,11 @@ impl CollState {
             flushing: Vec::new(),
             meta_cache: Default::default(),
         }
+    }
+
+    /// The collection's fields and bucketing in force.
+    pub(crate) fn schema(&self) -> &Schema {
+        self.catalog.schema()
     }
 
     pub(crate) fn add_segment(&mut self, id: u64, seg: Arc<Segment>) {

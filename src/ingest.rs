@@ -25,6 +25,7 @@ use crate::depth::{too_deep, MAX_NESTING};
 use crate::doc::to_bson;
 use crate::doc::{is_hidden, is_hidden_name};
 use crate::error::{Error, Result};
+use crate::schema::Schema;
 use bson::raw::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bson::{Bson, Document};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,15 +48,6 @@ pub const MAX_META_BYTES: usize = 64 * 1024;
 pub const RECORD_INSERT: u8 = 1;
 /// Bytes before the first document of an insert record.
 pub const INSERT_HEADER: usize = 9;
-
-/// Field layout of a collection, as the insert path needs it.
-#[derive(Debug, Clone)]
-pub struct Fields<'a> {
-    /// The time field.
-    pub time: &'a str,
-    /// The meta field.
-    pub meta: Option<&'a str>,
-}
 
 /// A measurement ready for the catalog; its bytes live in the batch payload.
 #[derive(Debug, Clone)]
@@ -104,7 +96,7 @@ fn write_insert_header(out: &mut Vec<u8>, collection_id: u32, count: usize) {
 pub fn prepare_batch(
     collection_id: u32,
     docs: &[Document],
-    fields: &Fields<'_>,
+    schema: &Schema,
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
     // Sized from the last batch's documents: growing a buffer of a few hundred kilobytes
     // mid-batch copies it and touches fresh pages.
@@ -122,7 +114,7 @@ pub fn prepare_batch(
             doc,
             &mut out,
             index,
-            fields,
+            schema,
             &mut block,
             (&mut shape, &mut last),
         )?;
@@ -145,7 +137,7 @@ fn encode_one(
     doc: &Document,
     out: &mut Vec<u8>,
     index: usize,
-    fields: &Fields<'_>,
+    schema: &Schema,
     block: &mut IdBlock,
     (shape, last): (&mut ShapeBuilder, &mut LastRow),
 ) -> Result<(Prepared, Bson)> {
@@ -180,7 +172,7 @@ fn encode_one(
     for (k, v) in doc {
         let kind = v.element_type();
         let element_at = out.len();
-        let is_meta = fields.meta == Some(k.as_str());
+        let is_meta = schema.meta() == Some(k.as_str());
         if repeating && last.repeats(field, kind as u8, k.as_bytes()) {
             encode::write_checked_key(out, kind, k);
         } else {
@@ -188,20 +180,20 @@ fn encode_one(
                 return Err(bad(reserved_name(k)));
             }
             if std::mem::replace(&mut repeating, false) {
-                last.replay(field, shape, fields.meta);
+                last.replay(field, shape, schema.meta());
             }
             let encoding = |e: String| bad(format!("cannot be encoded as BSON: {e}"));
             encode::write_key(out, kind, k).map_err(encoding)?;
             shape.push(kind as u8, k.as_bytes(), is_meta);
         }
         field += 1;
-        if k == fields.time {
+        if k == schema.time() {
             match v {
                 Bson::DateTime(t) => time_ms = Some(t.timestamp_millis()),
                 other => {
                     return Err(bad(format!(
                     "'{}' must be present and contain a valid BSON UTC datetime value, found {:?}",
-                    fields.time,
+                    schema.time(),
                     other.element_type()
                 )))
                 }
@@ -216,7 +208,7 @@ fn encode_one(
     }
     encode::end(out, start).map_err(|e| bad(format!("cannot be encoded as BSON: {e}")))?;
     let Some(time_ms) = time_ms else {
-        return Err(bad(no_time(fields)));
+        return Err(bad(no_time(schema)));
     };
     let len = out.len() - start;
     let key = match meta_at {
@@ -228,14 +220,14 @@ fn encode_one(
         None => (SeriesKey::none(), 0),
     };
     let meta_len = meta_at.map_or(0, |(_, value_at, (_, end))| start + end - value_at);
-    check_sizes(len, meta_len, index, fields)?;
+    check_sizes(len, meta_len, index, schema)?;
     let mut p = finish(time_ms, key, start, len);
     p.shape = if repeating && field == last.len() {
         last.id()
     } else {
         if repeating {
             // A prefix of the last row's fields: the builder has not seen them yet.
-            last.replay(field, shape, fields.meta);
+            last.replay(field, shape, schema.meta());
         }
         let id = shape.finish();
         last.remember(shape, id);
@@ -281,7 +273,7 @@ fn series_key_of_encoded(
 pub fn prepare_raw_batch(
     collection_id: u32,
     docs: &[RawDocumentBuf],
-    fields: &Fields<'_>,
+    schema: &Schema,
 ) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)> {
     let total: usize = docs.iter().map(|d| d.as_bytes().len() + 17).sum();
     let mut out = buffers::take(INSERT_HEADER + total);
@@ -301,32 +293,32 @@ pub fn prepare_raw_batch(
         let mut known = None;
         let mut learn = false;
         let ((mut id, time_ms, key), mut meta_at) =
-            match templates.scan(doc.as_bytes(), index, fields) {
+            match templates.scan(doc.as_bytes(), index, schema) {
                 Some((found, meta_at, shape)) => {
                     known = Some(shape);
                     (found, meta_at)
                 }
                 None => {
                     shape.begin();
-                    match scan_common(doc, index, fields, &mut shape, &mut unique) {
+                    match scan_common(doc, index, schema, &mut shape, &mut unique) {
                         Some(found) => {
                             learn = true;
                             found.map_err(bad)?
                         }
                         None => {
                             shape.spoil();
-                            let found = scan_checked(doc, fields, &mut seen).map_err(bad)?;
+                            let found = scan_checked(doc, schema, &mut seen).map_err(bad)?;
                             // Proven well formed, so a walk of its elements finds the meta element.
-                            (found, meta_span(doc.as_bytes(), fields))
+                            (found, meta_span(doc.as_bytes(), schema))
                         }
                     }
                 }
             };
         let meta_len = meta_at.map_or(0, |(at, end)| {
-            end.saturating_sub(at + fields.meta.map_or(0, str::len) + 2)
+            end.saturating_sub(at + schema.meta().map_or(0, str::len) + 2)
         });
         let Some(time_ms) = time_ms else {
-            return Err(bad(no_time(fields)));
+            return Err(bad(no_time(schema)));
         };
         let start = out.len();
         let bytes = doc.as_bytes();
@@ -347,14 +339,14 @@ pub fn prepare_raw_batch(
             out.extend_from_slice(bytes);
         }
         ids.push(id.unwrap_or(Bson::Null));
-        check_sizes(out.len() - start, meta_len, index, fields)?;
+        check_sizes(out.len() - start, meta_len, index, schema)?;
         let mut p = finish(time_ms, key, start, out.len() - start);
         p.shape = match known {
             Some(shape) => shape,
             None => shape.finish(),
         };
         if learn {
-            templates.offer(bytes, fields, p.shape);
+            templates.offer(bytes, schema, p.shape);
         }
         p.meta_at = meta_at;
         prepared.push(p);
@@ -378,7 +370,7 @@ type Scanned = (Option<Bson>, Option<i64>, (SeriesKey, MetaId));
 fn scan_common(
     doc: &RawDocumentBuf,
     row: usize,
-    fields: &Fields<'_>,
+    schema: &Schema,
     shape: &mut ShapeBuilder,
     unique: &mut Vec<u8>,
 ) -> Option<std::result::Result<(Scanned, MetaAt), String>> {
@@ -391,7 +383,7 @@ fn scan_common(
     let mut names: [&[u8]; 32] = [&[]; 32];
     let (mut id, mut time_ms, mut key) = (None, None, (SeriesKey::none(), 0));
     let mut meta_at = None;
-    let meta = fields.meta.map(str::as_bytes);
+    let meta = schema.meta().map(str::as_bytes);
     // Where this document's headers, so far equal to the start of `unique`, continue in it.
     let mut on_unique = Some(0);
     let mut elements = crate::doc::elements::Elements::new(bytes);
@@ -425,7 +417,7 @@ fn scan_common(
                 Ok(b) if e.kind == 0x07 => Bson::ObjectId(bson::oid::ObjectId::from_bytes(b)),
                 _ => to_bson(doc.get("_id").ok()??),
             });
-        } else if e.name == fields.time.as_bytes() {
+        } else if e.name == schema.time().as_bytes() {
             if e.kind == 0x09 {
                 time_ms = Some(i64::from_le_bytes(e.value.try_into().ok()?));
             }
@@ -435,7 +427,7 @@ fn scan_common(
                     RawBsonRef::Document(RawDocument::from_bytes(e.value).ok()?),
                     row,
                 ),
-                _ => series_key(doc.get(fields.meta?).ok()??),
+                _ => series_key(doc.get(schema.meta()?).ok()??),
             };
         }
     }
@@ -457,7 +449,7 @@ type MetaAt = Option<(usize, usize)>;
 /// the time and meta values (names are unique, so the first is the only one).
 fn scan_checked<'a>(
     doc: &'a RawDocumentBuf,
-    fields: &Fields<'_>,
+    schema: &Schema,
     seen: &mut foldhash::HashSet<&'a str>,
 ) -> std::result::Result<Scanned, String> {
     let mut id = None;
@@ -475,11 +467,11 @@ fn scan_checked<'a>(
         }
         if k == "_id" {
             id = Some(to_bson(v));
-        } else if k == fields.time {
+        } else if k == schema.time() {
             if let RawBsonRef::DateTime(t) = v {
                 time_ms = Some(t.timestamp_millis());
             }
-        } else if Some(k) == fields.meta {
+        } else if Some(k) == schema.meta() {
             key = series_key(v);
         }
         check_nested(v, 1).map_err(|e| e.message(k))?;
@@ -562,15 +554,15 @@ fn prepare_raw(
     raw: &RawDocument,
     (start, len): (usize, usize),
     index: usize,
-    fields: &Fields<'_>,
+    schema: &Schema,
     shape: &mut ShapeBuilder,
 ) -> Result<Prepared> {
     let bad = |message: String| Error::InvalidDocument { index, message };
-    let time_ms = match raw.get(fields.time) {
+    let time_ms = match raw.get(schema.time()) {
         Ok(Some(RawBsonRef::DateTime(t))) => t.timestamp_millis(),
-        _ => return Err(bad(no_time(fields))),
+        _ => return Err(bad(no_time(schema))),
     };
-    let key = match fields.meta {
+    let key = match schema.meta() {
         Some(m) => match raw.get(m) {
             Ok(Some(v)) => series_key(v),
             Ok(None) => (SeriesKey::none(), 0),
@@ -580,7 +572,7 @@ fn prepare_raw(
     };
     // Not the size limits: what was logged is replayed whatever they were when it was.
     let mut p = finish(time_ms, key, start, len);
-    p.meta_at = shape_of(raw.as_bytes(), fields, shape);
+    p.meta_at = shape_of(raw.as_bytes(), schema, shape);
     p.shape = shape.finish();
     Ok(p)
 }
@@ -588,9 +580,9 @@ fn prepare_raw(
 /// Collects the shape of a document's bytes, checking what the insert path checked before it
 /// named a shape (well-framed elements, well-formed strings); returns where its meta element
 /// lies.
-fn shape_of(doc: &[u8], fields: &Fields<'_>, shape: &mut ShapeBuilder) -> MetaAt {
+fn shape_of(doc: &[u8], schema: &Schema, shape: &mut ShapeBuilder) -> MetaAt {
     shape.begin();
-    let meta = fields.meta.map(str::as_bytes);
+    let meta = schema.meta().map(str::as_bytes);
     let mut meta_at = None;
     let mut elements = crate::doc::elements::Elements::new(doc);
     for e in elements.by_ref() {
@@ -619,16 +611,16 @@ fn repeated_name(k: &str) -> String {
 }
 
 /// MongoDB's message for a time field that is missing or not a datetime.
-fn no_time(fields: &Fields<'_>) -> String {
+fn no_time(schema: &Schema) -> String {
     format!(
         "'{}' must be present and contain a valid BSON UTC datetime value",
-        fields.time
+        schema.time()
     )
 }
 
 /// Applies the size limits to a measurement of `len` bytes (as logged, `_id` included) whose
 /// meta value is `meta_len` bytes of BSON (the value alone, without the field's name).
-fn check_sizes(len: usize, meta_len: usize, index: usize, fields: &Fields<'_>) -> Result<()> {
+fn check_sizes(len: usize, meta_len: usize, index: usize, schema: &Schema) -> Result<()> {
     let bad = |message: String| Error::InvalidDocument { index, message };
     if len > MAX_MEASUREMENT_BYTES {
         return Err(bad(format!(
@@ -638,7 +630,7 @@ fn check_sizes(len: usize, meta_len: usize, index: usize, fields: &Fields<'_>) -
     if meta_len > MAX_META_BYTES {
         return Err(bad(format!(
             "the meta field '{}' is {meta_len} bytes; the limit is {MAX_META_BYTES}",
-            fields.meta.unwrap_or_default(),
+            schema.meta().unwrap_or_default(),
         )));
     }
     Ok(())
@@ -659,8 +651,8 @@ fn finish(time_ms: i64, (key, meta_id): (SeriesKey, MetaId), start: usize, len: 
 }
 
 /// Where the meta element of a well-formed document lies.
-fn meta_span(doc: &[u8], fields: &Fields<'_>) -> MetaAt {
-    let meta = fields.meta?.as_bytes();
+fn meta_span(doc: &[u8], schema: &Schema) -> MetaAt {
+    let meta = schema.meta()?.as_bytes();
     crate::doc::elements::Elements::new(doc)
         .find(|e| e.name == meta)
         .map(|e| (e.start, e.end()))
@@ -717,7 +709,7 @@ pub fn decode_insert(payload: &[u8]) -> std::result::Result<Option<InsertRecord>
 pub fn prepare_replayed(
     payload: &[u8],
     rec: &InsertRecord,
-    fields: &Fields<'_>,
+    schema: &Schema,
 ) -> Result<Vec<Prepared>> {
     let mut shape = ShapeBuilder::default();
     rec.docs
@@ -731,7 +723,7 @@ pub fn prepare_replayed(
                     index,
                     message: "malformed BSON".into(),
                 })?;
-            prepare_raw(raw, (start, len), index, fields, &mut shape)
+            prepare_raw(raw, (start, len), index, schema, &mut shape)
         })
         .collect()
 }
@@ -747,20 +739,19 @@ mod tests {
     use super::*;
     use bson::{doc, DateTime};
 
-    const F: Fields<'static> = Fields {
-        time: "t",
-        meta: Some("m"),
-    };
+    fn f() -> Schema {
+        Schema::new("t", Some("m"), 3600, 60)
+    }
 
     fn one(d: Document) -> Result<(Prepared, Vec<u8>)> {
-        let (mut p, payload, _) = prepare_batch(1, &[d], &F)?;
+        let (mut p, payload, _) = prepare_batch(1, &[d], &f())?;
         Ok((p.remove(0), payload))
     }
 
     #[test]
     fn missing_or_wrong_time_is_rejected_with_index() {
         let good = doc! {"t": DateTime::from_millis(1)};
-        let e = prepare_batch(1, &[good.clone(), good, doc! {"m": 1}], &F).unwrap_err();
+        let e = prepare_batch(1, &[good.clone(), good, doc! {"m": 1}], &f()).unwrap_err();
         assert!(matches!(e, Error::InvalidDocument { index: 2, .. }), "{e}");
         assert!(e.to_string().contains("'t' must be present"));
         let e = one(doc! {"t": "2020"}).unwrap_err();
@@ -812,7 +803,7 @@ mod tests {
     #[test]
     fn insert_record_round_trips() {
         let d = doc! {"t": DateTime::from_millis(5), "x": 1};
-        let (p, rec, _) = prepare_batch(7, &[d.clone(), d], &F).unwrap();
+        let (p, rec, _) = prepare_batch(7, &[d.clone(), d], &f()).unwrap();
         let back = decode_insert(&rec).unwrap().unwrap();
         assert_eq!(back.collection_id, 7);
         assert_eq!(
@@ -860,9 +851,9 @@ mod tests {
         /// no more; recovery names them from the bytes. Both must agree row for row.
         #[test]
         fn shapes_named_while_encoding_match_those_named_from_the_bytes(docs in rows()) {
-            let (prepared, payload, _) = prepare_batch(3, &docs, &F).unwrap();
+            let (prepared, payload, _) = prepare_batch(3, &docs, &f()).unwrap();
             let rec = decode_insert(&payload).unwrap().unwrap();
-            let replayed = prepare_replayed(&payload, &rec, &F).unwrap();
+            let replayed = prepare_replayed(&payload, &rec, &f()).unwrap();
             for (p, r) in prepared.iter().zip(&replayed) {
                 proptest::prop_assert_eq!(p.shape, r.shape);
                 proptest::prop_assert_eq!(p.meta_at, r.meta_at);
@@ -885,7 +876,7 @@ mod tests {
         swapped.insert("t", t);
         swapped.insert("a\0m", 1);
         for (bad, what) in [(nul, "NUL"), (hidden, "reserved"), (swapped, "NUL")] {
-            let e = prepare_batch(1, &[good.clone(), good.clone(), bad], &F).unwrap_err();
+            let e = prepare_batch(1, &[good.clone(), good.clone(), bad], &f()).unwrap_err();
             assert!(matches!(e, Error::InvalidDocument { index: 2, .. }), "{e}");
             assert!(e.to_string().contains(what), "{e}");
         }
@@ -900,7 +891,7 @@ mod tests {
         bytes[at..at + 4].copy_from_slice(&100i32.to_le_bytes());
         let raw = RawDocumentBuf::from_bytes(bytes).unwrap();
         let good = RawDocumentBuf::try_from(&doc! {"t": DateTime::from_millis(1)}).unwrap();
-        let e = prepare_raw_batch(1, &[good.clone(), raw], &F).unwrap_err();
+        let e = prepare_raw_batch(1, &[good.clone(), raw], &f()).unwrap_err();
         assert!(matches!(e, Error::InvalidDocument { index: 1, .. }), "{e}");
         assert!(e.to_string().contains("reserved"), "{e}");
         // The same damage before the reserved name is reported as damage.
@@ -909,7 +900,7 @@ mod tests {
         let at = bytes.iter().position(|&b| b == b's').unwrap() + 2;
         bytes[at..at + 4].copy_from_slice(&100i32.to_le_bytes());
         let raw = RawDocumentBuf::from_bytes(bytes).unwrap();
-        let e = prepare_raw_batch(1, &[good, raw], &F).unwrap_err();
+        let e = prepare_raw_batch(1, &[good, raw], &f()).unwrap_err();
         assert!(matches!(e, Error::InvalidDocument { index: 1, .. }), "{e}");
         assert!(!e.to_string().contains("reserved"), "{e}");
     }

@@ -71,7 +71,7 @@ pub mod vfs;
 
 internal!(
     bucket, catalog, clock, codec, depth, doc, error, index, ingest, manifest, options, order,
-    query, segment, sums, wal,
+    query, schema, segment, sums, wal,
 );
 
 pub use api::collection::Collection;

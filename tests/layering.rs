@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("bucket", 1),
     ("doc", 1),
     ("sums", 1),
+    ("schema", 1),
     ("error", 0),
     ("clock", 0),
     ("depth", 0),

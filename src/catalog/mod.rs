@@ -22,35 +22,11 @@ pub use closed::ClosedBucket;
 pub use stats::CatalogStats;
 
 use crate::bucket::BucketData;
+use crate::schema::Schema;
 use bson::oid::ObjectId;
 use bson::raw::RawDocument;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-
-/// Bucketing parameters of one collection.
-#[derive(Debug, Clone)]
-pub struct BucketParams {
-    /// The time field.
-    pub time_field: String,
-    /// The meta field.
-    pub meta_field: Option<String>,
-    /// `bucketMaxSpanSeconds` in milliseconds.
-    pub span_ms: i64,
-    /// `bucketRoundingSeconds` in milliseconds.
-    pub rounding_ms: i64,
-}
-
-impl BucketParams {
-    /// The parameters a collection's options set.
-    pub fn of(o: &crate::options::TimeseriesOptions) -> BucketParams {
-        BucketParams {
-            time_field: o.get_time_field().to_string(),
-            meta_field: o.get_meta_field().map(str::to_string),
-            span_ms: i64::from(o.bucket_max_span_seconds()) * 1000,
-            rounding_ms: i64::from(o.bucket_rounding_seconds()) * 1000,
-        }
-    }
-}
 
 /// Rounds `t_ms` down to a multiple of `rounding_ms` (also for times before 1970). Times
 /// within one rounding of the earliest BSON datetime, whose multiple lies below what an `i64`
@@ -113,7 +89,7 @@ pub const SET_ASIDE_IDLE_INSERTS: u64 = 64;
 
 /// The catalog of one collection.
 pub struct CollCatalog {
-    params: BucketParams,
+    schema: Schema,
     limits: FitLimits,
     series: foldhash::HashMap<SeriesKey, Series>,
     closed: Vec<Arc<ClosedBucket>>,
@@ -127,9 +103,9 @@ pub struct CollCatalog {
 
 impl CollCatalog {
     /// An empty catalog.
-    pub fn new(params: BucketParams, limits: FitLimits) -> CollCatalog {
+    pub fn new(schema: Schema, limits: FitLimits) -> CollCatalog {
         CollCatalog {
-            params,
+            schema,
             limits,
             series: foldhash::HashMap::default(),
             closed: Vec::new(),
@@ -142,14 +118,19 @@ impl CollCatalog {
         }
     }
 
+    /// The fields and bucketing in force.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &CatalogStats {
         &self.stats
     }
 
     /// Changes span/rounding (collMod): open buckets keep their start but use the new span.
-    pub fn set_params(&mut self, params: BucketParams) {
-        self.params = params;
+    pub fn set_schema(&mut self, schema: Schema) {
+        self.schema = schema;
     }
 
     /// Number of open (current or set-aside) buckets.
@@ -197,7 +178,7 @@ impl CollCatalog {
         self.tick += 1;
         let tick = self.tick;
         let batch = self.batch;
-        let span = self.params.span_ms;
+        let span = self.schema.span_ms;
         let limits = self.limits;
         // One lookup for a known series (its key is a few hundred bytes to hash and compare).
         let (series, is_new_series) = match self.series.get_mut(&m.key) {
@@ -273,19 +254,18 @@ impl CollCatalog {
                 if is_new_series {
                     self.stats.num_buckets_opened_due_to_metadata += 1;
                 }
-                let start = round_down(m.time_ms, self.params.rounding_ms);
+                let start = round_down(m.time_ms, self.schema.rounding_ms);
                 let mut b = BucketBuilder::new(
                     bucket_oid(start),
                     start,
                     // The bucket keeps the first measurement's meta as written; rows whose
                     // meta differs only in field order record theirs in a hidden column.
-                    self.params
-                        .meta_field
-                        .as_deref()
+                    self.schema
+                        .meta()
                         .and_then(|f| doc.get(f).ok().flatten())
                         .map(column::to_bson),
-                    &self.params.time_field,
-                    self.params.meta_field.as_deref(),
+                    self.schema.time(),
+                    self.schema.meta(),
                 );
                 // An empty bucket refuses nothing (no count, no size, no schema yet).
                 // The series' other buckets tell how much room its rows will need: growing

@@ -1,21 +1,15 @@
 use super::*;
-use crate::ingest::{prepare_batch, Fields};
+use crate::ingest::prepare_batch;
 use bson::{doc, DateTime};
 use bson::{Bson, Document};
 
-const FIELDS: Fields<'static> = Fields {
-    time: "t",
-    meta: Some("m"),
-};
+fn fields() -> Schema {
+    Schema::new("t", Some("m"), 3600, 60)
+}
 
 fn catalog(span_s: i64, rounding_s: i64) -> CollCatalog {
     CollCatalog::new(
-        BucketParams {
-            time_field: "t".into(),
-            meta_field: Some("m".into()),
-            span_ms: span_s * 1000,
-            rounding_ms: rounding_s * 1000,
-        },
+        Schema::new("t", Some("m"), span_s, rounding_s),
         FitLimits {
             max_count: 1000,
             max_size: 128_000,
@@ -31,7 +25,7 @@ fn ms(s: &str) -> i64 {
 
 fn put(c: &mut CollCatalog, d: Document) {
     c.begin_batch();
-    let (mut p, payload, _) = prepare_batch(1, &[d], &FIELDS).unwrap();
+    let (mut p, payload, _) = prepare_batch(1, &[d], &fields()).unwrap();
     let mut p = p.remove(0);
     let raw = p.raw(&payload).unwrap();
     p.size = 100;
@@ -469,20 +463,20 @@ proptest::proptest! {
         // recovery replaying the log record.
         let (prepared, payload) = match source {
             0 => {
-                let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+                let (p, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
                 (p, payload)
             }
             1 => {
                 let raw: Vec<bson::RawDocumentBuf> =
                     docs.iter().map(|d| d.try_into().unwrap()).collect();
                 let (p, payload, _) =
-                    crate::ingest::prepare_raw_batch(1, &raw, &FIELDS).unwrap();
+                    crate::ingest::prepare_raw_batch(1, &raw, &fields()).unwrap();
                 (p, payload)
             }
             _ => {
-                let (_, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+                let (_, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
                 let record = crate::ingest::decode_insert(&payload).unwrap().unwrap();
-                let p = crate::ingest::prepare_replayed(&payload, &record, &FIELDS).unwrap();
+                let p = crate::ingest::prepare_replayed(&payload, &record, &fields()).unwrap();
                 (p, payload)
             }
         };
@@ -559,7 +553,7 @@ fn meta_values_compare_by_their_bytes_in_place() {
             doc! {"t": t, "m": meta.clone(), "y": 1},
             doc! {"t": t, "m": other.clone(), "x": 2},
         ];
-        let (prepared, payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
+        let (prepared, payload, _) = prepare_batch(1, &rows, &fields()).unwrap();
         let limits = FitLimits {
             max_count: 1000,
             max_size: 128_000,
@@ -588,12 +582,12 @@ fn a_damaged_string_is_split_like_any_other_break() {
     let rows: Vec<Document> = (0..3)
         .map(|i| doc! {"t": t, "m": "h", "s": format!("z{i}q"), "x": i})
         .collect();
-    let (_, mut payload, _) = prepare_batch(1, &rows, &FIELDS).unwrap();
+    let (_, mut payload, _) = prepare_batch(1, &rows, &fields()).unwrap();
     let at = payload.windows(3).position(|w| w == b"z1q").unwrap();
     payload[at] = 0xff;
     // As recovery prepares the rows of a log record.
     let record = crate::ingest::decode_insert(&payload).unwrap().unwrap();
-    let prepared = crate::ingest::prepare_replayed(&payload, &record, &FIELDS).unwrap();
+    let prepared = crate::ingest::prepare_replayed(&payload, &record, &fields()).unwrap();
     assert_ne!(prepared[0].shape, 0);
     assert_eq!(prepared[1].shape, 0, "a damaged string has no shape");
     let limits = FitLimits {

@@ -3,16 +3,16 @@
 //! custom spans only grow) and index definitions. Each change is one manifest commit, then is
 //! published to readers.
 
-use super::state::InsertFields;
 use super::Engine;
-use crate::catalog::BucketParams;
 use crate::catalog::FitLimits;
 use crate::collstate::CollState;
 use crate::error::{Error, Result};
 use crate::manifest::SEG_DIR;
 use crate::manifest::{segment_path, CollectionEntry, IndexDef};
 use crate::options::{validate_expire, Granularity, TimeseriesOptions};
+use crate::schema::Schema;
 use bson::Document;
+use std::sync::Arc;
 
 /// Changes to a collection's options, for [`crate::Database::coll_mod`]. The default changes nothing.
 ///
@@ -201,7 +201,7 @@ impl Engine {
         let mut st = self.state.write();
         self.inserting
             .write()
-            .insert(id, InsertFields::of(&entry.options));
+            .insert(id, Arc::new(Schema::of(&entry.options)));
         st.names.insert(name.to_string(), id);
         st.colls
             .insert(id, CollState::new(entry, FitLimits::of(&self.opts)));
@@ -316,7 +316,9 @@ impl Engine {
         })?;
         let mut st = self.state.write();
         if let Some(c) = st.colls.get_mut(&id) {
-            c.catalog.set_params(BucketParams::of(&options));
+            let schema = c.schema().rebucketed(&options);
+            self.inserting.write().insert(id, Arc::new(schema.clone()));
+            c.catalog.set_schema(schema);
             c.entry.options = options;
         }
         Ok(())

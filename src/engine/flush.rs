@@ -49,7 +49,7 @@ impl Engine {
                         return None;
                     }
                     c.flushing.extend(b.iter().cloned());
-                    Some((c.entry.id, c.entry.options.get_time_field().to_string(), b))
+                    Some((c.entry.id, c.schema().time().to_string(), b))
                 })
                 .collect()
         };

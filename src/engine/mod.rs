@@ -30,11 +30,12 @@ pub(crate) mod verify;
 pub(crate) mod write;
 
 use crate::engine::recover::RecoveryReport;
-use crate::engine::state::{InsertFields, StateLock};
+use crate::engine::state::StateLock;
 use crate::error::{Error, Result};
 use crate::ingest::Batch;
 use crate::manifest::Manifest;
 use crate::options::DbOptions;
+use crate::schema::Schema;
 use crate::segment::PageCache;
 use crate::vfs::{LockGuard, Vfs};
 use crate::wal::Wal;
@@ -56,7 +57,7 @@ pub(crate) struct Engine {
     state: StateLock,
     /// What an insert reads of each collection, kept apart from `state`, whose lock the
     /// applier holds while it applies a batch: preparing a batch never waits for the last one.
-    inserting: RwLock<BTreeMap<u32, Arc<InsertFields>>>,
+    inserting: RwLock<BTreeMap<u32, Arc<Schema>>>,
     /// Decompressed pages kept across reads (`DbOptions::page_cache_bytes`).
     page_cache: Arc<PageCache>,
     wal: RwLock<Option<Wal<Batch>>>,
@@ -110,8 +111,8 @@ impl Engine {
         self.log_quiet.stop();
     }
 
-    /// The fields an insert into collection `id` reads; `None` once it is dropped.
-    pub(crate) fn insert_fields(&self, id: u32) -> Option<Arc<InsertFields>> {
+    /// The schema an insert into collection `id` reads; `None` once it is dropped.
+    pub(crate) fn insert_schema(&self, id: u32) -> Option<Arc<Schema>> {
         self.inserting.read().get(&id).cloned()
     }
 

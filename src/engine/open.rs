@@ -4,7 +4,7 @@
 use super::apply::{make_apply, Verbatim};
 use super::flush::spawn_flusher;
 use super::recover::{load, load_snapshot, report, Loaded};
-use super::state::{InsertFields, StateLock};
+use super::state::StateLock;
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::ingest::compact::InsertCompactor;
@@ -92,7 +92,7 @@ impl Engine {
             let st = state.read();
             st.colls
                 .iter()
-                .map(|(&id, c)| (id, InsertFields::of(&c.entry.options)))
+                .map(|(&id, c)| (id, Arc::new(c.schema().clone())))
                 .collect()
         };
         let inner = Arc::new(Engine {

@@ -102,8 +102,8 @@ impl Engine {
     ) -> Result<(Plan, Scans, Explain)> {
         let f = Filter::parse(filter)?;
         self.with_coll(id, name, |c| {
-            let o = &c.entry.options;
-            let plan = Plan::new(f, o.get_time_field(), o.get_meta_field());
+            let s = c.schema();
+            let plan = Plan::new(f, s.time(), s.meta());
             let (sources, ex) = select(c, &plan);
             (plan, sources, ex)
         })
@@ -182,8 +182,8 @@ impl Engine {
         let p = Pipeline::parse(pipeline)?;
         let threads = self.query_threads();
         let (plan, route, scans, ex) = self.with_coll(id, name, |c| {
-            let o = &c.entry.options;
-            let plan = Plan::new(p.filter.clone(), o.get_time_field(), o.get_meta_field());
+            let s = c.schema();
+            let plan = Plan::new(p.filter.clone(), s.time(), s.meta());
             let route = agg::Route::of(&plan, &p.stages, columnar);
             let (scans, ex) = select_in(c, &plan, route.order(), threads);
             (plan, route, scans, ex)
@@ -195,9 +195,9 @@ impl Engine {
     pub(crate) fn buckets(&self, id: u32, name: &str, filter: Document) -> Result<Vec<Document>> {
         let f = Filter::parse(&filter)?;
         let (time_field, sources) = self.with_coll(id, name, |c| {
-            let o = &c.entry.options;
-            let all = Plan::new(Filter::True, o.get_time_field(), o.get_meta_field());
-            (o.get_time_field().to_string(), select(c, &all).0)
+            let s = c.schema();
+            let all = Plan::new(Filter::True, s.time(), s.meta());
+            (s.time().to_string(), select(c, &all).0)
         })?;
         let mut out = Vec::new();
         for s in sources.iter() {

@@ -13,10 +13,11 @@ use crate::catalog::Prepared;
 use crate::collstate::CollState;
 use crate::error::{Error, Result};
 use crate::ingest::compact::InsertExpander;
-use crate::ingest::{decode_insert, prepare_replayed, Fields};
+use crate::ingest::{decode_insert, prepare_replayed};
 use crate::manifest::WAL_DIR;
 use crate::manifest::{parse_segment_name, segment_path, Manifest, MANIFEST_FILE};
 use crate::options::DbOptions;
+use crate::schema::Schema;
 use crate::segment::{PageCache, Segment};
 use crate::vfs::Vfs;
 use crate::wal::{DroppedTail, RecoveredLog, WalOptions};
@@ -330,19 +331,10 @@ pub(super) fn load(
             false => opts.wal_recovery,
         },
     };
-    let fields: BTreeMap<u32, (String, Option<String>)> = manifest
+    let fields: BTreeMap<u32, Schema> = manifest
         .collections
         .iter()
-        .map(|c| {
-            let o = &c.options;
-            (
-                c.id,
-                (
-                    o.get_time_field().to_string(),
-                    o.get_meta_field().map(str::to_string),
-                ),
-            )
-        })
+        .map(|c| (c.id, Schema::of(&c.options)))
         .collect();
     let state = RwLock::new(shared);
     // Replay in two stages on two threads: the log reader decodes and prepares records, a
@@ -487,7 +479,7 @@ struct Replayed {
 /// First replay stage: decodes a record and prepares its documents; `None` for records of
 /// collections dropped since.
 fn prepare_record(
-    fields: &BTreeMap<u32, (String, Option<String>)>,
+    fields: &BTreeMap<u32, Schema>,
     seq: u64,
     payload: &[u8],
     wal_dir: &Path,
@@ -496,14 +488,10 @@ fn prepare_record(
     let Some(rec) = decode_insert(payload).map_err(bad)? else {
         return Err(bad("unknown record kind".into()));
     };
-    let Some((time, meta)) = fields.get(&rec.collection_id) else {
+    let Some(schema) = fields.get(&rec.collection_id) else {
         return Ok(None);
     };
-    let f = Fields {
-        time,
-        meta: meta.as_deref(),
-    };
-    let docs = prepare_replayed(payload, &rec, &f).map_err(|e| bad(e.to_string()))?;
+    let docs = prepare_replayed(payload, &rec, schema).map_err(|e| bad(e.to_string()))?;
     Ok(Some(Replayed {
         seq,
         collection_id: rec.collection_id,

@@ -7,7 +7,6 @@
 //! returned, in its own thread or another. The applier itself takes the lock directly.
 
 use crate::collstate::CollState;
-use crate::options::TimeseriesOptions;
 use crate::wal::Applied;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
@@ -43,22 +42,6 @@ pub(crate) struct Shared {
     pub names: BTreeMap<String, u32>,
     /// Sequence number of the last log record applied to the catalog.
     pub applied_seq: u64,
-}
-
-/// The fields an insert reads, fixed for the life of a collection.
-#[derive(Debug)]
-pub(crate) struct InsertFields {
-    pub time: String,
-    pub meta: Option<String>,
-}
-
-impl InsertFields {
-    pub(crate) fn of(o: &TimeseriesOptions) -> Arc<InsertFields> {
-        Arc::new(InsertFields {
-            time: o.get_time_field().to_string(),
-            meta: o.get_meta_field().map(str::to_string),
-        })
-    }
 }
 
 /// The highest sequence number such that every record up to it is wholly in segments.

@@ -1,10 +1,10 @@
 //! A collection's inserts: validating and encoding a batch on the caller's thread, then
 //! appending it to the log, which returns once it is durable.
 
-use super::state::InsertFields;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::ingest::{prepare_batch, prepare_raw_batch, Batch, Fields, Prepared};
+use crate::ingest::{prepare_batch, prepare_raw_batch, Batch, Prepared};
+use crate::schema::Schema;
 use bson::raw::RawDocumentBuf;
 use bson::{Bson, Document};
 use std::sync::Arc;
@@ -27,8 +27,8 @@ pub struct InsertManyResult {
 
 impl Engine {
     /// Read apart from the shared state, so that an insert does not wait for the applier.
-    pub(crate) fn coll_insert_fields(&self, id: u32, name: &str) -> Result<Arc<InsertFields>> {
-        self.insert_fields(id)
+    pub(crate) fn coll_schema(&self, id: u32, name: &str) -> Result<Arc<Schema>> {
+        self.insert_schema(id)
             .ok_or_else(|| Error::NamespaceNotFound(name.to_string()))
     }
 
@@ -57,15 +57,11 @@ impl Engine {
         &self,
         id: u32,
         name: &str,
-        prepare: impl FnOnce(&Fields<'_>) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)>,
+        prepare: impl FnOnce(&Schema) -> Result<(Vec<Prepared>, Vec<u8>, Vec<Bson>)>,
     ) -> Result<InsertManyResult> {
         self.check_writable()?;
-        let f = self.coll_insert_fields(id, name)?;
-        let fields = Fields {
-            time: &f.time,
-            meta: f.meta.as_deref(),
-        };
-        let (prepared, payload, inserted_ids) = prepare(&fields)?;
+        let schema = self.coll_schema(id, name)?;
+        let (prepared, payload, inserted_ids) = prepare(&schema)?;
         self.append_prepared(id, prepared, payload, inserted_ids)
     }
 

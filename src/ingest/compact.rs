@@ -716,15 +716,15 @@ impl Expand for InsertExpander {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::{prepare_batch, prepare_raw_batch, Fields};
+    use crate::ingest::{prepare_batch, prepare_raw_batch};
+    use crate::schema::Schema;
     use tsbucket_workload::Devops;
     use bson::{doc, DateTime, RawDocumentBuf};
     use proptest::prelude::*;
 
-    const FIELDS: Fields<'static> = Fields {
-        time: "time",
-        meta: Some("tags"),
-    };
+    fn fields() -> Schema {
+        Schema::new("time", Some("tags"), 3600, 60)
+    }
 
     fn expand(x: &mut InsertExpander, stored: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -745,7 +745,7 @@ mod tests {
         let (mut c, mut x) = (InsertCompactor::new(), InsertExpander::new());
         let mut sizes = Vec::new();
         for batch in docs.chunks(100) {
-            let (prepared, payload, _) = prepare_raw_batch(7, batch, &FIELDS).unwrap();
+            let (prepared, payload, _) = prepare_raw_batch(7, batch, &fields()).unwrap();
             let mut stored = Vec::new();
             assert!(c.compact_payload(&payload, 7, &prepared, &mut stored));
             assert_eq!(expand(&mut x, &stored), payload);
@@ -764,7 +764,7 @@ mod tests {
         let docs: Vec<_> = (0..4)
             .map(|i| doc! {"time": DateTime::from_millis(i), "tags": {"h": i % 2}, "v": i})
             .collect();
-        let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        let (p, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
         let mut c = InsertCompactor::new();
         let mut first = Vec::new();
         assert!(c.compact_payload(&payload, 1, &p, &mut first));
@@ -792,7 +792,7 @@ mod tests {
         // have one, save more than its tag byte costs.
         let mut docs = vec![doc! {"time": DateTime::from_millis(1), "tags": 1, "a": [1, 2]}];
         docs.extend((0..3).map(|i| doc! {"time": DateTime::from_millis(i), "tags": 1, "a": 2}));
-        let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        let (p, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
         assert_eq!(p[0].shape, 0);
         let mut stored = Vec::new();
         assert!(InsertCompactor::new().compact_payload(&payload, 1, &p, &mut stored));
@@ -805,14 +805,14 @@ mod tests {
     fn a_record_that_would_grow_is_refused_and_forgotten() {
         // A verbatim row costs a tag byte more than it saves.
         let docs = [doc! {"time": DateTime::from_millis(1), "a": [1]}];
-        let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        let (p, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
         let mut c = InsertCompactor::new();
         let mut out = vec![0xAA];
         assert!(!c.compact_payload(&payload, 1, &p, &mut out));
         assert_eq!(out, [0xAA], "nothing left behind");
         // Still the first record the reader will see: it must carry the reset flag.
         let shaped = [doc! {"time": DateTime::from_millis(1), "tags": "x", "v": 1.5}];
-        let (p, payload, _) = prepare_batch(1, &shaped, &FIELDS).unwrap();
+        let (p, payload, _) = prepare_batch(1, &shaped, &fields()).unwrap();
         let mut stored = Vec::new();
         assert!(c.compact_payload(&payload, 1, &p, &mut stored));
         assert_eq!(stored[0], RESET);
@@ -823,7 +823,7 @@ mod tests {
         let docs: Vec<_> = (0..3)
             .map(|i| doc! {"time": DateTime::from_millis(i), "tags": {"h": "a"}, "s": "x"})
             .collect();
-        let (p, payload, _) = prepare_batch(1, &docs, &FIELDS).unwrap();
+        let (p, payload, _) = prepare_batch(1, &docs, &fields()).unwrap();
         let mut stored = Vec::new();
         assert!(InsertCompactor::new().compact_payload(&payload, 1, &p, &mut stored));
         for cut in 0..stored.len() {

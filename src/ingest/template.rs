@@ -12,7 +12,8 @@
 use super::series::{series_key, series_key_at, SeriesKey};
 use super::shape::ShapeId;
 use super::validate;
-use super::{Fields, MetaAt, Scanned};
+use super::{MetaAt, Scanned};
+use crate::schema::Schema;
 use crate::doc::elements::{utf8_ok, value_len, Elements};
 use crate::doc::to_bson;
 use bson::oid::ObjectId;
@@ -72,14 +73,14 @@ impl Templates {
         &mut self,
         doc: &[u8],
         row: usize,
-        fields: &Fields<'_>,
+        schema: &Schema,
     ) -> Option<(Scanned, MetaAt, ShapeId)> {
         self.seen = self.seen.wrapping_add(1);
         if self.score == 0 && self.seen % PROBE_EVERY != 0 {
             return None;
         }
         for k in [self.recent, 1 - self.recent] {
-            if let Some(found) = self.slots.get(k).and_then(|t| t.scan(doc, row, fields)) {
+            if let Some(found) = self.slots.get(k).and_then(|t| t.scan(doc, row, schema)) {
                 (self.recent, self.misses) = (k, 0);
                 self.wait = self.wait.saturating_sub(1);
                 self.score = (self.score + MATCH_SCORE).min(MAX_SCORE);
@@ -93,14 +94,14 @@ impl Templates {
     /// A document that matched no template and passed the full scan, with the shape it was
     /// given: learnt in place of the template matched longest ago, unless documents have
     /// kept missing.
-    pub fn offer(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
+    pub fn offer(&mut self, doc: &[u8], schema: &Schema, shape: ShapeId) {
         self.misses += 1;
         if self.misses <= self.wait {
             return;
         }
         let k = 1 - self.recent;
         if let Some(t) = self.slots.get_mut(k) {
-            t.learn(doc, fields, shape);
+            t.learn(doc, schema, shape);
         }
         self.recent = k;
         self.misses = 0;
@@ -208,14 +209,14 @@ impl Headers {
 
 impl Template {
     /// Remembers a document that passed the full scan and the shape it was given.
-    pub fn learn(&mut self, doc: &[u8], fields: &Fields<'_>, shape: ShapeId) {
-        let meta = fields.meta.map(str::as_bytes);
+    pub fn learn(&mut self, doc: &[u8], schema: &Schema, shape: ShapeId) {
+        let meta = schema.meta().map(str::as_bytes);
         self.top.clear();
         self.meta.clear();
         for e in Elements::new(doc) {
             let role = if e.name == b"_id" {
                 Role::Id
-            } else if e.name == fields.time.as_bytes() {
+            } else if e.name == schema.time().as_bytes() {
                 Role::Time
             } else if Some(e.name) == meta {
                 Role::Meta
@@ -239,7 +240,7 @@ impl Template {
         &self,
         doc: &[u8],
         row: usize,
-        fields: &Fields<'_>,
+        schema: &Schema,
     ) -> Option<(Scanned, MetaAt, ShapeId)> {
         if !self.ready {
             return None;
@@ -277,7 +278,7 @@ impl Template {
                 let d = RawDocument::from_bytes(v).ok()?;
                 (series_key_at(RawBsonRef::Document(d), row), Some(span))
             }
-            Some((span, _, _)) => (series_key(raw_get(doc, fields.meta?)?), Some(span)),
+            Some((span, _, _)) => (series_key(raw_get(doc, schema.meta()?)?), Some(span)),
             None => ((SeriesKey::none(), 0), None),
         };
         Some(((id, time_ms, key), meta_at, self.shape))
@@ -360,10 +361,9 @@ mod tests {
     use bson::{doc, Bson, DateTime, Document, RawDocumentBuf};
     use proptest::prelude::*;
 
-    const F: Fields<'static> = Fields {
-        time: "t",
-        meta: Some("m"),
-    };
+    fn f() -> Schema {
+        Schema::new("t", Some("m"), 3600, 60)
+    }
 
     /// Rows from a few names, types and meta values, so that most repeat the headers of the
     /// row before and some differ from it in one place.
@@ -389,14 +389,14 @@ mod tests {
                         2 => Bson::String("é".repeat(i)),
                         _ => Bson::Boolean(i % 2 == 0),
                     };
-                    let fields = [
+                    let schema = [
                         ("t", Bson::DateTime(DateTime::from_millis(i as i64))),
                         ("m", meta),
                         ("a", a),
                     ];
                     // Rotate the fields now and then, so that headers move.
                     for k in 0..3 {
-                        let (name, value) = fields[(k + usize::from(order)) % 3].clone();
+                        let (name, value) = schema[(k + usize::from(order)) % 3].clone();
                         d.insert(name, value);
                     }
                     if b > 0 {
@@ -421,7 +421,7 @@ mod tests {
 
     /// A row prepared alone, with nothing learnt before it.
     fn alone(doc: &RawDocumentBuf) -> super::super::Result<Prepared> {
-        prepare_raw_batch(1, std::slice::from_ref(doc), &F).map(|(mut p, _, _)| p.remove(0))
+        prepare_raw_batch(1, std::slice::from_ref(doc), &f()).map(|(mut p, _, _)| p.remove(0))
     }
 
     fn message(e: &Error) -> String {
@@ -436,7 +436,7 @@ mod tests {
         #[test]
         fn rows_are_prepared_as_they_are_alone(docs in rows()) {
             let docs = raw(&docs);
-            let (prepared, payload, ids) = prepare_raw_batch(1, &docs, &F).unwrap();
+            let (prepared, payload, ids) = prepare_raw_batch(1, &docs, &f()).unwrap();
             for ((p, doc), id) in prepared.iter().zip(&docs).zip(&ids) {
                 let one = alone(doc).unwrap();
                 prop_assert_eq!(facts(p), facts(&one));
@@ -465,7 +465,7 @@ mod tests {
             let Ok(damaged) = RawDocumentBuf::from_bytes(bytes) else { return Ok(()) };
             let n = docs.len() - 1;
             docs[n] = damaged.clone();
-            match (prepare_raw_batch(1, &docs, &F), alone(&damaged)) {
+            match (prepare_raw_batch(1, &docs, &f()), alone(&damaged)) {
                 (Ok((p, _, _)), Ok(one)) => prop_assert_eq!(facts(&p[n]), facts(&one)),
                 (Err(e), Err(one)) => {
                     let index = match e {
@@ -486,9 +486,9 @@ mod tests {
         let mut n = 0;
         for (i, d) in docs.iter().enumerate() {
             let raw = RawDocumentBuf::try_from(d).unwrap();
-            match t.scan(raw.as_bytes(), 0, &F) {
+            match t.scan(raw.as_bytes(), 0, &f()) {
                 Some(_) => n += 1,
-                None => t.offer(raw.as_bytes(), &F, i as ShapeId + 1),
+                None => t.offer(raw.as_bytes(), &f(), i as ShapeId + 1),
             }
         }
         n
@@ -519,8 +519,8 @@ mod tests {
             if ts.score > 0 || ts.seen.wrapping_add(1) % PROBE_EVERY == 0 {
                 tried_late += usize::from(i >= 500);
             }
-            assert!(ts.scan(raw.as_bytes(), 0, &F).is_none());
-            ts.offer(raw.as_bytes(), &F, 1);
+            assert!(ts.scan(raw.as_bytes(), 0, &f()).is_none());
+            ts.offer(raw.as_bytes(), &f(), 1);
         }
         assert!(tried_late <= 500 / PROBE_EVERY as usize + 1, "{tried_late}");
         assert_eq!(ts.wait, MAX_WAIT);
@@ -531,10 +531,10 @@ mod tests {
         let d = |host: &str| doc! {"t": DateTime::from_millis(1), "m": {"host": host}, "x": 1.5};
         let mut t = Template::default();
         let first = RawDocumentBuf::try_from(&d("a")).unwrap();
-        assert!(t.scan(first.as_bytes(), 0, &F).is_none());
-        t.learn(first.as_bytes(), &F, 7);
+        assert!(t.scan(first.as_bytes(), 0, &f()).is_none());
+        t.learn(first.as_bytes(), &f(), 7);
         let next = RawDocumentBuf::try_from(&d("bb")).unwrap();
-        let ((id, time, key), meta_at, shape) = t.scan(next.as_bytes(), 0, &F).unwrap();
+        let ((id, time, key), meta_at, shape) = t.scan(next.as_bytes(), 0, &f()).unwrap();
         assert_eq!((id, time, shape), (None, Some(1), 7));
         assert_eq!(key.0, alone(&next).unwrap().key);
         // The prepared row has a generated `_id` in front.
@@ -548,13 +548,13 @@ mod tests {
             doc! {"t": DateTime::from_millis(1), "m": {"host": "a"}, "x": 1.5, "z": 1},
         ] {
             let b = RawDocumentBuf::try_from(&other).unwrap();
-            assert!(t.scan(b.as_bytes(), 0, &F).is_none(), "{other}");
+            assert!(t.scan(b.as_bytes(), 0, &f()).is_none(), "{other}");
         }
         // A meta document with other names is checked in full, and still taken.
         let b = RawDocumentBuf::try_from(
             &doc! {"t": DateTime::from_millis(1), "m": {"rack": 3}, "x": 1.5},
         )
         .unwrap();
-        assert!(t.scan(b.as_bytes(), 0, &F).is_some());
+        assert!(t.scan(b.as_bytes(), 0, &f()).is_some());
     }
 }

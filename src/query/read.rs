@@ -161,7 +161,7 @@ pub(crate) fn select_in(
             .then_some((plan.time_lo, plan.time_hi)),
         ..Explain::default()
     };
-    let span = i64::from(c.entry.options.bucket_max_span_seconds()) * 1000;
+    let span = c.schema().span_ms;
     let range = plan.start_range(span);
     let in_range = |start: i64| range.is_some_and(|(lo, hi)| (lo..=hi).contains(&start));
     let total_seg = c.index.len() as u64;
@@ -172,9 +172,8 @@ pub(crate) fn select_in(
             &c.entry.indexes,
             &c.entry.options,
             &c.segments,
-            &c.entry
-                .options
-                .get_meta_field()
+            &c.schema()
+                .meta()
                 .map_or_else(Vec::new, |m| plan.meta_wants(m)),
             |limit| {
                 c.index

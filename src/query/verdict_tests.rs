@@ -10,8 +10,9 @@ use super::rows::{heads, Need, Rows};
 use super::scans::Source;
 use super::unpack::row_document;
 use crate::bucket::BucketData;
-use crate::catalog::{BucketParams, CollCatalog, FitLimits};
-use crate::ingest::{prepare_batch, Fields};
+use crate::catalog::{CollCatalog, FitLimits};
+use crate::ingest::prepare_batch;
+use crate::schema::Schema;
 use crate::segment::{write_segment, Segment, SegmentHeaderInfo};
 use crate::vfs::MemFs;
 use bson::{doc, Bson, DateTime, Document};
@@ -108,12 +109,7 @@ fn rows() -> impl Strategy<Value = (u8, Vec<RowSpec>)> {
 
 fn catalog() -> CollCatalog {
     CollCatalog::new(
-        BucketParams {
-            time_field: "t".into(),
-            meta_field: Some("m".into()),
-            span_ms: 3_600_000,
-            rounding_ms: 60_000,
-        },
+        Schema::new("t", Some("m"), 3600, 60),
         FitLimits {
             max_count: 1000,
             max_size: 1 << 20,
@@ -150,10 +146,7 @@ fn buckets(main_class: u8, spec: &[RowSpec]) -> Vec<BucketData> {
             d
         })
         .collect();
-    let fields = Fields {
-        time: "t",
-        meta: Some("m"),
-    };
+    let fields = Schema::new("t", Some("m"), 3600, 60);
     let (prepared, payload, _) = prepare_batch(1, &docs, &fields).unwrap();
     let mut c = catalog();
     c.begin_batch();

@@ -10,13 +10,13 @@ use super::Input;
 use tsbucket::bson::oid::ObjectId;
 use tsbucket::bson::{Bson, DateTime, Document, RawDocumentBuf};
 use tsbucket::ingest::compact::{InsertCompactor, InsertExpander};
-use tsbucket::ingest::{prepare_batch, prepare_raw_batch, Fields};
+use tsbucket::ingest::{prepare_batch, prepare_raw_batch};
+use tsbucket::schema::Schema;
 use tsbucket::wal::codec::{Compact, Expand};
 
-const FIELDS: Fields<'static> = Fields {
-    time: "t",
-    meta: Some("m"),
-};
+fn fields() -> Schema {
+    Schema::new("t", Some("m"), 3600, 60)
+}
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
@@ -121,13 +121,13 @@ fn round_trip(inp: &mut Input<'_>) {
             .collect();
         let coll = 1 + u32::from(inp.u8() % 2);
         let prepared = if inp.one_in(2) {
-            prepare_batch(coll, &docs, &FIELDS)
+            prepare_batch(coll, &docs, &fields())
         } else {
             let raw: Vec<RawDocumentBuf> = docs
                 .iter()
                 .filter_map(|d| RawDocumentBuf::try_from(d).ok())
                 .collect();
-            prepare_raw_batch(coll, &raw, &FIELDS)
+            prepare_raw_batch(coll, &raw, &fields())
         };
         let Ok((prepared, payload, _)) = prepared else {
             continue;

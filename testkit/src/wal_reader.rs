@@ -8,7 +8,8 @@ use super::Input;
 use std::path::Path;
 use tsbucket::bson::{Bson, DateTime};
 use tsbucket::ingest::compact::{InsertCompactor, InsertExpander};
-use tsbucket::ingest::{decode_insert, prepare_batch, prepare_replayed, Fields, Prepared};
+use tsbucket::ingest::{decode_insert, prepare_batch, prepare_replayed, Prepared};
+use tsbucket::schema::Schema;
 use tsbucket::vfs::{MemFs, Vfs};
 use tsbucket::wal::reader::{file_name, recover, Recovery, TailFix};
 use tsbucket::wal::record::{encode_file_header, encode_record, encode_record_of, KIND_COMPACT};
@@ -16,10 +17,9 @@ use tsbucket::wal::record::{encode_file_header, encode_record, encode_record_of,
 const DIR: &str = "/wal";
 /// Small, so that oversize records are reachable.
 const MAX_RECORD: usize = 1 << 16;
-const FIELDS: Fields<'static> = Fields {
-    time: "t",
-    meta: Some("m"),
-};
+fn fields() -> Schema {
+    Schema::new("t", Some("m"), 3600, 60)
+}
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
@@ -68,7 +68,7 @@ fn replay(files: &[(u64, Vec<u8>)], checkpoint: u64) -> Option<(Recovery, Vec<Re
         &mut |seq, payload| {
             // The engine decodes every replayed record; damaged payloads must be errors.
             if let Ok(Some(r)) = decode_insert(payload) {
-                let _ = prepare_replayed(payload, &r, &FIELDS);
+                let _ = prepare_replayed(payload, &r, &fields());
             }
             got.push((seq, payload.to_vec()));
             Ok(())
@@ -150,7 +150,7 @@ fn prepared_payload(inp: &mut Input<'_>) -> (Vec<u8>, Option<(u32, Vec<Prepared>
         })
         .collect();
     let coll = 1 + u32::from(inp.u8() % 2);
-    match prepare_batch(coll, &docs, &FIELDS) {
+    match prepare_batch(coll, &docs, &fields()) {
         Ok((prepared, p, _)) => (p, Some((coll, prepared))),
         Err(_) => (Vec::new(), None),
     }

@@ -223,8 +223,8 @@ impl Engine {
         filter: Document,
         update: Document,
     ) -> Result<UpdateResult> {
-        let opts = self.coll_options(id, name)?;
-        let meta = opts.get_meta_field();
+        let schema = self.coll_schema(id, name)?;
+        let meta = schema.meta();
         let f = crate::engine::rewrite::rules::update_filter(&filter, meta)?;
         let u = crate::engine::rewrite::update::MetaUpdate::parse(&update, meta)?;
         let counts = crate::engine::rewrite::apply_to_buckets(self, id, name, |meta| {
@@ -251,8 +251,8 @@ impl Engine {
         name: &str,
         filter: Document,
     ) -> Result<DeleteResult> {
-        let opts = self.coll_options(id, name)?;
-        let f = crate::engine::rewrite::rules::delete_filter(&filter, opts.get_meta_field())?;
+        let schema = self.coll_schema(id, name)?;
+        let f = crate::engine::rewrite::rules::delete_filter(&filter, schema.meta())?;
         let counts = crate::engine::rewrite::apply_to_buckets(self, id, name, |meta| {
             Ok(f.matches(meta).then_some(BucketAction::Drop))
         })?;
@@ -263,8 +263,8 @@ impl Engine {
 
     /// See [`crate::Collection::update`].
     pub(crate) fn update(&self, id: u32, name: &str, statement: Document) -> Result<UpdateResult> {
-        let opts = self.coll_options(id, name)?;
-        let s = crate::engine::rewrite::statement::parse_update(&statement, opts.get_meta_field())?;
+        let schema = self.coll_schema(id, name)?;
+        let s = crate::engine::rewrite::statement::parse_update(&statement, schema.meta())?;
         self.update_many(id, name, s.filter, s.update)
     }
 
