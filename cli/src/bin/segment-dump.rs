@@ -3,6 +3,14 @@
 //! It reads files only through the crate's public segment reader, so whatever it can show, an
 //! embedding program can read too; and a file it calls good is one the engine will read.
 
+// Nothing a user types or a file holds may panic the tool: no unwrap, no expect, no indexing
+// that can go out of bounds. Tests may.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 // The `tsbucket` binary's relaxed Extended JSON, so that both print dates alike.
 #[path = "tsbucket/extjson.rs"]
 mod extjson;

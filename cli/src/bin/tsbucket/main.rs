@@ -4,6 +4,14 @@
 //! Exit status: 0 on success, 1 when an operation fails or corruption is found, 2 for usage
 //! errors.
 
+// Nothing a user types or a file holds may panic the tool: no unwrap, no expect, no indexing
+// that can go out of bounds. Tests may.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 mod admin;
 mod csvdoc;
 mod demo;

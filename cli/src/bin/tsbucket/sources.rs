@@ -96,7 +96,7 @@ pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, St
 /// `{`; anything else is taken for CSV.
 fn sniff(input: &mut Box<dyn BufRead + Send>) -> io::Result<Format> {
     let head = input.fill_buf()?;
-    if head.len() >= 5 && head[3] == 0 {
+    if head.len() >= 5 && head.get(3) == Some(&0) {
         return Ok(Format::Bson);
     }
     Ok(match head.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -170,9 +170,11 @@ impl BsonDocs {
                 "{at}: invalid document length {n}; cannot find where the next document starts"
             ));
         }
-        let mut bytes = vec![0u8; n as usize];
-        bytes[..4].copy_from_slice(&len);
-        let got = read_full(&mut self.input, &mut bytes[4..]).map_err(|e| format!("{at}: {e}"))?;
+        // The length (at least 5) goes first, then the rest of the document after it.
+        let mut bytes = len.to_vec();
+        bytes.resize(n as usize, 0);
+        let rest = bytes.get_mut(4..).unwrap_or_default();
+        let got = read_full(&mut self.input, rest).map_err(|e| format!("{at}: {e}"))?;
         if got < n as usize - 4 {
             return Err(format!(
                 "{at}: the file ends inside the document ({n} bytes)"
@@ -257,8 +259,8 @@ fn repeated_name(bytes: &[u8]) -> Option<String> {
 /// Reads until `buf` is full or the input ends; returns the bytes read.
 fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
+    while let Some(rest) = buf.get_mut(n..).filter(|b| !b.is_empty()) {
+        match r.read(rest) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
