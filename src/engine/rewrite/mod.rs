@@ -223,6 +223,7 @@ impl Engine {
         filter: Document,
         update: Document,
     ) -> Result<UpdateResult> {
+        self.check_writable()?;
         let schema = self.coll_schema(id, name)?;
         let meta = schema.meta();
         let f = crate::engine::rewrite::rules::update_filter(&filter, meta)?;
@@ -251,6 +252,7 @@ impl Engine {
         name: &str,
         filter: Document,
     ) -> Result<DeleteResult> {
+        self.check_writable()?;
         let schema = self.coll_schema(id, name)?;
         let f = crate::engine::rewrite::rules::delete_filter(&filter, schema.meta())?;
         let counts = crate::engine::rewrite::apply_to_buckets(self, id, name, |meta| {
@@ -263,6 +265,7 @@ impl Engine {
 
     /// See [`crate::Collection::update`].
     pub(crate) fn update(&self, id: u32, name: &str, statement: Document) -> Result<UpdateResult> {
+        self.check_writable()?;
         let schema = self.coll_schema(id, name)?;
         let s = crate::engine::rewrite::statement::parse_update(&statement, schema.meta())?;
         self.update_many(id, name, s.filter, s.update)
