@@ -368,6 +368,12 @@ pub struct DbOptions {
     /// without compression are read from the mapped file and take none of it; 0 keeps only
     /// the few pages each segment holds for the read in progress. Default: 64 MiB.
     pub page_cache_bytes: usize,
+    /// Bytes of documents a `$sort` (or a sorted `find` without a small limit) holds in
+    /// memory; past it, sorted runs go to unnamed temporary files in the database directory
+    /// (the system's temporary directory when that is not writable) and are merged as the
+    /// results are read. Estimated from the documents' fields and values. Default: 100 MiB,
+    /// MongoDB's limit for a blocking sort.
+    pub sort_memory_limit: usize,
 }
 
 impl Default for DbOptions {
@@ -389,6 +395,7 @@ impl Default for DbOptions {
             clock: Arc::new(SystemClock),
             query_threads: 0,
             page_cache_bytes: 64 * 1024 * 1024,
+            sort_memory_limit: 100 * 1024 * 1024,
         }
     }
 }
@@ -411,6 +418,7 @@ impl std::fmt::Debug for DbOptions {
             .field("vfs", &self.vfs)
             .field("query_threads", &self.query_threads)
             .field("page_cache_bytes", &self.page_cache_bytes)
+            .field("sort_memory_limit", &self.sort_memory_limit)
             .finish()
     }
 }

@@ -12,6 +12,8 @@ use crate::query::cursor::FindSpec;
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
 use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scans};
+use crate::query::rewrite::rewrite;
+use crate::query::sort::SortMemory;
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
 use bson::Document;
@@ -109,6 +111,14 @@ impl Engine {
         })
     }
 
+    /// What a sort may hold in memory, and where it writes sorted runs.
+    fn sort_memory(&self) -> SortMemory {
+        SortMemory {
+            limit: self.opts.sort_memory_limit,
+            dir: Some(self.path().to_path_buf()),
+        }
+    }
+
     /// See [`crate::Collection::find`].
     pub(crate) fn find(&self, id: u32, name: &str, filter: Document) -> Result<Cursor> {
         let (plan, sources, _) = self.plan(id, name, &filter)?;
@@ -144,6 +154,7 @@ impl Engine {
             sort,
             skip: options.skip.unwrap_or(0),
             limit,
+            memory: self.sort_memory(),
         };
         let (plan, sources, _) = self.plan(id, name, &filter)?;
         Cursor::find(sources, plan, spec)
@@ -179,7 +190,14 @@ impl Engine {
         pipeline: &[Document],
         columnar: bool,
     ) -> Result<(agg::Output, Explain)> {
-        let p = Pipeline::parse(pipeline)?;
+        let mut p = Pipeline::parse(pipeline)?;
+        // The unpacked path is the reference the rewrites are checked against: it runs the
+        // pipeline as written.
+        let rewrites = if columnar {
+            rewrite(&mut p)
+        } else {
+            Vec::new()
+        };
         let threads = self.query_threads();
         let (plan, route, scans, ex) = self.with_coll(id, name, |c| {
             let s = c.schema();
@@ -188,7 +206,10 @@ impl Engine {
             let (scans, ex) = select_in(c, &plan, route.order(), threads);
             (plan, route, scans, ex)
         })?;
-        agg::execute(scans, ex, plan, &p.stages, route, threads)
+        let memory = self.sort_memory();
+        let (out, mut ex) = agg::execute(scans, ex, plan, &p.stages, route, threads, &memory)?;
+        ex.rewrites = rewrites;
+        Ok((out, ex))
     }
 
     /// See [`crate::Collection::buckets`].

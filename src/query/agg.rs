@@ -8,13 +8,15 @@ use super::accum::{Acc, AccOp};
 use super::expr::Expr;
 use super::fastgroup::FastGroup;
 use super::group::{GroupDocs, GroupSpec, GroupTable};
-use super::options::sort_docs;
+use super::sort::{sort_within, top_sorted, SortMemory};
 use super::pipeline::Stage;
+use super::cursor::FindSpec;
 use super::read::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
 
-type Docs<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
+/// Documents as a stage reads them.
+type Docs = Box<dyn Iterator<Item = Result<Document>> + Send>;
 
 /// How a pipeline runs, decided once, before its buckets are selected (the order they are
 /// selected in depends on it).
@@ -59,6 +61,9 @@ impl Route {
 pub(crate) enum Output {
     /// Documents, all built.
     Docs(Vec<Document>),
+    /// Documents built as they are read: the output of a sort too large for memory, merged
+    /// from its runs on disk.
+    Stream(Docs),
     /// The output of a final `$group`, built as it is read.
     Groups(Box<GroupDocs>),
 }
@@ -72,6 +77,7 @@ pub(crate) fn execute(
     stages: &[Stage],
     route: Route,
     threads: usize,
+    memory: &SortMemory,
 ) -> Result<(Output, Explain)> {
     match route {
         Route::Count => {
@@ -81,8 +87,8 @@ pub(crate) fn execute(
                     ex.buckets_from_stats =
                         scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
                     let rest = stages.get(1..).unwrap_or_default();
-                    let docs = run_stages(Box::new(docs.into_iter().map(Ok)), rest)?;
-                    return Ok((Output::Docs(docs), ex));
+                    let docs = run_stages(Box::new(docs.into_iter().map(Ok)), rest, memory)?;
+                    return Ok((docs, ex));
                 }
             }
         }
@@ -92,12 +98,56 @@ pub(crate) fn execute(
             if rest.is_empty() {
                 return Ok((Output::Groups(Box::new(docs)), ex));
             }
-            return Ok((Output::Docs(run_stages(Box::new(docs), rest)?), ex));
+            return Ok((run_stages(Box::new(docs), rest, memory)?, ex));
         }
         Route::Docs => {}
     }
-    let cursor = Cursor::new(scans, plan);
-    Ok((Output::Docs(run_stages(Box::new(cursor), stages)?), explain))
+    // A leading sort on time streams the buckets in time order (and stops at a limit); any
+    // other leading sort with a limit keeps only the documents that can still be among the
+    // first. Both are what `find` does with the same sort and limit.
+    let (spec, used) = leading_find(&plan, stages);
+    let cursor = match spec {
+        Some(spec) => Cursor::find(
+            scans,
+            plan,
+            FindSpec {
+                memory: memory.clone(),
+                ..spec
+            },
+        )?,
+        None => Cursor::new(scans, plan),
+    };
+    let rest = stages.get(used..).unwrap_or_default();
+    Ok((run_stages(Box::new(cursor), rest, memory)?, explain))
+}
+
+/// The find a pipeline's leading `$sort`, `$skip` and `$limit` stages amount to, and how many
+/// stages it takes; `None` when the pipeline starts with none of them that a find does better.
+fn leading_find(plan: &Plan, stages: &[Stage]) -> (Option<FindSpec>, usize) {
+    let Some(Stage::Sort(keys)) = stages.first() else {
+        return (None, 0);
+    };
+    let mut spec = FindSpec {
+        sort: keys.clone(),
+        ..FindSpec::default()
+    };
+    let mut used = 1;
+    for s in stages.get(1..).unwrap_or_default() {
+        match s {
+            Stage::Skip(n) if spec.limit.is_none() => spec.skip = spec.skip.saturating_add(*n),
+            Stage::Limit(n) => {
+                spec.limit = Some(spec.limit.map_or(*n, |l| l.min(*n)));
+            }
+            _ => break,
+        }
+        used += 1;
+    }
+    let time_sort = matches!(keys.as_slice(), [(k, _)] if *k == plan.time_field);
+    if time_sort || spec.limit.is_some() {
+        (Some(spec), used)
+    } else {
+        (None, 0)
+    }
 }
 
 /// The key and the summed constants of a `$group` whose key is a constant and whose
@@ -144,16 +194,41 @@ fn count_group(
     Ok(Some(vec![d]))
 }
 
+/// The largest limit kept by a top-k sort (which holds up to twice as many documents); a
+/// sort with a larger one sorts within its memory limit.
+pub(crate) const TOP_K_MAX: u64 = 10_000;
+
+/// How many documents of a sorted stream the `$skip` and `$limit` stages at the start of
+/// `stages` can let through; `None` without a limit.
+fn kept_by_limit(stages: &[Stage]) -> Option<u64> {
+    let mut skip = 0u64;
+    for s in stages {
+        match s {
+            Stage::Skip(n) => skip = skip.saturating_add(*n),
+            Stage::Limit(n) => return Some(skip.saturating_add(*n)),
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Evaluates the stages over a stream of documents. Streaming stages stay lazy, so a `$limit`
-/// stops the scan early; `$group` and `$sort` collect their input.
-pub(crate) fn run_stages(input: Docs<'_>, stages: &[Stage]) -> Result<Vec<Document>> {
+/// stops the scan early; `$group` and `$sort` collect their input. The output is collected
+/// (so that errors surface at once), unless a sort wrote runs to disk: then it is read as the
+/// caller reads it, within the sort's memory.
+pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> Result<Output> {
     let mut it = input;
-    for st in stages {
+    let mut spilled = false;
+    for (i, st) in stages.iter().enumerate() {
         it = match st {
             Stage::Match(f) => {
+                let f = f.clone();
                 Box::new(it.filter(move |r| r.as_ref().map_or(true, |d| f.matches(d))))
             }
-            Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| p.apply(d)))),
+            Stage::Project(p) => {
+                let p = p.clone();
+                Box::new(it.map(move |r| r.and_then(|d| p.apply(d))))
+            }
             Stage::Skip(n) => {
                 let mut left = *n;
                 // Errors pass through: a skipped document must not hide a read failure.
@@ -167,9 +242,18 @@ pub(crate) fn run_stages(input: Docs<'_>, stages: &[Stage]) -> Result<Vec<Docume
             }
             Stage::Limit(n) => Box::new(it.take(usize::try_from(*n).unwrap_or(usize::MAX))),
             Stage::Sort(keys) => {
-                let mut docs: Vec<Document> = it.collect::<Result<_>>()?;
-                sort_docs(&mut docs, keys);
-                Box::new(docs.into_iter().map(Ok))
+                // With a limit after it, only the documents that can still come first are kept.
+                match kept_by_limit(stages.get(i + 1..).unwrap_or_default()) {
+                    Some(n) if n <= TOP_K_MAX => {
+                        let n = usize::try_from(n).unwrap_or(usize::MAX);
+                        Box::new(top_sorted(it, keys, n)?.into_iter().map(Ok))
+                    }
+                    _ => {
+                        let (sorted, to_disk) = sort_within(it, keys, memory)?;
+                        spilled |= to_disk;
+                        sorted
+                    }
+                }
             }
             Stage::Group(spec) => {
                 let mut table = GroupTable::for_spec(spec);
@@ -180,7 +264,11 @@ pub(crate) fn run_stages(input: Docs<'_>, stages: &[Stage]) -> Result<Vec<Docume
             }
         };
     }
-    it.collect()
+    Ok(if spilled {
+        Output::Stream(it)
+    } else {
+        Output::Docs(it.collect::<Result<_>>()?)
+    })
 }
 
 #[cfg(test)]
@@ -195,7 +283,10 @@ mod tests {
             .into_iter()
             .filter(move |d| p.filter.matches(d))
             .map(Ok);
-        run_stages(Box::new(input), &p.stages).unwrap()
+        match run_stages(Box::new(input), &p.stages, &SortMemory::default()).unwrap() {
+            Output::Docs(d) => d,
+            _ => unreachable!("small inputs are not written to disk"),
+        }
     }
 
     #[test]
@@ -226,7 +317,7 @@ mod tests {
     #[test]
     fn errors_are_not_skipped() {
         let p = Pipeline::parse(&[doc! {"$skip": 5}]).unwrap();
-        let input: Docs<'_> = Box::new(vec![Err(crate::Error::BadValue("x".into()))].into_iter());
-        assert!(run_stages(input, &p.stages).is_err());
+        let input: Docs = Box::new(vec![Err(crate::Error::BadValue("x".into()))].into_iter());
+        assert!(run_stages(input, &p.stages, &SortMemory::default()).is_err());
     }
 }

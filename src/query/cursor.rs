@@ -3,11 +3,12 @@
 //! on the time field alone streams in time order across buckets; other sorts read every match
 //! (keeping only the first `skip + limit` when there is a limit).
 
-use super::agg::Output;
+use super::agg::{Output, TOP_K_MAX};
 use super::filter::Filter;
 use super::group::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
-use super::options::{top_sorted, Projection};
+use super::options::Projection;
+use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs};
 use super::read::{count_of, Plan, Scans, Verdict};
 use super::rows::{heads, Need, Rows};
 use crate::error::Result;
@@ -23,6 +24,8 @@ pub(crate) struct FindSpec {
     pub skip: u64,
     /// `None` for no limit.
     pub limit: Option<u64>,
+    /// What a sort without a limit may hold in memory.
+    pub memory: SortMemory,
 }
 
 /// Streams matching measurements.
@@ -41,6 +44,7 @@ impl std::fmt::Debug for Cursor {
             Mode::Merge(_) => "time merge",
             Mode::Docs(_) => "sorted",
             Mode::Groups(_) => "groups",
+            Mode::Stream(_) => "sorted runs",
         };
         f.debug_struct("Cursor")
             .field("mode", &mode)
@@ -54,6 +58,7 @@ enum Mode {
     Merge(TimeMerge),
     Docs(VecDeque<Document>),
     Groups(Box<GroupDocs>),
+    Stream(SortedDocs),
 }
 
 /// Buckets read in the order `select` returned them.
@@ -161,6 +166,7 @@ impl Cursor {
         match out {
             Output::Docs(docs) => Cursor::from_docs(docs),
             Output::Groups(groups) => Cursor::all_of(Mode::Groups(groups)),
+            Output::Stream(docs) => Cursor::all_of(Mode::Stream(docs)),
         }
     }
 
@@ -223,8 +229,11 @@ impl Cursor {
         }
         let all = Cursor::scan(sources, plan, need, None, 0, u64::MAX);
         let n = spec.skip.saturating_add(left);
-        let docs = top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?;
-        let mut c = Cursor::from_docs(docs);
+        let mut c = if n <= TOP_K_MAX {
+            Cursor::from_docs(top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?)
+        } else {
+            Cursor::all_of(Mode::Stream(sort_within(all, &spec.sort, &spec.memory)?.0))
+        };
         c.projection = spec.projection;
         c.skip = spec.skip;
         c.left = left;
@@ -237,7 +246,7 @@ impl Cursor {
         match &self.mode {
             Mode::Scan(s) => s.buckets_read,
             Mode::Merge(m) => m.buckets_read,
-            Mode::Docs(_) | Mode::Groups(_) => 0,
+            Mode::Docs(_) | Mode::Groups(_) | Mode::Stream(_) => 0,
         }
     }
 
@@ -250,6 +259,14 @@ impl Cursor {
                     continue;
                 }
                 return Some(Ok(doc));
+            },
+            Mode::Stream(d) => loop {
+                let doc = d.next()?;
+                if self.skip > 0 && doc.is_ok() {
+                    self.skip -= 1;
+                    continue;
+                }
+                return Some(doc);
             },
             Mode::Groups(g) => loop {
                 let doc = g.next()?;

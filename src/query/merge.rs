@@ -19,7 +19,8 @@ use std::sync::Arc;
 struct Pending {
     /// The time, bit-inverted for ascending order so the max-heap pops the earliest first.
     key: i64,
-    /// Arrival order: equal times come out in the order they were read.
+    /// Position in the scan (bucket as selected, then row): equal times come out in this
+    /// order, as a stable sort of the rows read bucket by bucket gives them.
     seq: u64,
     rows: Arc<Rows>,
     row: usize,
@@ -67,7 +68,6 @@ pub(crate) struct TimeMerge {
     order: Vec<(i64, usize)>,
     next: usize,
     heap: BinaryHeap<Pending>,
-    seq: u64,
     /// Buckets read so far.
     pub buckets_read: u64,
 }
@@ -113,7 +113,6 @@ impl TimeMerge {
             order,
             next: 0,
             heap: BinaryHeap::new(),
-            seq: 0,
             buckets_read: 0,
         }
     }
@@ -122,10 +121,12 @@ impl TimeMerge {
         match self.order.get(self.next) {
             None => true,
             Some((b, _)) => {
+                // Strictly: a row whose time equals the next bucket's bound waits for that
+                // bucket, which may hold rows of the same time that come first by position.
                 if self.spec.asc {
-                    !key <= *b
+                    !key < *b
                 } else {
-                    key >= *b
+                    key > *b
                 }
             }
         }
@@ -159,10 +160,9 @@ impl TimeMerge {
                     continue;
                 }
                 let t = rows.time_ms(r);
-                self.seq += 1;
                 self.heap.push(Pending {
                     key: if s.asc { !t } else { t },
-                    seq: self.seq,
+                    seq: ((k as u64) << 32) | r as u64,
                     rows: rows.clone(),
                     row: r,
                 });

@@ -23,10 +23,12 @@ pub mod plan;
 pub mod project;
 pub mod prune;
 pub mod read;
+pub mod rewrite;
 pub mod rowmask;
 pub mod rows;
 pub mod scans;
 pub mod slots;
+pub mod sort;
 pub mod unpack;
 
 pub use filter::Filter;

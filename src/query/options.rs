@@ -1,11 +1,8 @@
 //! Find options: projection, sort, skip and limit, applied to unpacked measurements.
 
-use super::filter::collect_doc;
 use super::rows::{heads, Need};
 use crate::error::{Error, Result};
-use crate::order::cmp_bson;
 use bson::{Bson, Document};
-use std::cmp::Ordering;
 
 /// Options of [`crate::Collection::find_with`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,6 +73,18 @@ impl Projection {
             include: include.unwrap_or(paths.is_empty() && id && !p.is_empty()),
             paths,
             id,
+        })
+    }
+
+    /// The paths an inclusion projection keeps (`_id` among them unless excluded); `None` for
+    /// an exclusion projection.
+    pub fn kept(&self) -> Option<Vec<&str>> {
+        self.include.then(|| {
+            let mut v: Vec<&str> = self.paths.iter().map(String::as_str).collect();
+            if self.id {
+                v.push("_id");
+            }
+            v
         })
     }
 
@@ -213,65 +222,6 @@ pub fn parse_sort(s: &Document) -> Result<Vec<(String, bool)>> {
         .collect()
 }
 
-/// The value a document sorts by at `path`: missing sorts as null; for arrays, the smallest
-/// element ascending and the largest descending; an empty array sorts before null, as
-/// `undefined` (MongoDB's rules).
-fn sort_key(d: &Document, path: &str, asc: bool) -> Bson {
-    let mut vals = Vec::new();
-    collect_doc(d, path, &mut vals);
-    let mut flat: Vec<&Bson> = Vec::new();
-    for v in vals {
-        match v {
-            Bson::Array(a) if a.is_empty() => flat.push(&Bson::Undefined),
-            Bson::Array(a) => flat.extend(a.iter()),
-            other => flat.push(other),
-        }
-    }
-    let pick = if asc {
-        flat.into_iter().min_by(|a, b| cmp_bson(a, b))
-    } else {
-        flat.into_iter().max_by(|a, b| cmp_bson(a, b))
-    };
-    pick.cloned().unwrap_or(Bson::Null)
-}
-
-/// Sorts documents by the keys (stable).
-pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
-    docs.sort_by(|a, b| cmp_docs(a, b, keys));
-}
-
-fn cmp_docs(a: &Document, b: &Document, keys: &[(String, bool)]) -> Ordering {
-    for (k, asc) in keys {
-        let o = cmp_bson(&sort_key(a, k, *asc), &sort_key(b, k, *asc));
-        let o = if *asc { o } else { o.reverse() };
-        if o != Ordering::Equal {
-            return o;
-        }
-    }
-    Ordering::Equal
-}
-
-/// The first `n` documents of `docs` in sort order, keeping at most about `2n` in memory
-/// while they arrive (ties keep arrival order).
-pub fn top_sorted<E>(
-    docs: impl Iterator<Item = std::result::Result<Document, E>>,
-    keys: &[(String, bool)],
-    n: usize,
-) -> std::result::Result<Vec<Document>, E> {
-    let mut out: Vec<Document> = Vec::new();
-    let cap = n.saturating_mul(2).max(1024);
-    for d in docs {
-        out.push(d?);
-        if out.len() >= cap && out.len() > n {
-            sort_docs(&mut out, keys);
-            out.truncate(n);
-        }
-    }
-    sort_docs(&mut out, keys);
-    out.truncate(n);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,56 +272,5 @@ mod tests {
         assert_eq!(p.need(), Need::AllBut(vec!["w".into(), "_id".into()]));
         let p = Projection::parse(&doc! {"_id": 1}).unwrap();
         assert_eq!(p.need(), Need::Only(vec!["_id".into()]));
-    }
-
-    #[test]
-    fn top_sorted_keeps_the_first_n_in_order() {
-        let docs = (0..5000i64).map(|i| Ok::<_, ()>(doc! {"a": (i * 7919) % 5000}));
-        let keys = parse_sort(&doc! {"a": -1}).unwrap();
-        let top = top_sorted(docs, &keys, 3).unwrap();
-        assert_eq!(
-            top,
-            vec![
-                doc! {"a": 4999i64},
-                doc! {"a": 4998i64},
-                doc! {"a": 4997i64}
-            ]
-        );
-    }
-
-    #[test]
-    fn empty_arrays_sort_below_null() {
-        let mut v = vec![doc! {"a": null}, doc! {"a": []}, doc! {"a": [3, 1]}];
-        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
-        assert_eq!(
-            v,
-            vec![doc! {"a": []}, doc! {"a": null}, doc! {"a": [3, 1]}]
-        );
-    }
-
-    #[test]
-    fn sort_orders_missing_first_ascending() {
-        let mut v = vec![doc! {"a": 2}, doc! {}, doc! {"a": 1}];
-        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
-        assert_eq!(v, vec![doc! {}, doc! {"a": 1}, doc! {"a": 2}]);
-        sort_docs(&mut v, &parse_sort(&doc! {"a": -1}).unwrap());
-        assert_eq!(v, vec![doc! {"a": 2}, doc! {"a": 1}, doc! {}]);
-    }
-
-    /// An empty array used to sort as an array, after every number and string; MongoDB sorts it
-    /// before null and missing fields in both directions' order (last when descending).
-    #[test]
-    fn empty_array_sorts_before_missing() {
-        let mut v = vec![doc! {"a": 1}, doc! {}, doc! {"a": []}, doc! {"a": [0, 7]}];
-        sort_docs(&mut v, &parse_sort(&doc! {"a": 1}).unwrap());
-        assert_eq!(
-            v,
-            vec![doc! {"a": []}, doc! {}, doc! {"a": [0, 7]}, doc! {"a": 1}]
-        );
-        sort_docs(&mut v, &parse_sort(&doc! {"a": -1}).unwrap());
-        assert_eq!(
-            v,
-            vec![doc! {"a": [0, 7]}, doc! {"a": 1}, doc! {}, doc! {"a": []}]
-        );
     }
 }

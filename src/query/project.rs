@@ -84,6 +84,15 @@ impl Project {
         Ok(Project { base, computed })
     }
 
+    /// The paths the stage keeps as they are, when it only keeps paths (no computed fields,
+    /// no exclusions): a later stage that reads nothing else sees the same values without it.
+    pub fn kept(&self) -> Option<Vec<&str>> {
+        if !self.computed.is_empty() {
+            return None;
+        }
+        self.base.as_ref()?.kept()
+    }
+
     /// Applies the stage to one document.
     pub fn apply(&self, d: Document) -> Result<Document> {
         let mut out = if self.computed.is_empty() {

@@ -57,6 +57,9 @@ pub struct Explain {
     pub buckets_from_index: u64,
     /// Flushed buckets the meta index or lookup left out: their meta value cannot match.
     pub buckets_pruned_by_index: u64,
+    /// Aggregation only: the rewrites applied to the pipeline before it ran, one line each
+    /// (a `$match` pushed down, `$sort` keys a `$group` makes redundant, ...).
+    pub rewrites: Vec<String>,
 }
 
 /// Bucket start (`control.min` of the time field, else the `_id`'s time prefix), milliseconds.

@@ -3,6 +3,7 @@
 //! and a loader that creates or reuses a database of them.
 
 pub mod devops;
+pub mod formulations;
 pub mod load;
 pub mod queries;
 pub mod rng;

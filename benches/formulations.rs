@@ -1,0 +1,102 @@
+//! The formulation matrix: every benchmark question in each way MongoDB users write it (see
+//! `workload/src/formulations.rs`), on devops 1000 hosts x 6 h and seed 004 at scale 0.25, all
+//! flushed. Checks that every form of a question gives the same answer, then prints each
+//! form's median time and, per question, the ratio of the slowest form to the fastest.
+//!
+//! `cargo bench --bench formulations -- [runs] [name-filter]`; `TSBUCKET_AGG_DIR` reuses a
+//! database (the `aggregate` bench's and `aggregate_timing`'s have the same data), and
+//! `TSBUCKET_AGG_SCALE` sets the seed-004 scale.
+
+use std::time::Instant;
+use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket_workload::formulations::{canonical, devops_matrix, seed004_matrix};
+use tsbucket_workload::{load_or_create, Devops, Seed004};
+
+fn main() -> tsbucket::Result<()> {
+    // `cargo bench` passes `--bench`; the numbers and the filter are ours.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let runs: usize = args
+        .first()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let only = args.get(1).cloned().unwrap_or_default();
+    let tmp = tempfile::tempdir()?;
+    let dir = std::env::var("TSBUCKET_AGG_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| tmp.path().join("db"));
+    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.25);
+    let db = Database::open_with(&dir, DbOptions::default().sync(SyncMode::Never))?;
+    let cfg = Devops {
+        hosts: 1000,
+        hours: 6.0,
+        ..Devops::default()
+    };
+    let cpu = load_or_create(
+        &db,
+        "cpu",
+        TimeseriesOptions::new("time").meta_field("tags"),
+        cfg.generate(),
+    )?;
+    let s004 = load_or_create(
+        &db,
+        "seed004",
+        TimeseriesOptions::new("timestamp").meta_field("dims"),
+        Seed004 { scale, seed: 4 }.generate(),
+    )?;
+    let mut worst: f64 = 1.0;
+    let mut mismatched = Vec::new();
+    println!("question | form | median ms | documents | x fastest");
+    for q in devops_matrix(&cfg).into_iter().chain(seed004_matrix()) {
+        if !q.name.contains(only.as_str()) {
+            continue;
+        }
+        let c = if q.data == "devops" { &cpu } else { &s004 };
+        let mut rows = Vec::new();
+        let mut first: Option<Vec<String>> = None;
+        for (name, form) in &q.forms {
+            let mut times = Vec::with_capacity(runs);
+            let mut out = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                out = form.run(c)?;
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            times.sort_by(f64::total_cmp);
+            let answer = canonical(&out, q.ordered);
+            match &first {
+                None => first = Some(answer),
+                Some(a) if *a != answer => mismatched.push(format!("{} {name}", q.name)),
+                Some(_) => {}
+            }
+            rows.push((*name, times[runs / 2], out.len()));
+        }
+        let fastest = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+        let slowest = rows.iter().map(|r| r.1).fold(0.0, f64::max);
+        for (name, ms, n) in &rows {
+            println!(
+                "{} | {name} | {ms:.3} | {n} | {:.2}",
+                q.name,
+                ms / fastest.max(1e-9)
+            );
+        }
+        let ratio = slowest / fastest.max(1e-9);
+        worst = worst.max(ratio);
+        println!("{} | slowest / fastest | {ratio:.2}", q.name);
+    }
+    println!("worst slowest/fastest ratio over the questions: {worst:.2}");
+    if !mismatched.is_empty() {
+        eprintln!("forms that answered differently from their question's first form:");
+        for m in &mismatched {
+            eprintln!("  {m}");
+        }
+        std::process::exit(1);
+    }
+    db.close()
+}

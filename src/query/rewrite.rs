@@ -1,0 +1,307 @@
+//! Rewrites of a parsed pipeline into an equivalent one that needs less work, as MongoDB's
+//! optimiser applies them: whichever way a user writes a question, the operators then see the
+//! same form. Each rewrite applied is named in `explain`.
+//!
+//! - A `$match` that follows a `$sort` moves before it (filtering commutes with a stable sort),
+//!   as does one after a `$project` that keeps every path the match reads. A `$match` that
+//!   becomes the first stage joins the filter pushed down to bucket selection.
+//! - A `$project` that only keeps paths, directly before a `$group` that reads nothing else,
+//!   is dropped: the group sees the same values, and the group operator decodes only the
+//!   columns it reads anyway.
+//! - A `$sort` directly before a `$group` loses the keys the group key fixes: within one group
+//!   those keys are equal, so they never order two of its documents. The documented "last
+//!   point per series" form, `$sort {meta: 1, time: -1}` then `$group {_id: "$meta", ...
+//!   $first}`, becomes a sort on time alone, which the group operator answers from each
+//!   series' newest bucket. A sort left with no key is dropped: the stable sort kept the
+//!   documents of each group in arrival order, as no sort does.
+
+use super::expr::Expr;
+use super::filter::Filter;
+use super::group::GroupSpec;
+use super::pipeline::{Pipeline, Stage};
+use super::project::Project;
+
+/// Applies every rewrite to `p`; returns one line per rewrite applied, for `explain`.
+pub fn rewrite(p: &mut Pipeline) -> Vec<String> {
+    let mut notes = Vec::new();
+    move_matches_earlier(p, &mut notes);
+    drop_projects_before_groups(p, &mut notes);
+    drop_sort_keys_fixed_by_group(p, &mut notes);
+    notes
+}
+
+/// Whether a stage reading only `reads` sees the same values after `project` as before it.
+fn project_keeps(project: &Project, reads: &[&str]) -> bool {
+    let Some(kept) = project.kept() else {
+        return false;
+    };
+    let plain = |p: &str| !p.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()));
+    reads
+        .iter()
+        .all(|r| plain(r) && kept.iter().any(|k| plain(k) && fixes(k, r)))
+}
+
+fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
+    let mut moved = Vec::new();
+    let mut i = 1;
+    while i < p.stages.len() {
+        let over = match (p.stages.get(i - 1), p.stages.get(i)) {
+            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => Some("$sort"),
+            (Some(Stage::Project(pr)), Some(Stage::Match(f))) => {
+                let mut paths = Vec::new();
+                f.paths(&mut paths);
+                let reads: Vec<&str> = paths.iter().map(String::as_str).collect();
+                project_keeps(pr, &reads).then_some("$project")
+            }
+            _ => None,
+        };
+        if let Some(over) = over {
+            p.stages.swap(i - 1, i);
+            if !moved.contains(&over) {
+                moved.push(over);
+            }
+            // The match may now follow another sort.
+            i = i.saturating_sub(1).max(1);
+        } else {
+            i += 1;
+        }
+    }
+    for over in moved {
+        notes.push(format!("$match moved before {over}"));
+    }
+    let mut pushed = false;
+    while let Some(Stage::Match(_)) = p.stages.first() {
+        if let Stage::Match(f) = p.stages.remove(0) {
+            let prev = std::mem::replace(&mut p.filter, Filter::True);
+            p.filter = match prev {
+                Filter::True => f,
+                Filter::And(mut all) => {
+                    all.push(f);
+                    Filter::And(all)
+                }
+                other => Filter::And(vec![other, f]),
+            };
+            pushed = true;
+        }
+    }
+    if pushed {
+        notes.push("$match pushed down to bucket selection".into());
+    }
+}
+
+fn drop_projects_before_groups(p: &mut Pipeline, notes: &mut Vec<String>) {
+    let mut i = 0;
+    while i + 1 < p.stages.len() {
+        let drop = match (p.stages.get(i), p.stages.get(i + 1)) {
+            (Some(Stage::Project(pr)), Some(Stage::Group(g))) => {
+                let mut reads = Vec::new();
+                g.id.paths(&mut reads);
+                for a in &g.accs {
+                    a.arg.paths(&mut reads);
+                }
+                project_keeps(pr, &reads)
+            }
+            _ => false,
+        };
+        if drop {
+            p.stages.remove(i);
+            notes.push("$project before $group dropped: the group reads only what it keeps".into());
+        } else {
+            i += 1;
+        }
+    }
+}
+
+fn drop_sort_keys_fixed_by_group(p: &mut Pipeline, notes: &mut Vec<String>) {
+    let mut i = 0;
+    while i + 1 < p.stages.len() {
+        let (Some(Stage::Sort(keys)), Some(Stage::Group(g))) = (p.stages.get(i), p.stages.get(i + 1))
+        else {
+            i += 1;
+            continue;
+        };
+        let fixed = fixed_paths(g);
+        let kept: Vec<(String, bool)> = keys
+            .iter()
+            .filter(|(k, _)| !fixed.iter().any(|f| fixes(f, k)))
+            .cloned()
+            .collect();
+        if kept.len() == keys.len() {
+            i += 1;
+            continue;
+        }
+        let dropped: Vec<&str> = keys
+            .iter()
+            .filter(|(k, _)| !kept.iter().any(|(j, _)| j == k))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        notes.push(if kept.is_empty() {
+            format!(
+                "$sort on {} dropped: the $group key fixes it",
+                dropped.join(", ")
+            )
+        } else {
+            format!(
+                "$sort keys {} dropped: the $group key fixes them; sorting on {}",
+                dropped.join(", "),
+                kept.iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+        if kept.is_empty() {
+            p.stages.remove(i);
+        } else if let Some(s) = p.stages.get_mut(i) {
+            *s = Stage::Sort(kept);
+            i += 1;
+        }
+    }
+}
+
+/// The field paths whose values the group key determines: those it takes as they are.
+fn fixed_paths(g: &GroupSpec) -> Vec<&str> {
+    let mut out = Vec::new();
+    match &g.id {
+        Expr::Path(p) => out.push(p.as_str()),
+        Expr::Doc(fields) => {
+            for (_, e) in fields {
+                if let Expr::Path(p) = e {
+                    out.push(p.as_str());
+                }
+            }
+        }
+        _ => {}
+    }
+    // A numeric component means an array index to a sort but a field name to an expression.
+    out.retain(|p| {
+        !p.split('.')
+            .any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    });
+    out
+}
+
+/// Whether the value at `key` is a function of the value at `path`: the same path, or one below
+/// it.
+fn fixes(path: &str, key: &str) -> bool {
+    key == path
+        || key
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, Document};
+
+    fn rewritten(stages: &[Document]) -> (Pipeline, Vec<String>) {
+        let mut p = Pipeline::parse(stages).unwrap();
+        let notes = rewrite(&mut p);
+        (p, notes)
+    }
+
+    fn sort_of(p: &Pipeline) -> Option<Vec<(String, bool)>> {
+        p.stages.iter().find_map(|s| match s {
+            Stage::Sort(k) => Some(k.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn sort_keys_the_group_key_fixes_are_dropped() {
+        let (p, notes) = rewritten(&[
+            doc! {"$sort": {"tags.hostname": 1, "time": -1}},
+            doc! {"$group": {"_id": "$tags.hostname", "u": {"$first": "$usage_user"}}},
+        ]);
+        assert_eq!(sort_of(&p), Some(vec![("time".to_string(), false)]));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+
+        // A key below a grouped path is fixed too; one above it is not.
+        let (p, _) = rewritten(&[
+            doc! {"$sort": {"tags.hostname": 1, "time": 1}},
+            doc! {"$group": {"_id": {"t": "$tags"}, "u": {"$last": "$u"}}},
+        ]);
+        assert_eq!(sort_of(&p), Some(vec![("time".to_string(), true)]));
+        let (p, notes) = rewritten(&[
+            doc! {"$sort": {"tags": 1, "time": 1}},
+            doc! {"$group": {"_id": "$tags.hostname", "u": {"$last": "$u"}}},
+        ]);
+        assert_eq!(sort_of(&p).map(|k| k.len()), Some(2));
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn a_sort_the_group_key_fixes_entirely_is_dropped() {
+        let (p, _) = rewritten(&[
+            doc! {"$sort": {"h": 1}},
+            doc! {"$group": {"_id": "$h", "u": {"$first": "$u"}}},
+        ]);
+        assert_eq!(sort_of(&p), None);
+        assert_eq!(p.stages.len(), 1);
+    }
+
+    #[test]
+    fn numeric_path_components_are_not_taken_as_fixed() {
+        let (p, notes) = rewritten(&[
+            doc! {"$sort": {"a.0": 1, "t": 1}},
+            doc! {"$group": {"_id": "$a.0", "u": {"$first": "$u"}}},
+        ]);
+        assert_eq!(sort_of(&p).map(|k| k.len()), Some(2));
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn projects_that_keep_what_follows_reads_give_way() {
+        let (p, notes) = rewritten(&[
+            doc! {"$project": {"time": 1, "tags.hostname": 1, "u": 1}},
+            doc! {"$match": {"u": {"$gt": 90}}},
+            doc! {"$group": {"_id": "$tags.hostname", "m": {"$max": "$u"}}},
+        ]);
+        assert_eq!(p.filter.conjuncts().len(), 1);
+        assert!(matches!(p.stages.as_slice(), [Stage::Group(_)]), "{notes:?}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
+
+        // Not when the next stage reads a path the projection drops or renames.
+        for stages in [
+            vec![
+                doc! {"$project": {"time": 1, "u": 1}},
+                doc! {"$match": {"v": 1}},
+            ],
+            vec![
+                doc! {"$project": {"tags.hostname": 1}},
+                doc! {"$group": {"_id": "$tags", "n": {"$count": {}}}},
+            ],
+            vec![
+                doc! {"$project": {"h": "$tags.hostname"}},
+                doc! {"$group": {"_id": "$h", "n": {"$count": {}}}},
+            ],
+            vec![
+                doc! {"$project": {"_id": 0, "u": 1}},
+                doc! {"$group": {"_id": "$_id", "n": {"$count": {}}}},
+            ],
+            vec![doc! {"$project": {"a": 0}}, doc! {"$match": {"b": 1}}],
+        ] {
+            let (p, notes) = rewritten(&stages);
+            assert_eq!(p.stages.len(), 2, "{stages:?}");
+            assert!(notes.is_empty(), "{notes:?}");
+        }
+    }
+
+    #[test]
+    fn matches_move_before_sorts_and_down_to_selection() {
+        let (p, notes) = rewritten(&[
+            doc! {"$match": {"a": 1}},
+            doc! {"$sort": {"t": 1}},
+            doc! {"$match": {"b": 2}},
+            doc! {"$limit": 3},
+            doc! {"$match": {"c": 3}},
+        ]);
+        assert_eq!(p.filter.conjuncts().len(), 2);
+        assert!(matches!(
+            p.stages.as_slice(),
+            [Stage::Sort(_), Stage::Limit(3), Stage::Match(_)]
+        ));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+    }
+}

@@ -1,0 +1,634 @@
+//! Sorting documents by `$sort` keys in MongoDB's order.
+//!
+//! Each document's sort values are read once. The first two keys are then encoded as a
+//! fixed-width prefix of 24 bytes whose byte order agrees with MongoDB's order: a smaller prefix
+//! means a smaller document, while equal prefixes decide nothing unless every key was encoded
+//! exactly. The documents are sorted by prefix and position, which is three integer comparisons
+//! and no BSON in the common case; runs of equal prefixes that the encoding could not decide are
+//! sorted again by the full comparison, still stable.
+
+use super::filter::collect_doc;
+use crate::error::{Error, Result};
+use crate::order::{as_f64, cmp_bson, type_rank};
+use bson::{Bson, Document};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Keys encoded in the prefix; the rest only break ties.
+const PREFIX_KEYS: usize = 2;
+/// Bytes one key takes in the prefix: its type rank, then eight bytes of its value.
+const KEY_BYTES: usize = 9;
+
+/// Sorts documents by the keys, stably (equal documents keep their order).
+pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
+    if docs.len() < 2 || keys.is_empty() {
+        return;
+    }
+    let order = {
+        let values: Vec<Cow<'_, Bson>> = docs
+            .iter()
+            .flat_map(|d| keys.iter().map(move |(k, asc)| sort_value(d, k, *asc)))
+            .collect();
+        sorted_order(&values, keys)
+    };
+    let mut taken: Vec<Document> = docs.iter_mut().map(std::mem::take).collect();
+    for (slot, i) in docs.iter_mut().zip(order) {
+        if let Some(d) = taken.get_mut(i as usize) {
+            *slot = std::mem::take(d);
+        }
+    }
+}
+
+/// The first `n` documents of `docs` in sort order, keeping at most about `2n` in memory
+/// while they arrive (ties keep arrival order).
+pub fn top_sorted<E>(
+    docs: impl Iterator<Item = std::result::Result<Document, E>>,
+    keys: &[(String, bool)],
+    n: usize,
+) -> std::result::Result<Vec<Document>, E> {
+    let mut out: Vec<Document> = Vec::new();
+    let cap = n.saturating_mul(2).max(1024);
+    for d in docs {
+        out.push(d?);
+        if out.len() >= cap && out.len() > n {
+            sort_docs(&mut out, keys);
+            out.truncate(n);
+        }
+    }
+    sort_docs(&mut out, keys);
+    out.truncate(n);
+    Ok(out)
+}
+
+/// How much a sort may hold in memory, and where it writes what does not fit.
+#[derive(Debug, Clone)]
+pub struct SortMemory {
+    /// Estimated bytes of documents held before a sorted run is written out.
+    pub limit: usize,
+    /// Directory for the runs (unnamed temporary files, gone when the sort ends or the
+    /// process dies); `None` for the system's temporary directory.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for SortMemory {
+    fn default() -> Self {
+        SortMemory {
+            limit: 100 * 1024 * 1024,
+            dir: None,
+        }
+    }
+}
+
+/// Sorted documents as they are read.
+pub type SortedDocs = Box<dyn Iterator<Item = Result<Document>> + Send>;
+
+/// Sorts a stream of documents within `memory`: while the documents fit they are sorted in
+/// memory; past the limit each full batch is sorted and written to a temporary file as a run,
+/// and the runs are merged as the output is read (stable: a run holds earlier documents than
+/// the runs after it, and ties go to the earlier run). Also says whether runs were written.
+pub fn sort_within(
+    input: impl Iterator<Item = Result<Document>>,
+    keys: &[(String, bool)],
+    memory: &SortMemory,
+) -> Result<(SortedDocs, bool)> {
+    let mut batch: Vec<Document> = Vec::new();
+    let mut bytes = 0usize;
+    let mut runs: Vec<Run> = Vec::new();
+    for d in input {
+        let d = d?;
+        bytes = bytes.saturating_add(approx_bytes(&d));
+        batch.push(d);
+        if bytes > memory.limit {
+            runs.push(Run::write(&mut batch, keys, memory)?);
+            bytes = 0;
+        }
+    }
+    sort_docs(&mut batch, keys);
+    if runs.is_empty() {
+        return Ok((Box::new(batch.into_iter().map(Ok)), false));
+    }
+    // The last batch stays in memory as the last run.
+    let keys: Arc<[(String, bool)]> = keys.into();
+    let mut heads = BinaryHeap::new();
+    let mut sources: Vec<Source> = runs.into_iter().map(Source::File).collect();
+    sources.push(Source::Memory(batch.into_iter()));
+    for (i, src) in sources.iter_mut().enumerate() {
+        if let Some(d) = src.next()? {
+            heads.push(Head::new(d, i, &keys));
+        }
+    }
+    let mut failed = false;
+    let merged = std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let head = heads.pop()?;
+        let next = sources.get_mut(head.run).map(Source::next);
+        match next {
+            Some(Ok(Some(d))) => heads.push(Head::new(d, head.run, &keys)),
+            Some(Err(e)) => {
+                failed = true;
+                return Some(Err(e));
+            }
+            _ => {}
+        }
+        Some(Ok(head.doc))
+    });
+    Ok((Box::new(merged), true))
+}
+
+/// A sorted run written to a temporary file.
+struct Run {
+    file: BufReader<File>,
+    left: usize,
+}
+
+impl Run {
+    fn write(batch: &mut Vec<Document>, keys: &[(String, bool)], memory: &SortMemory) -> Result<Run> {
+        sort_docs(batch, keys);
+        let file = match &memory.dir {
+            Some(dir) => tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())?,
+            None => tempfile::tempfile()?,
+        };
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        for d in batch.iter() {
+            d.to_writer(&mut w)
+                .map_err(|e| Error::Internal(format!("writing a sorted run: {e}")))?;
+        }
+        w.flush()?;
+        let mut file = w.into_inner().map_err(|e| Error::Io(e.into_error()))?;
+        file.seek(SeekFrom::Start(0))?;
+        let left = batch.len();
+        batch.clear();
+        Ok(Run {
+            file: BufReader::with_capacity(1 << 20, file),
+            left,
+        })
+    }
+}
+
+enum Source {
+    File(Run),
+    Memory(std::vec::IntoIter<Document>),
+}
+
+impl Source {
+    fn next(&mut self) -> Result<Option<Document>> {
+        match self {
+            Source::Memory(it) => Ok(it.next()),
+            Source::File(run) if run.left == 0 => Ok(None),
+            Source::File(run) => {
+                run.left -= 1;
+                Document::from_reader(&mut run.file)
+                    .map(Some)
+                    .map_err(|e| Error::Internal(format!("reading back a sorted run: {e}")))
+            }
+        }
+    }
+}
+
+/// The smallest document of one run, ordered for a max-heap so that the smallest (then the
+/// earliest run) comes out first.
+struct Head {
+    values: Vec<Bson>,
+    keys: Arc<[(String, bool)]>,
+    run: usize,
+    doc: Document,
+}
+
+impl Head {
+    fn new(doc: Document, run: usize, keys: &Arc<[(String, bool)]>) -> Head {
+        let values = keys
+            .iter()
+            .map(|(k, asc)| sort_value(&doc, k, *asc).into_owned())
+            .collect();
+        Head {
+            values,
+            keys: Arc::clone(keys),
+            run,
+            doc,
+        }
+    }
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let mut o = Ordering::Equal;
+        for ((x, y), (_, asc)) in self.values.iter().zip(&other.values).zip(self.keys.iter()) {
+            let c = cmp_bson(x, y);
+            o = if *asc { c } else { c.reverse() };
+            if o != Ordering::Equal {
+                break;
+            }
+        }
+        o.then(self.run.cmp(&other.run)).reverse()
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+/// About the bytes a document takes in memory: its map's entries, names and values.
+pub fn approx_bytes(d: &Document) -> usize {
+    fn value(v: &Bson) -> usize {
+        match v {
+            Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => 32 + s.len(),
+            Bson::Document(d) => approx_bytes(d),
+            Bson::Array(a) => 32 + a.iter().map(value).sum::<usize>(),
+            Bson::Binary(b) => 48 + b.bytes.len(),
+            _ => 24,
+        }
+    }
+    64 + d
+        .iter()
+        .map(|(k, v)| 48 + k.len() + value(v))
+        .sum::<usize>()
+}
+
+/// The positions of the rows in sort order, where `values` holds each row's sort values, one per
+/// key, row after row.
+fn sorted_order(values: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Vec<u32> {
+    let k = keys.len();
+    let rows = values.len() / k.max(1);
+    if values.iter().any(|v| matches!(**v, Bson::Decimal128(_))) {
+        // A Decimal128 converts to a double with rounding, so it could share bytes with a
+        // double it is not equal to: compare every row in full.
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        let row = |i: u32| {
+            let at = i as usize * k;
+            values.get(at..at + k).unwrap_or_default()
+        };
+        order.sort_by(|a, b| cmp_rows(row(*a), row(*b), keys));
+        return order;
+    }
+    let mut prefixed: Vec<([u64; 3], u32)> = Vec::with_capacity(rows);
+    let mut inexact = vec![false; rows];
+    for (i, (row, loose)) in values.chunks_exact(k).zip(inexact.iter_mut()).enumerate() {
+        let mut bytes = [0u8; 24];
+        let mut exact = k <= PREFIX_KEYS;
+        for ((v, (_, asc)), out) in row.iter().zip(keys).zip(bytes.chunks_exact_mut(KEY_BYTES)) {
+            // After a key whose bytes may tie on unequal values, later keys' bytes would order
+            // such values by the wrong key: they stay zero.
+            if !encode(v, *asc, out) {
+                exact = false;
+                break;
+            }
+        }
+        *loose = !exact;
+        let word = |j: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(bytes.get(j * 8..j * 8 + 8).unwrap_or(&[0; 8]));
+            u64::from_be_bytes(w)
+        };
+        prefixed.push(([word(0), word(1), word(2)], i as u32));
+    }
+    prefixed.sort_unstable();
+
+    // Runs of equal prefixes hold rows in position order; where the prefix could not tell them
+    // apart, the full comparison orders them (stable, so positions still break ties).
+    let row = |i: u32| {
+        let at = i as usize * k;
+        values.get(at..at + k).unwrap_or_default()
+    };
+    let mut start = 0;
+    while start < prefixed.len() {
+        let Some(&(p, _)) = prefixed.get(start) else {
+            break;
+        };
+        let len = prefixed
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|(q, _)| *q == p)
+            .count();
+        if let Some(run) = prefixed.get_mut(start..start + len) {
+            let undecided = run
+                .iter()
+                .any(|(_, i)| inexact.get(*i as usize).copied().unwrap_or(true));
+            if len > 1 && undecided {
+                run.sort_by(|(_, a), (_, b)| cmp_rows(row(*a), row(*b), keys));
+            }
+        }
+        start += len.max(1);
+    }
+    prefixed.into_iter().map(|(_, i)| i).collect()
+}
+
+fn cmp_rows(a: &[Cow<'_, Bson>], b: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Ordering {
+    for ((x, y), (_, asc)) in a.iter().zip(b).zip(keys) {
+        let o = cmp_bson(x, y);
+        let o = if *asc { o } else { o.reverse() };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Writes a key's prefix bytes (rank, then eight bytes of value, all inverted for a descending
+/// key) into `out`; returns whether equal bytes mean equal values.
+fn encode(v: &Bson, asc: bool, out: &mut [u8]) -> bool {
+    // Exactness is a property of the bytes: no two unequal values may share bytes that are
+    // called exact, or a later key would order them.
+    let (value, exact) = match v {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            let f = as_f64(v).unwrap_or(f64::NAN);
+            // Below 2^53 every integer converts exactly, so only equal numbers share a double;
+            // Decimal128 values are compared in full (`sort_docs` checks for them first).
+            (ordered_f64(f), f.is_nan() || f.abs() < 9_007_199_254_740_992.0)
+        }
+        Bson::String(s) | Bson::Symbol(s) => {
+            // Seven bytes zero-padded, then the length up to 8: a shorter string sorts first,
+            // as in the byte order, and strings of up to 7 bytes are told apart in full.
+            let b = s.as_bytes();
+            let mut w = [0u8; 8];
+            for (o, c) in w.iter_mut().zip(b.iter().take(7)) {
+                *o = *c;
+            }
+            if let Some(len) = w.last_mut() {
+                *len = b.len().min(8) as u8;
+            }
+            (u64::from_be_bytes(w), b.len() <= 7)
+        }
+        Bson::DateTime(d) => ((d.timestamp_millis() as u64) ^ (1 << 63), true),
+        Bson::Timestamp(t) => ((u64::from(t.time) << 32) | u64::from(t.increment), true),
+        Bson::Boolean(b) => (u64::from(*b), true),
+        Bson::ObjectId(o) => {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(o.bytes().get(..8).unwrap_or(&[0; 8]));
+            (u64::from_be_bytes(w), false)
+        }
+        Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::Undefined => (0, true),
+        _ => (0, false),
+    };
+    let bytes = std::iter::once(type_rank(v)).chain(value.to_be_bytes());
+    for (o, b) in out.iter_mut().zip(bytes) {
+        *o = if asc { b } else { !b };
+    }
+    exact
+}
+
+/// A double's bits, ordered as MongoDB orders numbers: NaN below everything, `-0.0` equal to
+/// `0.0`.
+fn ordered_f64(f: f64) -> u64 {
+    if f.is_nan() {
+        return 0;
+    }
+    let bits = (if f == 0.0 { 0.0f64 } else { f }).to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+/// The value a document sorts by at `path`: missing sorts as null; for arrays, the smallest
+/// element ascending and the largest descending; an empty array sorts before null, as
+/// `undefined` (MongoDB's rules). Borrowed unless the path meets an array.
+fn sort_value<'a>(d: &'a Document, path: &str, asc: bool) -> Cow<'a, Bson> {
+    // The common case: a path through documents to a value that is not an array.
+    let mut cur = d;
+    let mut parts = path.split('.').peekable();
+    while let Some(p) = parts.next() {
+        match (cur.get(p), parts.peek().is_some()) {
+            (None, _) => return Cow::Owned(Bson::Null),
+            (Some(Bson::Document(sub)), true) => cur = sub,
+            (Some(Bson::Array(_)), _) => break,
+            (Some(v), false) => return Cow::Borrowed(v),
+            // A scalar with more path below it: nothing there.
+            (Some(_), true) => return Cow::Owned(Bson::Null),
+        }
+    }
+    let mut vals = Vec::new();
+    collect_doc(d, path, &mut vals);
+    let mut flat: Vec<&Bson> = Vec::new();
+    for v in vals {
+        match v {
+            Bson::Array(a) if a.is_empty() => flat.push(&Bson::Undefined),
+            Bson::Array(a) => flat.extend(a.iter()),
+            other => flat.push(other),
+        }
+    }
+    let pick = if asc {
+        flat.into_iter().min_by(|a, b| cmp_bson(a, b))
+    } else {
+        flat.into_iter().max_by(|a, b| cmp_bson(a, b))
+    };
+    Cow::Owned(pick.cloned().unwrap_or(Bson::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::options::parse_sort;
+    use bson::oid::ObjectId;
+    use bson::{doc, DateTime, Decimal128, Timestamp};
+    use proptest::prelude::*;
+
+    fn keys(d: Document) -> Vec<(String, bool)> {
+        parse_sort(&d).unwrap()
+    }
+
+    /// The value at `path` by MongoDB's rules, read the long way.
+    fn slow_value(d: &Document, path: &str, asc: bool) -> Cow<'static, Bson> {
+        let mut vals = Vec::new();
+        collect_doc(d, path, &mut vals);
+        let flat = vals.into_iter().flat_map(|v| match v {
+            Bson::Array(a) if a.is_empty() => vec![&Bson::Undefined],
+            Bson::Array(a) => a.iter().collect(),
+            other => vec![other],
+        });
+        let pick = if asc {
+            flat.min_by(|a, b| cmp_bson(a, b))
+        } else {
+            flat.max_by(|a, b| cmp_bson(a, b))
+        };
+        Cow::Owned(pick.cloned().unwrap_or(Bson::Null))
+    }
+
+    /// The order the full comparison alone gives, stable.
+    fn reference(docs: &[Document], keys: &[(String, bool)]) -> Vec<Document> {
+        let mut v = docs.to_vec();
+        v.sort_by(|a, b| {
+            let ra: Vec<_> = keys.iter().map(|(k, asc)| slow_value(a, k, *asc)).collect();
+            let rb: Vec<_> = keys.iter().map(|(k, asc)| slow_value(b, k, *asc)).collect();
+            cmp_rows(&ra, &rb, keys)
+        });
+        v
+    }
+
+    #[test]
+    fn top_sorted_keeps_the_first_n_in_order() {
+        let docs = (0..5000i64).map(|i| Ok::<_, ()>(doc! {"a": (i * 7919) % 5000}));
+        let top = top_sorted(docs, &keys(doc! {"a": -1}), 3).unwrap();
+        assert_eq!(
+            top,
+            vec![
+                doc! {"a": 4999i64},
+                doc! {"a": 4998i64},
+                doc! {"a": 4997i64}
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_arrays_sort_below_null() {
+        let mut v = vec![doc! {"a": null}, doc! {"a": []}, doc! {"a": [3, 1]}];
+        sort_docs(&mut v, &keys(doc! {"a": 1}));
+        assert_eq!(
+            v,
+            vec![doc! {"a": []}, doc! {"a": null}, doc! {"a": [3, 1]}]
+        );
+    }
+
+    #[test]
+    fn sort_orders_missing_first_ascending() {
+        let mut v = vec![doc! {"a": 2}, doc! {}, doc! {"a": 1}];
+        sort_docs(&mut v, &keys(doc! {"a": 1}));
+        assert_eq!(v, vec![doc! {}, doc! {"a": 1}, doc! {"a": 2}]);
+        sort_docs(&mut v, &keys(doc! {"a": -1}));
+        assert_eq!(v, vec![doc! {"a": 2}, doc! {"a": 1}, doc! {}]);
+    }
+
+    /// An empty array sorts before null and missing fields in both directions' order (last
+    /// when descending).
+    #[test]
+    fn empty_array_sorts_before_missing() {
+        let mut v = vec![doc! {"a": 1}, doc! {}, doc! {"a": []}, doc! {"a": [0, 7]}];
+        sort_docs(&mut v, &keys(doc! {"a": 1}));
+        assert_eq!(
+            v,
+            vec![doc! {"a": []}, doc! {}, doc! {"a": [0, 7]}, doc! {"a": 1}]
+        );
+        sort_docs(&mut v, &keys(doc! {"a": -1}));
+        assert_eq!(
+            v,
+            vec![doc! {"a": [0, 7]}, doc! {"a": 1}, doc! {}, doc! {"a": []}]
+        );
+    }
+
+    #[test]
+    fn prefixes_that_cannot_decide_fall_back_to_the_full_order() {
+        let big = 1i64 << 60;
+        let mut v = vec![
+            doc! {"a": big + 1},
+            doc! {"a": big as f64},
+            doc! {"a": big},
+            doc! {"a": "abcdefghZ"},
+            doc! {"a": "abcdefghA"},
+            doc! {"a": "ab\u{0}"},
+            doc! {"a": "ab"},
+            doc! {"a": -0.0},
+            doc! {"a": 0},
+            doc! {"a": f64::NAN},
+            doc! {"a": Decimal128::from_bytes([0; 16])},
+        ];
+        for k in [doc! {"a": 1}, doc! {"a": -1}] {
+            let want = reference(&v, &keys(k.clone()));
+            sort_docs(&mut v, &keys(k));
+            assert_eq!(format!("{v:?}"), format!("{want:?}"));
+        }
+    }
+
+    fn value() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            Just(Bson::Null),
+            any::<i32>().prop_map(|i| Bson::Int32(i % 5)),
+            any::<i64>().prop_map(|i| Bson::Int64(if i % 3 == 0 { i } else { i % 7 })),
+            prop_oneof![
+                any::<f64>(),
+                Just(f64::NAN),
+                Just(-0.0),
+                Just(2.5),
+                Just(9_007_199_254_740_993.0)
+            ]
+            .prop_map(Bson::Double),
+            "[ab\\x00]{0,10}".prop_map(Bson::String),
+            any::<i64>().prop_map(|t| Bson::DateTime(DateTime::from_millis(t % 1000))),
+            any::<bool>().prop_map(Bson::Boolean),
+            (0u32..3, 0u32..3).prop_map(|(time, increment)| Bson::Timestamp(Timestamp {
+                time,
+                increment
+            })),
+            any::<[u8; 12]>().prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b))),
+            Just(Bson::MinKey),
+            Just(Bson::MaxKey),
+            prop::collection::vec(0i32..3, 0..3)
+                .prop_map(|a| Bson::Array(a.into_iter().map(Bson::Int32).collect())),
+            (0i32..3).prop_map(|x| Bson::Document(doc! {"x": x})),
+        ]
+    }
+
+    #[test]
+    fn sorts_past_the_memory_limit_through_runs_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs: Vec<Document> = (0..3000i64)
+            .map(|i| doc! {"k": (i * 7919) % 1000, "i": i, "pad": "x".repeat(50)})
+            .collect();
+        let k = keys(doc! {"k": -1});
+        let want = reference(&docs, &k);
+        for limit in [1usize, 10_000, 200_000, usize::MAX] {
+            let memory = SortMemory {
+                limit,
+                dir: Some(dir.path().to_path_buf()),
+            };
+            let (sorted, spilled) =
+                sort_within(docs.clone().into_iter().map(Ok), &k, &memory).unwrap();
+            let got: Vec<Document> = sorted.collect::<Result<_>>().unwrap();
+            assert_eq!(got, want, "limit {limit}");
+            assert_eq!(spilled, limit < 1_000_000, "limit {limit}");
+        }
+        // Nothing is left behind in the directory.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_error_in_the_input_ends_the_sort() {
+        let input = vec![Ok(doc! {"k": 1}), Err(Error::BadValue("x".into()))];
+        let k = keys(doc! {"k": 1});
+        assert!(sort_within(input.into_iter(), &k, &SortMemory::default()).is_err());
+    }
+
+    proptest! {
+        /// The prefix never changes the order the full comparison gives, ties included.
+        #[test]
+        fn same_order_as_the_full_comparison(
+            rows in prop::collection::vec((value(), value(), value(), 0u8..3), 0..60),
+            dirs in (any::<bool>(), any::<bool>(), any::<bool>()),
+            nkeys in 1usize..4,
+        ) {
+            let docs: Vec<Document> = rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, (a, b, c, shape))| match shape {
+                    0 => doc! {"a": a, "b": {"c": b}, "d": c, "i": i as i32},
+                    1 => doc! {"a": a, "i": i as i32},
+                    _ => doc! {"b": [{"c": b}], "d": c, "i": i as i32},
+                })
+                .collect();
+            let all = [("a", dirs.0), ("b.c", dirs.1), ("d", dirs.2)];
+            let k: Vec<(String, bool)> =
+                all.iter().take(nkeys).map(|(p, asc)| (p.to_string(), *asc)).collect();
+            let want = reference(&docs, &k);
+            let mut got = docs;
+            sort_docs(&mut got, &k);
+            prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        }
+    }
+}
