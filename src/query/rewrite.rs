@@ -13,8 +13,12 @@
 //!   point per series" form, `$sort {meta: 1, time: -1}` then `$group {_id: "$meta", ...
 //!   $first}`, becomes a sort on time alone, which the group operator answers from each
 //!   series' newest bucket. A sort left with no key is dropped: the stable sort kept the
-//!   documents of each group in arrival order, as no sort does.
+//!   documents of each group in arrival order, as no sort does. A `$sort` before a `$group`
+//!   without `$first` or `$last` is dropped whole: the order of a group's documents changes
+//!   nothing but which of equal numbers of different types `$min`/`$max` keep and the last
+//!   bits of a sum of doubles, neither of which MongoDB defines either.
 
+use super::accum::AccOp;
 use super::expr::Expr;
 use super::filter::Filter;
 use super::group::GroupSpec;
@@ -120,10 +124,16 @@ fn drop_sort_keys_fixed_by_group(p: &mut Pipeline, notes: &mut Vec<String>) {
             i += 1;
             continue;
         };
+        // Only `$first` and `$last` depend on the order of a group's documents; without them
+        // the sort orders nothing the group keeps.
+        let picks = g
+            .accs
+            .iter()
+            .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
         let fixed = fixed_paths(g);
         let kept: Vec<(String, bool)> = keys
             .iter()
-            .filter(|(k, _)| !fixed.iter().any(|f| fixes(f, k)))
+            .filter(|(k, _)| picks && !fixed.iter().any(|f| fixes(f, k)))
             .cloned()
             .collect();
         if kept.len() == keys.len() {
@@ -135,7 +145,12 @@ fn drop_sort_keys_fixed_by_group(p: &mut Pipeline, notes: &mut Vec<String>) {
             .filter(|(k, _)| !kept.iter().any(|(j, _)| j == k))
             .map(|(k, _)| k.as_str())
             .collect();
-        notes.push(if kept.is_empty() {
+        notes.push(if !picks {
+            format!(
+                "$sort on {} dropped: the $group after it has no $first or $last",
+                dropped.join(", ")
+            )
+        } else if kept.is_empty() {
             format!(
                 "$sort on {} dropped: the $group key fixes it",
                 dropped.join(", ")
@@ -239,6 +254,16 @@ mod tests {
         ]);
         assert_eq!(sort_of(&p), None);
         assert_eq!(p.stages.len(), 1);
+    }
+
+    #[test]
+    fn a_sort_before_a_group_without_picks_is_dropped() {
+        let (p, notes) = rewritten(&[
+            doc! {"$sort": {"time": 1}},
+            doc! {"$group": {"_id": "$h", "m": {"$max": "$u"}, "s": {"$sum": "$u"}}},
+        ]);
+        assert!(matches!(p.stages.as_slice(), [Stage::Group(_)]), "{notes:?}");
+        assert_eq!(notes.len(), 1);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Sorting documents by `$sort` keys in MongoDB's order.
 //!
-//! Each document's sort values are read once. The first two keys are then encoded as a
-//! fixed-width prefix of 24 bytes whose byte order agrees with MongoDB's order: a smaller prefix
-//! means a smaller document, while equal prefixes decide nothing unless every key was encoded
-//! exactly. The documents are sorted by prefix and position, which is three integer comparisons
-//! and no BSON in the common case; runs of equal prefixes that the encoding could not decide are
-//! sorted again by the full comparison, still stable.
+//! Each document's sort values are read once and encoded as normalised bytes: a string of bytes
+//! per document whose byte order is MongoDB's order of the values (type bracket, then value;
+//! a descending key's bytes inverted). Rows are sorted by those bytes, their first eight held
+//! as an integer so that most comparisons are one integer comparison, then by position, which
+//! makes the sort stable. Where the encoding stopped at a value it does not encode exactly
+//! (Decimal128, integers beyond 2^53, code), rows whose bytes agree up to there are compared
+//! by their values.
 
 use super::filter::collect_doc;
 use crate::error::{Error, Result};
@@ -18,11 +19,6 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Keys encoded in the prefix; the rest only break ties.
-const PREFIX_KEYS: usize = 2;
-/// Bytes one key takes in the prefix: its type rank, then eight bytes of its value.
-const KEY_BYTES: usize = 9;
 
 /// Sorts documents by the keys, stably (equal documents keep their order).
 pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
@@ -261,73 +257,177 @@ pub fn approx_bytes(d: &Document) -> usize {
         .sum::<usize>()
 }
 
+/// A row's normalised key: where its bytes lie in the arena, how many of them decide the
+/// order (all, unless the encoding stopped at a value it cannot encode), and its first 24
+/// bytes as integers, which settle most comparisons without a look into the arena.
+struct Keyed {
+    head: [u64; 3],
+    start: u32,
+    len: u32,
+    trust: u32,
+    /// Every value was encoded: equal bytes mean equal values.
+    exact: bool,
+    row: u32,
+}
+
 /// The positions of the rows in sort order, where `values` holds each row's sort values, one per
 /// key, row after row.
 fn sorted_order(values: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Vec<u32> {
-    let k = keys.len();
-    let rows = values.len() / k.max(1);
-    if values.iter().any(|v| matches!(**v, Bson::Decimal128(_))) {
-        // A Decimal128 converts to a double with rounding, so it could share bytes with a
-        // double it is not equal to: compare every row in full.
-        let mut order: Vec<u32> = (0..rows as u32).collect();
-        let row = |i: u32| {
-            let at = i as usize * k;
-            values.get(at..at + k).unwrap_or_default()
-        };
-        order.sort_by(|a, b| cmp_rows(row(*a), row(*b), keys));
-        return order;
-    }
-    let mut prefixed: Vec<([u64; 3], u32)> = Vec::with_capacity(rows);
-    let mut inexact = vec![false; rows];
-    for (i, (row, loose)) in values.chunks_exact(k).zip(inexact.iter_mut()).enumerate() {
-        let mut bytes = [0u8; 24];
-        let mut exact = k <= PREFIX_KEYS;
-        for ((v, (_, asc)), out) in row.iter().zip(keys).zip(bytes.chunks_exact_mut(KEY_BYTES)) {
-            // After a key whose bytes may tie on unequal values, later keys' bytes would order
-            // such values by the wrong key: they stay zero.
-            if !encode(v, *asc, out) {
-                exact = false;
+    let k = keys.len().max(1);
+    let rows = values.len() / k;
+    let mut arena: Vec<u8> = Vec::with_capacity(rows * 16);
+    let mut keyed: Vec<Keyed> = Vec::with_capacity(rows);
+    for (i, row) in values.chunks_exact(k).enumerate() {
+        let start = arena.len();
+        let mut trust = None;
+        for (v, (_, asc)) in row.iter().zip(keys) {
+            let from = arena.len();
+            let exact = put(v, &mut arena);
+            if !*asc {
+                arena.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
+            }
+            if !exact {
+                // Later keys' bytes would order rows that this value does not tell apart.
+                trust = Some(arena.len() - start);
                 break;
             }
         }
-        *loose = !exact;
-        let word = |j: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(bytes.get(j * 8..j * 8 + 8).unwrap_or(&[0; 8]));
-            u64::from_be_bytes(w)
+        let len = arena.len() - start;
+        let mut head = [0u8; 24];
+        for (h, b) in head.iter_mut().zip(arena.get(start..).unwrap_or_default()) {
+            *h = *b;
+        }
+        let word = |w: usize| {
+            let mut x = [0u8; 8];
+            for (o, b) in x.iter_mut().zip(head.iter().skip(w * 8)) {
+                *o = *b;
+            }
+            u64::from_be_bytes(x)
         };
-        prefixed.push(([word(0), word(1), word(2)], i as u32));
+        keyed.push(Keyed {
+            head: [word(0), word(1), word(2)],
+            start: start as u32,
+            len: len as u32,
+            trust: trust.unwrap_or(len) as u32,
+            exact: trust.is_none(),
+            row: i as u32,
+        });
     }
-    prefixed.sort_unstable();
-
-    // Runs of equal prefixes hold rows in position order; where the prefix could not tell them
-    // apart, the full comparison orders them (stable, so positions still break ties).
     let row = |i: u32| {
         let at = i as usize * k;
         values.get(at..at + k).unwrap_or_default()
     };
-    let mut start = 0;
-    while start < prefixed.len() {
-        let Some(&(p, _)) = prefixed.get(start) else {
-            break;
-        };
-        let len = prefixed
-            .get(start..)
+    let bytes = |x: &Keyed| {
+        arena
+            .get(x.start as usize..(x.start + x.len) as usize)
             .unwrap_or_default()
-            .iter()
-            .take_while(|(q, _)| *q == p)
-            .count();
-        if let Some(run) = prefixed.get_mut(start..start + len) {
-            let undecided = run
-                .iter()
-                .any(|(_, i)| inexact.get(*i as usize).copied().unwrap_or(true));
-            if len > 1 && undecided {
-                run.sort_by(|(_, a), (_, b)| cmp_rows(row(*a), row(*b), keys));
+    };
+    keyed.sort_unstable_by(|a, b| {
+        let trusted = a.trust.min(b.trust) as usize;
+        let differ = a.head.iter().zip(&b.head).position(|(x, y)| x != y);
+        let first_difference = if let Some(w) = differ {
+            let (x, y) = (a.head.get(w).copied(), b.head.get(w).copied());
+            let byte = (x.unwrap_or(0) ^ y.unwrap_or(0)).leading_zeros() / 8;
+            if w * 8 + (byte as usize) < trusted {
+                return x.cmp(&y).then(a.row.cmp(&b.row));
             }
+            Some(w * 8 + byte as usize)
+        } else if a.len <= 24 && b.len <= 24 {
+            // The whole keys are in the heads, zero-padded: equal heads, equal lengths.
+            (a.len != b.len).then_some(a.len.min(b.len) as usize)
+        } else {
+            let (x, y) = (bytes(a), bytes(b));
+            x.iter()
+                .zip(y)
+                .position(|(p, q)| p != q)
+                .or((x.len() != y.len()).then_some(x.len().min(y.len())))
+        };
+        match first_difference {
+            Some(p) if p < trusted => {
+                let (x, y) = (bytes(a), bytes(b));
+                x.get(p).cmp(&y.get(p))
+            }
+            // Equal bytes that were all encoded: equal values.
+            None if a.exact && b.exact => Ordering::Equal,
+            _ => cmp_rows(row(a.row), row(b.row), keys),
         }
-        start += len.max(1);
+        .then(a.row.cmp(&b.row))
+    });
+    keyed.into_iter().map(|x| x.row).collect()
+}
+
+/// Appends a value's normalised bytes: its type bracket, then its content, such that the bytes
+/// of two values compare as MongoDB compares the values, and no value's bytes are a prefix of
+/// another's. Returns false where it stopped after the type bracket, at a value it does not
+/// encode exactly (Decimal128, integers beyond 2^53, code).
+fn put(v: &Bson, out: &mut Vec<u8>) -> bool {
+    out.push(type_rank(v) + 1);
+    content(v, out)
+}
+
+fn put_str(s: &[u8], out: &mut Vec<u8>) {
+    // Zero bytes escaped, then a terminator that sorts below every byte: a shorter string
+    // sorts first, as in the byte order.
+    for &c in s {
+        out.push(c);
+        if c == 0 {
+            out.push(0xFF);
+        }
     }
-    prefixed.into_iter().map(|(_, i)| i).collect()
+    out.extend_from_slice(&[0, 0]);
+}
+
+fn content(v: &Bson, out: &mut Vec<u8>) -> bool {
+    match v {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
+            let f = as_f64(v).unwrap_or(f64::NAN);
+            // Below 2^53 every integer converts exactly, so only equal numbers share a double.
+            if !(f.is_nan() || f.abs() < 9_007_199_254_740_992.0) {
+                return false;
+            }
+            out.extend_from_slice(&ordered_f64(f).to_be_bytes());
+        }
+        Bson::String(s) | Bson::Symbol(s) => put_str(s.as_bytes(), out),
+        Bson::Document(d) => {
+            for (name, x) in d {
+                // Element by element: type bracket, name, value; the shorter document first.
+                out.push(type_rank(x) + 1);
+                put_str(name.as_bytes(), out);
+                if !content(x, out) {
+                    return false;
+                }
+            }
+            out.push(0);
+        }
+        Bson::Array(a) => {
+            for x in a {
+                if !put(x, out) {
+                    return false;
+                }
+            }
+            out.push(0);
+        }
+        Bson::Binary(b) => {
+            out.extend_from_slice(&(b.bytes.len() as u32).to_be_bytes());
+            out.push(u8::from(b.subtype));
+            out.extend_from_slice(&b.bytes);
+        }
+        Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
+        Bson::Boolean(b) => out.push(u8::from(*b)),
+        Bson::DateTime(d) => {
+            out.extend_from_slice(&((d.timestamp_millis() as u64) ^ (1 << 63)).to_be_bytes())
+        }
+        Bson::Timestamp(t) => {
+            out.extend_from_slice(&((u64::from(t.time) << 32) | u64::from(t.increment)).to_be_bytes())
+        }
+        Bson::RegularExpression(r) => {
+            put_str(r.pattern.as_str().as_bytes(), out);
+            put_str(r.options.as_str().as_bytes(), out);
+        }
+        Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::Undefined => {}
+        _ => return false,
+    }
+    true
 }
 
 fn cmp_rows(a: &[Cow<'_, Bson>], b: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Ordering {
@@ -339,49 +439,6 @@ fn cmp_rows(a: &[Cow<'_, Bson>], b: &[Cow<'_, Bson>], keys: &[(String, bool)]) -
         }
     }
     Ordering::Equal
-}
-
-/// Writes a key's prefix bytes (rank, then eight bytes of value, all inverted for a descending
-/// key) into `out`; returns whether equal bytes mean equal values.
-fn encode(v: &Bson, asc: bool, out: &mut [u8]) -> bool {
-    // Exactness is a property of the bytes: no two unequal values may share bytes that are
-    // called exact, or a later key would order them.
-    let (value, exact) = match v {
-        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
-            let f = as_f64(v).unwrap_or(f64::NAN);
-            // Below 2^53 every integer converts exactly, so only equal numbers share a double;
-            // Decimal128 values are compared in full (`sort_docs` checks for them first).
-            (ordered_f64(f), f.is_nan() || f.abs() < 9_007_199_254_740_992.0)
-        }
-        Bson::String(s) | Bson::Symbol(s) => {
-            // Seven bytes zero-padded, then the length up to 8: a shorter string sorts first,
-            // as in the byte order, and strings of up to 7 bytes are told apart in full.
-            let b = s.as_bytes();
-            let mut w = [0u8; 8];
-            for (o, c) in w.iter_mut().zip(b.iter().take(7)) {
-                *o = *c;
-            }
-            if let Some(len) = w.last_mut() {
-                *len = b.len().min(8) as u8;
-            }
-            (u64::from_be_bytes(w), b.len() <= 7)
-        }
-        Bson::DateTime(d) => ((d.timestamp_millis() as u64) ^ (1 << 63), true),
-        Bson::Timestamp(t) => ((u64::from(t.time) << 32) | u64::from(t.increment), true),
-        Bson::Boolean(b) => (u64::from(*b), true),
-        Bson::ObjectId(o) => {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(o.bytes().get(..8).unwrap_or(&[0; 8]));
-            (u64::from_be_bytes(w), false)
-        }
-        Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::Undefined => (0, true),
-        _ => (0, false),
-    };
-    let bytes = std::iter::once(type_rank(v)).chain(value.to_be_bytes());
-    for (o, b) in out.iter_mut().zip(bytes) {
-        *o = if asc { b } else { !b };
-    }
-    exact
 }
 
 /// A double's bits, ordered as MongoDB orders numbers: NaN below everything, `-0.0` equal to
@@ -572,6 +629,24 @@ mod tests {
             prop::collection::vec(0i32..3, 0..3)
                 .prop_map(|a| Bson::Array(a.into_iter().map(Bson::Int32).collect())),
             (0i32..3).prop_map(|x| Bson::Document(doc! {"x": x})),
+            ("[ab]{0,2}", 0i64..3).prop_map(|(n, x)| {
+                let mut d = doc! {"x": x};
+                if !n.is_empty() {
+                    d.insert(n, vec![Bson::Int64(x), Bson::String("a".into())]);
+                }
+                Bson::Document(d)
+            }),
+            prop::collection::vec(0u8..3, 0..3).prop_map(|bytes| Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes
+            })),
+            ("[ab]{0,2}", "[im]{0,1}").prop_map(|(p, o)| Bson::RegularExpression(
+                bson::Regex {
+                    pattern: p.try_into().unwrap(),
+                    options: o.try_into().unwrap(),
+                }
+            )),
+            Just(Bson::Decimal128(Decimal128::from_bytes([0; 16]))),
         ]
     }
 
