@@ -85,6 +85,31 @@ fn devops_forms_agree() {
     let questions = devops_matrix(&cfg);
     assert_eq!(questions.len(), 16);
     check(&c, &questions);
+
+    // The documented last-point form says how it was rewritten, and reads only each series'
+    // newest buckets, as the sort on time does.
+    let lastpoint = questions.iter().find(|q| q.name == "lastpoint").unwrap();
+    let form = |name: &str| match &lastpoint.forms.iter().find(|(n, _)| *n == name).unwrap().1 {
+        Form::Aggregate(p) => p.clone(),
+        Form::Find(..) => unreachable!(),
+    };
+    let documented = c
+        .explain_aggregate(form("sort-host-asc-time-desc-first"))
+        .unwrap();
+    let ours = c.explain_aggregate(form("sort-time-asc-last")).unwrap();
+    assert!(
+        documented
+            .rewrites
+            .iter()
+            .any(|r| r.contains("tags.hostname")),
+        "{documented:?}"
+    );
+    assert!(ours.rewrites.is_empty(), "{ours:?}");
+    assert_eq!(documented.buckets_examined, ours.buckets_examined);
+    assert!(
+        documented.buckets_examined < documented.buckets_total,
+        "{documented:?}"
+    );
     db.close().unwrap();
 }
 
