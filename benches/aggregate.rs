@@ -9,9 +9,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket::{Database, DbOptions, SyncMode};
 use tsbucket_workload::queries::{devops_queries, devops_scan_query, seed004_queries};
-use tsbucket_workload::{load_or_create, Devops, Seed004};
+use tsbucket_workload::{bench_collections, bench_scale};
 
 fn memory_bandwidth(c: &mut Criterion) {
     let v: Vec<f64> = (0..32 << 20).map(|i| i as f64).collect();
@@ -29,30 +29,10 @@ fn queries(c: &mut Criterion) {
     let dir = std::env::var("TSBUCKET_AGG_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| tmp.path().join("db"));
-    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.25);
+    let scale = bench_scale();
     let db = Database::open_with(&dir, DbOptions::default().sync(SyncMode::Never)).expect("open");
-    let cfg = Devops {
-        hosts: 1000,
-        hours: 6.0,
-        ..Devops::default()
-    };
-    let cpu = load_or_create(
-        &db,
-        "cpu",
-        TimeseriesOptions::new("time").meta_field("tags"),
-        cfg.generate(),
-    )
-    .expect("devops data");
-    let s004 = load_or_create(
-        &db,
-        &format!("seed004_{scale}"),
-        TimeseriesOptions::new("timestamp").meta_field("dims"),
-        Seed004 { scale, seed: 4 }.generate(),
-    )
-    .expect("seed-004 data");
+    let (cfg, cpu, s004) =
+        bench_collections(&db, &format!("seed004_{scale}"), scale).expect("benchmark data");
     let mut g = c.benchmark_group("aggregate");
     g.sample_size(10);
     g.warm_up_time(Duration::from_millis(500));

@@ -8,9 +8,9 @@
 //! `TSBUCKET_AGG_SCALE` sets the seed-004 scale.
 
 use std::time::Instant;
-use tsbucket::{Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket::{Database, DbOptions, SyncMode};
 use tsbucket_workload::formulations::{canonical, devops_matrix, seed004_matrix};
-use tsbucket_workload::{load_or_create, Devops, Seed004};
+use tsbucket_workload::{bench_collections, bench_scale};
 
 fn main() -> tsbucket::Result<()> {
     // `cargo bench` passes `--bench`; the numbers and the filter are ours.
@@ -28,28 +28,8 @@ fn main() -> tsbucket::Result<()> {
     let dir = std::env::var("TSBUCKET_AGG_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| tmp.path().join("db"));
-    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.25);
     let db = Database::open_with(&dir, DbOptions::default().sync(SyncMode::Never))?;
-    let cfg = Devops {
-        hosts: 1000,
-        hours: 6.0,
-        ..Devops::default()
-    };
-    let cpu = load_or_create(
-        &db,
-        "cpu",
-        TimeseriesOptions::new("time").meta_field("tags"),
-        cfg.generate(),
-    )?;
-    let s004 = load_or_create(
-        &db,
-        "seed004",
-        TimeseriesOptions::new("timestamp").meta_field("dims"),
-        Seed004 { scale, seed: 4 }.generate(),
-    )?;
+    let (cfg, cpu, s004) = bench_collections(&db, "seed004", bench_scale())?;
     let mut worst: f64 = 1.0;
     let mut mismatched = Vec::new();
     println!("question | form | median ms | documents | x fastest");

@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 use tsbucket::bson::Document;
-use tsbucket::{Collection, Database, DbOptions, SyncMode, TimeseriesOptions};
+use tsbucket::{Collection, Database, DbOptions, SyncMode};
 use tsbucket_workload::queries::{devops_queries, devops_scan_query, seed004_queries};
-use tsbucket_workload::{load_or_create, Devops, Seed004};
+use tsbucket_workload::{bench_collections, bench_scale};
 
 /// CPU time of this thread in nanoseconds (Linux), so that figures hold on a busy machine.
 fn thread_cpu_ns() -> Option<u64> {
@@ -51,10 +51,6 @@ fn main() -> tsbucket::Result<()> {
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
     let only = args.get(3).cloned().unwrap_or_default();
     // As in the `aggregate` bench; a database built at another scale is reused as it is.
-    let scale: f64 = std::env::var("TSBUCKET_AGG_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.25);
     let db = Database::open_with(
         dir,
         DbOptions {
@@ -66,23 +62,7 @@ fn main() -> tsbucket::Result<()> {
             ..DbOptions::default()
         },
     )?;
-    let cfg = Devops {
-        hosts: 1000,
-        hours: 6.0,
-        ..Devops::default()
-    };
-    let cpu = load_or_create(
-        &db,
-        "cpu",
-        TimeseriesOptions::new("time").meta_field("tags"),
-        cfg.generate(),
-    )?;
-    let s004 = load_or_create(
-        &db,
-        "seed004",
-        TimeseriesOptions::new("timestamp").meta_field("dims"),
-        Seed004 { scale, seed: 4 }.generate(),
-    )?;
+    let (cfg, cpu, s004) = bench_collections(&db, "seed004", bench_scale())?;
     let all = devops_queries(&cfg)
         .into_iter()
         .chain([devops_scan_query()])

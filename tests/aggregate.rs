@@ -5,6 +5,8 @@
 //! Data sits in three places in every test: flushed segments, open buckets written before a
 //! reopen (rebuilt from the log), and open buckets written after it.
 
+mod common;
+use common::load_split;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use tsbucket::bson::{doc, Bson, DateTime, Document};
@@ -19,38 +21,10 @@ use tsbucket_workload::queries::{
 use tsbucket_workload::rng::Rng;
 use tsbucket_workload::{Devops, Seed004};
 
-/// Loads `docs`: the first half flushed, a quarter left open across a reopen, the rest
-/// inserted after it.
-fn load(
-    dir: &std::path::Path,
-    opts: TimeseriesOptions,
-    docs: &[Document],
-) -> (Database, Collection) {
-    let (a, b) = (docs.len() / 2, docs.len() * 3 / 4);
-    {
-        let db = Database::open(dir).unwrap();
-        let c = db.create_collection("c", opts).unwrap();
-        for chunk in docs[..a].chunks(500) {
-            c.insert_many(chunk).unwrap();
-        }
-        db.flush().unwrap();
-        for chunk in docs[a..b].chunks(500) {
-            c.insert_many(chunk).unwrap();
-        }
-        db.close().unwrap();
-    }
-    let db = Database::open(dir).unwrap();
-    let c = db.collection("c").unwrap();
-    for chunk in docs[b..].chunks(500) {
-        c.insert_many(chunk).unwrap();
-    }
-    (db, c)
-}
-
-/// [`load`] into a fresh directory, time field `t` and meta field `m`.
+/// [`load_split`] into a fresh directory, time field `t` and meta field `m`.
 fn load_tm(docs: &[Document]) -> (tempfile::TempDir, Database, Collection) {
     let dir = tempfile::tempdir().unwrap();
-    let (db, c) = load(
+    let (db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("t").meta_field("m"),
         docs,
@@ -102,7 +76,7 @@ fn devops_check(float: bool) {
     };
     let docs: Vec<Document> = cfg.generate().collect();
     let dir = tempfile::tempdir().unwrap();
-    let (_db, c) = load(
+    let (_db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("time").meta_field("tags"),
         &docs,
@@ -280,7 +254,7 @@ fn seed004_queries_match_brute_force() {
     };
     let docs: Vec<Document> = cfg.generate().collect();
     let dir = tempfile::tempdir().unwrap();
-    let (_db, c) = load(
+    let (_db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("timestamp").meta_field("dims"),
         &docs,
@@ -546,7 +520,7 @@ fn groups_over_many_buckets_merge_the_parts() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let (db, c) = load(
+    let (db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("t").meta_field("m"),
         &docs,

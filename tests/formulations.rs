@@ -3,36 +3,12 @@
 //! buckets written after it; and each form's answer is also what the document path (the
 //! pipeline as written, no rewrites) gives.
 
+mod common;
+use common::load_split;
 use tsbucket::bson::Document;
-use tsbucket::{Collection, Database, TimeseriesOptions};
+use tsbucket::{Collection, TimeseriesOptions};
 use tsbucket_workload::formulations::{canonical, devops_matrix, seed004_matrix, Form, Question};
 use tsbucket_workload::{Devops, Seed004};
-
-fn load(
-    dir: &std::path::Path,
-    opts: TimeseriesOptions,
-    docs: &[Document],
-) -> (Database, Collection) {
-    let (a, b) = (docs.len() / 2, docs.len() * 3 / 4);
-    {
-        let db = Database::open(dir).unwrap();
-        let c = db.create_collection("c", opts).unwrap();
-        for chunk in docs[..a].chunks(500) {
-            c.insert_many(chunk).unwrap();
-        }
-        db.flush().unwrap();
-        for chunk in docs[a..b].chunks(500) {
-            c.insert_many(chunk).unwrap();
-        }
-        db.close().unwrap();
-    }
-    let db = Database::open(dir).unwrap();
-    let c = db.collection("c").unwrap();
-    for chunk in docs[b..].chunks(500) {
-        c.insert_many(chunk).unwrap();
-    }
-    (db, c)
-}
 
 fn check(c: &Collection, questions: &[Question]) {
     for q in questions {
@@ -77,7 +53,7 @@ fn devops_forms_agree() {
         ..Devops::default()
     };
     let docs: Vec<Document> = cfg.generate().collect();
-    let (db, c) = load(
+    let (db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("time").meta_field("tags"),
         &docs,
@@ -122,7 +98,7 @@ fn seed004_forms_agree() {
     }
     .generate()
     .collect();
-    let (db, c) = load(
+    let (db, c) = load_split(
         dir.path(),
         TimeseriesOptions::new("timestamp").meta_field("dims"),
         &docs,

@@ -428,3 +428,32 @@ pub fn count_in(db: &Database, coll: &str) -> u64 {
         .count_documents(doc! {})
         .unwrap()
 }
+
+/// Loads `docs` into a new collection `c` of the database in `dir`: the first half flushed, a
+/// quarter left open across a reopen (rebuilt from the log), the rest inserted after it, so
+/// that reads meet all three places data lives.
+pub fn load_split(
+    dir: &std::path::Path,
+    opts: TimeseriesOptions,
+    docs: &[Document],
+) -> (Database, Collection) {
+    let (a, b) = (docs.len() / 2, docs.len() * 3 / 4);
+    {
+        let db = Database::open(dir).unwrap();
+        let c = db.create_collection("c", opts).unwrap();
+        for chunk in docs[..a].chunks(500) {
+            c.insert_many(chunk).unwrap();
+        }
+        db.flush().unwrap();
+        for chunk in docs[a..b].chunks(500) {
+            c.insert_many(chunk).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Database::open(dir).unwrap();
+    let c = db.collection("c").unwrap();
+    for chunk in docs[b..].chunks(500) {
+        c.insert_many(chunk).unwrap();
+    }
+    (db, c)
+}

@@ -10,5 +10,5 @@ pub mod rng;
 pub mod seed004;
 
 pub use devops::Devops;
-pub use load::load_or_create;
+pub use load::{bench_collections, bench_scale, load_or_create};
 pub use seed004::Seed004;
