@@ -52,10 +52,13 @@ pub enum Step {
     MatchGroups(Vec<Clause>),
     /// Projection: paths (or, after `$group`, field indexes), inclusion, `_id`.
     Project(Vec<&'static str>, bool, Option<bool>),
-    /// Sort by time (or count, after `$group`) then `_id`, or by `_id` alone.
+    /// Sort by time (or count, after `$group`) then `_id`, or by `_id` alone; on measurements,
+    /// `meta_first` puts the meta path `m.a` first (the shape of MongoDB's documented last
+    /// point per series, when a `$group` on `m.a` follows).
     Sort {
         by_time_or_count: bool,
         ascending: bool,
+        meta_first: bool,
     },
     Skip(u8),
     Limit(u8),
@@ -76,10 +79,11 @@ impl fmt::Debug for Step {
             Step::Sort {
                 by_time_or_count,
                 ascending,
+                meta_first,
             } => {
                 write!(
                     f,
-                    "Sort by_time_or_count {by_time_or_count} asc {ascending}"
+                    "Sort by_time_or_count {by_time_or_count} asc {ascending} meta_first {meta_first}"
                 )
             }
             Step::Skip(n) => write!(f, "Skip {n}"),
@@ -127,8 +131,12 @@ fn step() -> BoxedStrategy<Step> {
         1 => prop::collection::vec(field_clause_on(GROUP_PATHS.to_vec()), 1..=2)
             .prop_map(Step::MatchGroups),
         1 => projection.prop_map(|(p, inc, id)| Step::Project(p, inc, id)),
-        3 => (any::<bool>(), any::<bool>())
-            .prop_map(|(by_time_or_count, ascending)| Step::Sort { by_time_or_count, ascending }),
+        3 => (any::<bool>(), any::<bool>(), prop::bool::weighted(0.3))
+            .prop_map(|(by_time_or_count, ascending, meta_first)| Step::Sort {
+                by_time_or_count,
+                ascending,
+                meta_first,
+            }),
         1 => (0u8..20).prop_map(Step::Skip),
         1 => (1u8..20).prop_map(Step::Limit),
         4 => (
@@ -288,9 +296,13 @@ pub fn build(steps: &[Step], ctx: &Ctx, docs: &[Document]) -> Built {
             Step::Sort {
                 by_time_or_count,
                 ascending,
+                meta_first,
             } if shape.unique_id => {
                 let dir = if *ascending { 1 } else { -1 };
                 let mut s = Document::new();
+                if *meta_first && shape.measurements {
+                    s.insert("m.a", 1);
+                }
                 if *by_time_or_count && shape.measurements {
                     s.insert("t", dir);
                 } else if *by_time_or_count && shape.fields.iter().any(|f| f == "n") {
