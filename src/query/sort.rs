@@ -25,13 +25,16 @@ pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
     if docs.len() < 2 || keys.is_empty() {
         return;
     }
-    let order = {
-        let values: Vec<Cow<'_, Bson>> = docs
-            .iter()
-            .flat_map(|d| keys.iter().map(move |(k, asc)| sort_value(d, k, *asc)))
-            .collect();
-        sorted_order(&values, keys)
-    };
+    let mut encoded = Keys::default();
+    for d in docs.iter() {
+        encoded.push(d, keys);
+    }
+    let order = encoded.order(keys, |i| docs.get(i as usize));
+    permute(docs, order);
+}
+
+/// Puts `docs` in `order` (positions of the documents, first to last).
+fn permute(docs: &mut [Document], order: Vec<u32>) {
     let mut taken: Vec<Document> = docs.iter_mut().map(std::mem::take).collect();
     for (slot, i) in docs.iter_mut().zip(order) {
         if let Some(d) = taken.get_mut(i as usize) {
@@ -93,18 +96,24 @@ pub fn sort_within(
     memory: &SortMemory,
 ) -> Result<(SortedDocs, bool)> {
     let mut batch: Vec<Document> = Vec::new();
+    // Each document's key is encoded as it arrives, while the document is still in cache.
+    let mut encoded = Keys::default();
     let mut bytes = 0usize;
     let mut runs: Vec<Run> = Vec::new();
     for d in input {
         let d = d?;
         bytes = bytes.saturating_add(approx_bytes(&d));
+        encoded.push(&d, keys);
         batch.push(d);
         if bytes > memory.limit {
-            runs.push(Run::write(&mut batch, keys, memory)?);
+            let order = std::mem::take(&mut encoded).order(keys, |i| batch.get(i as usize));
+            permute(&mut batch, order);
+            runs.push(Run::write(&mut batch, memory)?);
             bytes = 0;
         }
     }
-    sort_docs(&mut batch, keys);
+    let order = encoded.order(keys, |i| batch.get(i as usize));
+    permute(&mut batch, order);
     if runs.is_empty() {
         return Ok((Box::new(batch.into_iter().map(Ok)), false));
     }
@@ -145,8 +154,8 @@ struct Run {
 }
 
 impl Run {
-    fn write(batch: &mut Vec<Document>, keys: &[(String, bool)], memory: &SortMemory) -> Result<Run> {
-        sort_docs(batch, keys);
+    /// Writes `batch`, already sorted, and empties it.
+    fn write(batch: &mut Vec<Document>, memory: &SortMemory) -> Result<Run> {
         let file = match &memory.dir {
             Some(dir) => tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())?,
             None => tempfile::tempfile()?,
@@ -270,19 +279,22 @@ struct Keyed {
     row: u32,
 }
 
-/// The positions of the rows in sort order, where `values` holds each row's sort values, one per
-/// key, row after row.
-fn sorted_order(values: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Vec<u32> {
-    let k = keys.len().max(1);
-    let rows = values.len() / k;
-    let mut arena: Vec<u8> = Vec::with_capacity(rows * 16);
-    let mut keyed: Vec<Keyed> = Vec::with_capacity(rows);
-    for (i, row) in values.chunks_exact(k).enumerate() {
+/// Rows' normalised keys, pushed one row at a time.
+#[derive(Default)]
+struct Keys {
+    arena: Vec<u8>,
+    keyed: Vec<Keyed>,
+}
+
+impl Keys {
+    /// Encodes the sort values of `d` as the next row.
+    fn push(&mut self, d: &Document, keys: &[(String, bool)]) {
+        let arena = &mut self.arena;
         let start = arena.len();
         let mut trust = None;
-        for (v, (_, asc)) in row.iter().zip(keys) {
+        for (k, asc) in keys {
             let from = arena.len();
-            let exact = put(v, &mut arena);
+            let exact = put(&sort_value(d, k, *asc), arena);
             if !*asc {
                 arena.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
             }
@@ -304,56 +316,109 @@ fn sorted_order(values: &[Cow<'_, Bson>], keys: &[(String, bool)]) -> Vec<u32> {
             }
             u64::from_be_bytes(x)
         };
-        keyed.push(Keyed {
+        let row = self.keyed.len() as u32;
+        self.keyed.push(Keyed {
             head: [word(0), word(1), word(2)],
             start: start as u32,
             len: len as u32,
             trust: trust.unwrap_or(len) as u32,
             exact: trust.is_none(),
-            row: i as u32,
+            row,
         });
     }
-    let row = |i: u32| {
-        let at = i as usize * k;
-        values.get(at..at + k).unwrap_or_default()
-    };
-    let bytes = |x: &Keyed| {
-        arena
+
+    fn bytes(&self, x: &Keyed) -> &[u8] {
+        self.arena
             .get(x.start as usize..(x.start + x.len) as usize)
             .unwrap_or_default()
-    };
-    keyed.sort_unstable_by(|a, b| {
-        let trusted = a.trust.min(b.trust) as usize;
-        let differ = a.head.iter().zip(&b.head).position(|(x, y)| x != y);
-        let first_difference = if let Some(w) = differ {
-            let (x, y) = (a.head.get(w).copied(), b.head.get(w).copied());
-            let byte = (x.unwrap_or(0) ^ y.unwrap_or(0)).leading_zeros() / 8;
-            if w * 8 + (byte as usize) < trusted {
-                return x.cmp(&y).then(a.row.cmp(&b.row));
-            }
-            Some(w * 8 + byte as usize)
-        } else if a.len <= 24 && b.len <= 24 {
-            // The whole keys are in the heads, zero-padded: equal heads, equal lengths.
-            (a.len != b.len).then_some(a.len.min(b.len) as usize)
-        } else {
-            let (x, y) = (bytes(a), bytes(b));
-            x.iter()
-                .zip(y)
-                .position(|(p, q)| p != q)
-                .or((x.len() != y.len()).then_some(x.len().min(y.len())))
-        };
-        match first_difference {
-            Some(p) if p < trusted => {
-                let (x, y) = (bytes(a), bytes(b));
-                x.get(p).cmp(&y.get(p))
-            }
-            // Equal bytes that were all encoded: equal values.
-            None if a.exact && b.exact => Ordering::Equal,
-            _ => cmp_rows(row(a.row), row(b.row), keys),
+    }
+
+    /// The rows in sort order; `doc` gives a row's document, read again only where the bytes
+    /// cannot decide.
+    fn order<'d>(self, keys: &[(String, bool)], doc: impl Fn(u32) -> Option<&'d Document>) -> Vec<u32> {
+        if self.keyed.iter().all(|x| x.exact) {
+            return self.order_exact();
         }
-        .then(a.row.cmp(&b.row))
-    });
-    keyed.into_iter().map(|x| x.row).collect()
+        let values = |i: u32| -> Vec<Cow<'d, Bson>> {
+            match doc(i) {
+                Some(d) => keys.iter().map(|(k, asc)| sort_value(d, k, *asc)).collect(),
+                None => Vec::new(),
+            }
+        };
+        let mut keyed = self.keyed;
+        let arena = self.arena;
+        let bytes = |x: &Keyed| {
+            arena
+                .get(x.start as usize..(x.start + x.len) as usize)
+                .unwrap_or_default()
+        };
+        keyed.sort_unstable_by(|a, b| {
+            let trusted = a.trust.min(b.trust) as usize;
+            let differ = a.head.iter().zip(&b.head).position(|(x, y)| x != y);
+            let first_difference = if let Some(w) = differ {
+                let (x, y) = (a.head.get(w).copied(), b.head.get(w).copied());
+                let byte = (x.unwrap_or(0) ^ y.unwrap_or(0)).leading_zeros() / 8;
+                if w * 8 + (byte as usize) < trusted {
+                    return x.cmp(&y).then(a.row.cmp(&b.row));
+                }
+                Some(w * 8 + byte as usize)
+            } else if a.len <= 24 && b.len <= 24 {
+                // The whole keys are in the heads, zero-padded: equal heads, equal lengths.
+                (a.len != b.len).then_some(a.len.min(b.len) as usize)
+            } else {
+                let (x, y) = (bytes(a), bytes(b));
+                x.iter()
+                    .zip(y)
+                    .position(|(p, q)| p != q)
+                    .or((x.len() != y.len()).then_some(x.len().min(y.len())))
+            };
+            match first_difference {
+                Some(p) if p < trusted => {
+                    let (x, y) = (bytes(a), bytes(b));
+                    x.get(p).cmp(&y.get(p))
+                }
+                // Equal bytes that were all encoded: equal values.
+                None if a.exact && b.exact => Ordering::Equal,
+                _ => cmp_rows(&values(a.row), &values(b.row), keys),
+            }
+            .then(a.row.cmp(&b.row))
+        });
+        keyed.into_iter().map(|x| x.row).collect()
+    }
+
+    /// The order when every key was encoded in full: the heads and positions sorted as
+    /// integers, then runs of equal heads whose keys go on past the head by the rest of their
+    /// bytes.
+    fn order_exact(&self) -> Vec<u32> {
+        let mut heads: Vec<([u64; 3], u32)> = self.keyed.iter().map(|x| (x.head, x.row)).collect();
+        heads.sort_unstable();
+        let mut start = 0;
+        while start < heads.len() {
+            let Some(&(h, _)) = heads.get(start) else {
+                break;
+            };
+            let len = heads
+                .get(start..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|(g, _)| *g == h)
+                .count()
+                .max(1);
+            if let Some(run) = heads.get_mut(start..start + len) {
+                let long = |r: u32| self.keyed.get(r as usize).is_some_and(|x| x.len > 24);
+                if len > 1 && run.iter().any(|(_, r)| long(*r)) {
+                    let rest = |r: u32| {
+                        self.keyed
+                            .get(r as usize)
+                            .map_or(&[][..], |x| self.bytes(x).get(24..).unwrap_or_default())
+                    };
+                    run.sort_unstable_by(|(_, a), (_, b)| rest(*a).cmp(rest(*b)).then(a.cmp(b)));
+                }
+            }
+            start += len;
+        }
+        heads.into_iter().map(|(_, r)| r).collect()
+    }
 }
 
 /// Appends a value's normalised bytes: its type bracket, then its content, such that the bytes
