@@ -117,17 +117,18 @@ impl TimeMerge {
         }
     }
 
-    fn ready(&self, key: i64) -> bool {
+    /// True when the pending row `p` comes before every row of the buckets not read yet.
+    fn ready(&self, p: &Pending) -> bool {
         match self.order.get(self.next) {
             None => true,
-            Some((b, _)) => {
-                // Strictly: a row whose time equals the next bucket's bound waits for that
-                // bucket, which may hold rows of the same time that come first by position.
-                if self.spec.asc {
-                    !key < *b
-                } else {
-                    key > *b
-                }
+            Some(&(b, k)) => {
+                let t = if self.spec.asc { !p.key } else { p.key };
+                let before = if self.spec.asc { t < b } else { t > b };
+                // A row whose time equals the next bucket's bound still comes first when its
+                // bucket was selected earlier: equal times keep the order of selection, and
+                // buckets of equal bounds are read in that order. Waiting instead read every
+                // bucket of the newest hour (all hosts end at the same time) for ten rows.
+                before || (t == b && (p.seq >> 32) < k as u64)
             }
         }
     }
@@ -136,7 +137,7 @@ impl TimeMerge {
     pub fn next_row(&mut self) -> Option<Result<(Arc<Rows>, usize)>> {
         loop {
             if let Some(top) = self.heap.peek() {
-                if self.ready(top.key) {
+                if self.ready(top) {
                     let p = self.heap.pop()?;
                     return Some(Ok((p.rows, p.row)));
                 }
