@@ -1,5 +1,6 @@
 //! Read-path timings on the devops-cpu workload (1000 hosts x 6 h at 10 s, flushed): a
-//! measurement-field count, one host over one hour, and the latest ten measurements.
+//! measurement-field count, one host over one hour, every measurement of one hour (as
+//! `Document`s and as BSON bytes), and the latest ten measurements.
 //!
 //! Run: `cargo bench --bench query`. Set `TSBUCKET_QUERY_DIR` to keep the database between runs
 //! (it is built there on the first run and reused afterwards); `TSBUCKET_QUERY_HOSTS` and
@@ -62,7 +63,7 @@ fn main() -> tsbucket::Result<()> {
 
     let start = cfg.start_ms;
     let hour = doc! {"$gte": DateTime::from_millis(start), "$lt": DateTime::from_millis(start + 3_600_000)};
-    let host_hour = doc! {"tags.hostname": "host_7", "time": hour};
+    let host_hour = doc! {"tags.hostname": "host_7", "time": hour.clone()};
     let latest = FindOptions {
         sort: Some(doc! {"time": -1}),
         limit: Some(10),
@@ -78,6 +79,27 @@ fn main() -> tsbucket::Result<()> {
             "find host_7, 1 h",
             host_hour.clone(),
             Box::new(|| Ok(cpu.find(host_hour.clone())?.count() as u64)),
+        ),
+        (
+            "return 1 h as documents",
+            doc! {"time": hour.clone()},
+            Box::new(|| Ok(cpu.find(doc! {"time": hour.clone()})?.count() as u64)),
+        ),
+        (
+            "return 1 h as BSON",
+            doc! {"time": hour.clone()},
+            Box::new(|| {
+                // Batches of documents appended to one buffer, as a server's reply takes them.
+                let mut cursor = cpu.find(doc! {"time": hour.clone()})?;
+                let (mut buf, mut n) = (Vec::with_capacity(1 << 20), 0);
+                while cursor.next_into(&mut buf)? {
+                    n += 1;
+                    if buf.len() >= 1 << 20 {
+                        buf.clear();
+                    }
+                }
+                Ok(n)
+            }),
         ),
         (
             "find sort time desc, limit 10",

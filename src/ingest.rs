@@ -5,7 +5,6 @@
 
 pub mod buffers;
 pub mod compact;
-mod encode;
 mod ids;
 mod prefetch;
 mod series;
@@ -13,6 +12,7 @@ mod shape;
 mod template;
 mod validate;
 
+use crate::doc::encode;
 pub use series::{series_key, series_key_at, MetaId, SeriesKey};
 pub use shape::{defers, ShapeId};
 

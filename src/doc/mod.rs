@@ -1,7 +1,9 @@
 //! BSON documents below every other layer: walking a document's elements in its bytes,
-//! normalising meta values, and the names reserved for the engine's bookkeeping.
+//! writing documents as BSON bytes, normalising meta values, and the names reserved for the
+//! engine's bookkeeping.
 
 pub mod elements;
+pub mod encode;
 pub mod meta;
 
 use bson::raw::RawBsonRef;

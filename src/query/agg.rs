@@ -66,6 +66,9 @@ pub(crate) enum Output {
     Stream(Docs),
     /// The output of a final `$group`, built as it is read.
     Groups(Box<GroupDocs>),
+    /// Measurements as a find returns them: a pipeline of `$match`, `$sort`, `$skip`,
+    /// `$limit` and keep-only `$project` stages that a find does whole.
+    Cursor(Box<Cursor>),
 }
 
 /// Runs `stages` along `route` over the buckets `scans` chosen by `plan` (whose filter is the
@@ -118,35 +121,47 @@ pub(crate) fn execute(
         None => Cursor::new(scans, plan),
     };
     let rest = stages.get(used..).unwrap_or_default();
+    if rest.is_empty() {
+        return Ok((Output::Cursor(Box::new(cursor)), explain));
+    }
     Ok((run_stages(Box::new(cursor), rest, memory)?, explain))
 }
 
-/// The find a pipeline's leading `$sort`, `$skip` and `$limit` stages amount to, and how many
-/// stages it takes; `None` when the pipeline starts with none of them that a find does better.
+/// The find a pipeline's leading stages amount to, and how many stages it takes: a `$sort`
+/// with the `$skip` and `$limit` stages after it, then a `$project` that only keeps or leaves
+/// out paths. `None` when the pipeline starts with none of them that a find does better.
 fn leading_find(plan: &Plan, stages: &[Stage]) -> (Option<FindSpec>, usize) {
-    let Some(Stage::Sort(keys)) = stages.first() else {
-        return (None, 0);
-    };
-    let mut spec = FindSpec {
-        sort: keys.clone(),
-        ..FindSpec::default()
-    };
-    let mut used = 1;
-    for s in stages.get(1..).unwrap_or_default() {
-        match s {
-            Stage::Skip(n) if spec.limit.is_none() => spec.skip = spec.skip.saturating_add(*n),
-            Stage::Limit(n) => {
-                spec.limit = Some(spec.limit.map_or(*n, |l| l.min(*n)));
+    let mut spec = FindSpec::default();
+    let mut used = 0;
+    if let Some(Stage::Sort(keys)) = stages.first() {
+        spec.sort = keys.clone();
+        used = 1;
+        for s in stages.get(1..).unwrap_or_default() {
+            match s {
+                Stage::Skip(n) if spec.limit.is_none() => spec.skip = spec.skip.saturating_add(*n),
+                Stage::Limit(n) => {
+                    spec.limit = Some(spec.limit.map_or(*n, |l| l.min(*n)));
+                }
+                _ => break,
             }
-            _ => break,
+            used += 1;
         }
-        used += 1;
+        let time_sort = matches!(keys.as_slice(), [(k, _)] if *k == plan.time_field);
+        if !time_sort && spec.limit.is_none() {
+            return (None, 0);
+        }
     }
-    let time_sort = matches!(keys.as_slice(), [(k, _)] if *k == plan.time_field);
-    if time_sort || spec.limit.is_some() {
-        (Some(spec), used)
-    } else {
+    // A find applies its projection after sort, skip and limit, as the pipeline does.
+    if let Some(Stage::Project(p)) = stages.get(used) {
+        if let Some(p) = p.as_projection() {
+            spec.projection = Some(p.clone());
+            used += 1;
+        }
+    }
+    if used == 0 {
         (None, 0)
+    } else {
+        (Some(spec), used)
     }
 }
 

@@ -4,14 +4,16 @@
 //! (keeping only the first `skip + limit` when there is a limit).
 
 use super::agg::{Output, TOP_K_MAX};
-use super::filter::Filter;
 use super::group::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::Projection;
 use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs};
 use super::read::{count_of, Plan, Scans, Verdict};
-use super::rows::{heads, Need, Rows};
-use crate::error::Result;
+use super::materialise::{RowOutput, Selected};
+use super::rows::{heads, Need};
+use crate::doc::encode::write_document;
+use crate::error::{Error, Result};
+use bson::raw::RawDocumentBuf;
 use bson::Document;
 use std::collections::VecDeque;
 
@@ -54,8 +56,8 @@ impl std::fmt::Debug for Cursor {
 }
 
 enum Mode {
-    Scan(ScanState),
-    Merge(TimeMerge),
+    Scan(Box<ScanState>),
+    Merge(Box<TimeMerge>),
     Docs(VecDeque<Document>),
     Groups(Box<GroupDocs>),
     Stream(SortedDocs),
@@ -66,39 +68,46 @@ struct ScanState {
     sources: Scans,
     /// The next of `sources` to read.
     next: usize,
-    filter: Filter,
-    need_whole: Need,
-    need_test: Need,
-    time_field: String,
-    meta_field: Option<String>,
-    ready: VecDeque<Document>,
+    output: RowOutput,
+    /// The bucket being returned, and the position in its selected rows of the next row.
+    current: Option<(Selected, usize)>,
     buckets_read: u64,
 }
 
 impl ScanState {
-    fn new(sources: Scans, plan: Plan, need: Need) -> ScanState {
-        let mut paths = Vec::new();
-        plan.filter.paths(&mut paths);
+    fn new(sources: Scans, plan: Plan, projection: Option<Projection>) -> ScanState {
         ScanState {
             sources,
             next: 0,
-            need_test: need.with(&heads(&paths)),
-            need_whole: need,
-            time_field: plan.time_field.clone(),
-            meta_field: plan.meta_field.clone(),
-            filter: plan.filter,
-            ready: VecDeque::new(),
+            output: RowOutput::new(
+                plan.filter,
+                projection,
+                &plan.time_field,
+                plan.meta_field.as_deref(),
+            ),
+            current: None,
             buckets_read: 0,
         }
     }
 
-    /// Fills `ready` from the next bucket that has rows to return, skipping `skip` matches
-    /// first (whole buckets without reading them when their statistics prove every row
-    /// matches) and stopping after `left` documents. False when no bucket is left.
-    fn fill(&mut self, skip: &mut u64, left: u64) -> Result<bool> {
+    /// The bucket and row to return next, skipping `skip` matches first (whole buckets
+    /// without reading them when their statistics prove every row matches); `None` when no
+    /// row is left.
+    fn next_row(&mut self, skip: &mut u64) -> Result<Option<u32>> {
         loop {
+            if let Some((sel, pos)) = &mut self.current {
+                if let Some(&r) = sel.rows().get(*pos) {
+                    *pos += 1;
+                    if *skip > 0 {
+                        *skip -= 1;
+                        continue;
+                    }
+                    return Ok(Some(r));
+                }
+            }
+            self.current = None;
             let Some(scan) = self.sources.get(self.next) else {
-                return Ok(false);
+                return Ok(None);
             };
             self.next += 1;
             let whole = scan.verdict == Verdict::All;
@@ -106,55 +115,49 @@ impl ScanState {
                 *skip -= count_of(&scan.src);
                 continue;
             }
-            let need = if whole {
-                &self.need_whole
-            } else {
-                &self.need_test
-            };
-            let rows = Rows::load(
-                &scan.src,
-                need,
-                &self.time_field,
-                self.meta_field.as_deref(),
-            )?;
             self.buckets_read += 1;
-            let bound = rows.bind(if whole { &Filter::True } else { &self.filter });
-            for r in 0..rows.len() {
-                if !bound.matches(&rows, r) {
-                    continue;
-                }
-                if *skip > 0 {
-                    *skip -= 1;
-                    continue;
-                }
-                self.ready.push_back(rows.document(r)?);
-                if self.ready.len() as u64 >= left {
-                    break;
-                }
-            }
-            if !self.ready.is_empty() {
-                return Ok(true);
-            }
+            self.current = Some((self.output.select(&scan.src, whole)?, 0));
+        }
+    }
+
+    /// The next row as a document.
+    fn document(&mut self, skip: &mut u64) -> Option<Result<Document>> {
+        let r = match self.next_row(skip) {
+            Ok(r) => r?,
+            Err(e) => return Some(Err(e)),
+        };
+        let (sel, _) = self.current.as_ref()?;
+        Some(sel.document(&self.output, r))
+    }
+
+    /// Appends the next row to `buf` as BSON; false when no row is left.
+    fn write(&mut self, skip: &mut u64, buf: &mut Vec<u8>) -> Result<bool> {
+        let Some(r) = self.next_row(skip)? else {
+            return Ok(false);
+        };
+        match self.current.as_ref() {
+            Some((sel, _)) => sel.write(&self.output, r, buf).map(|()| true),
+            None => Ok(false),
         }
     }
 }
 
 impl Cursor {
     pub(crate) fn new(sources: Scans, plan: Plan) -> Cursor {
-        Cursor::scan(sources, plan, Need::All, None, 0, u64::MAX)
+        Cursor::scan(sources, plan, None, 0, u64::MAX)
     }
 
+    /// A scan in the order of `sources`; the projection is applied as documents are built.
     fn scan(
         sources: Scans,
         plan: Plan,
-        need: Need,
         projection: Option<Projection>,
         skip: u64,
         left: u64,
     ) -> Cursor {
         Cursor {
-            mode: Mode::Scan(ScanState::new(sources, plan, need)),
-            projection,
+            mode: Mode::Scan(Box::new(ScanState::new(sources, plan, projection))),
+            projection: None,
             skip,
             left,
             failed: false,
@@ -167,6 +170,7 @@ impl Cursor {
             Output::Docs(docs) => Cursor::from_docs(docs),
             Output::Groups(groups) => Cursor::all_of(Mode::Groups(groups)),
             Output::Stream(docs) => Cursor::all_of(Mode::Stream(docs)),
+            Output::Cursor(c) => *c,
         }
     }
 
@@ -210,7 +214,7 @@ impl Cursor {
                 },
             );
             return Ok(Cursor {
-                mode: Mode::Merge(merge),
+                mode: Mode::Merge(Box::new(merge)),
                 projection: spec.projection,
                 skip: spec.skip,
                 left,
@@ -221,13 +225,12 @@ impl Cursor {
             return Ok(Cursor::scan(
                 sources,
                 plan,
-                need,
                 spec.projection,
                 spec.skip,
                 left,
             ));
         }
-        let all = Cursor::scan(sources, plan, need, None, 0, u64::MAX);
+        let all = Cursor::scan(sources, plan, None, 0, u64::MAX);
         let n = spec.skip.saturating_add(left);
         let mut c = if n <= TOP_K_MAX {
             Cursor::from_docs(top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?)
@@ -276,16 +279,7 @@ impl Cursor {
                 }
                 return Some(doc);
             },
-            Mode::Scan(s) => {
-                if s.ready.is_empty() {
-                    match s.fill(&mut self.skip, self.left) {
-                        Ok(true) => {}
-                        Ok(false) => return None,
-                        Err(e) => return Some(Err(e)),
-                    }
-                }
-                s.ready.pop_front().map(Ok)
-            }
+            Mode::Scan(s) => s.document(&mut self.skip),
             Mode::Merge(m) => loop {
                 let (rows, r) = match m.next_row()? {
                     Ok(x) => x,
@@ -297,6 +291,48 @@ impl Cursor {
                 }
                 return Some(rows.document(r));
             },
+        }
+    }
+}
+
+impl Cursor {
+    /// Appends the next document to `buf` as BSON bytes; false when none is left. A scan (a
+    /// find without a sort, or a pipeline of `$match` and keep-only `$project` stages) writes
+    /// the bytes straight from the bucket's columns without building a `Document`, the
+    /// fastest way to take measurements out; the others encode the documents they build.
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
+        if self.failed || self.left == 0 {
+            return Ok(false);
+        }
+        let got = match &mut self.mode {
+            Mode::Scan(s) => s.write(&mut self.skip, buf),
+            _ => match self.next() {
+                None => return Ok(false),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(d)) => {
+                    return write_document(&d, buf, 1)
+                        .map(|()| true)
+                        .map_err(Error::Internal)
+                }
+            },
+        };
+        match got {
+            Ok(true) => self.left -= 1,
+            Ok(false) => {}
+            Err(_) => self.failed = true,
+        }
+        got
+    }
+
+    /// The next document as BSON bytes (see [`Cursor::next_into`]).
+    pub fn next_raw(&mut self) -> Option<Result<RawDocumentBuf>> {
+        let mut buf = Vec::new();
+        match self.next_into(&mut buf) {
+            Ok(true) => Some(RawDocumentBuf::from_bytes(buf).map_err(|e| {
+                Error::Internal(format!("a returned document is not BSON: {e}"))
+            })),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }

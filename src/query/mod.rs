@@ -15,6 +15,7 @@ pub mod fromstats;
 pub mod group;
 pub mod keycache;
 mod keyset;
+pub mod materialise;
 pub mod merge;
 pub mod options;
 pub(crate) mod parallel;

@@ -111,6 +111,36 @@ impl Projection {
         }
     }
 
+    /// What the projection does to top-level field `name`, which it treats apart from every
+    /// other field: a reader that builds documents from columns decides once per field.
+    pub fn fate(&self, name: &str) -> Fate {
+        if name == "_id" {
+            // `_id` follows its own flag, then (for an exclusion) any path below it.
+            if !self.id {
+                return Fate::Drop;
+            }
+            if self.include {
+                return Fate::Keep;
+            }
+        }
+        let sub = sub_paths(self.paths.iter().map(String::as_str), name);
+        match (self.include, sub.is_empty(), sub.contains(&"")) {
+            (true, _, true) => Fate::Keep,
+            (true, true, _) => Fate::Drop,
+            (false, _, true) => Fate::Drop,
+            (false, true, _) => Fate::Keep,
+            _ => Fate::Reshape,
+        }
+    }
+
+    /// The value field `name` has after the projection, given its value before (for a field
+    /// whose [`Projection::fate`] is [`Fate::Reshape`]; the others need no call).
+    pub fn apply_field(&self, name: &str, v: &Bson) -> Option<Bson> {
+        let mut d = Document::new();
+        d.insert(name, v.clone());
+        self.apply(d).remove(name)
+    }
+
     /// Applies the projection to one document.
     pub fn apply(&self, d: Document) -> Document {
         if self.include {
@@ -138,6 +168,17 @@ impl Projection {
             d
         }
     }
+}
+
+/// What a projection does to one top-level field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Kept as it is.
+    Keep,
+    /// Left out.
+    Drop,
+    /// Some paths below it are kept or left out: its value is rebuilt per document.
+    Reshape,
 }
 
 /// True when one path is the other or lies inside it (`a` and `a.b`).

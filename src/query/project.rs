@@ -93,6 +93,16 @@ impl Project {
         self.base.as_ref()?.kept()
     }
 
+    /// The stage as a find projection, when it only keeps or leaves out paths (no computed
+    /// fields): the two then give the same documents.
+    pub fn as_projection(&self) -> Option<&Projection> {
+        if self.computed.is_empty() {
+            self.base.as_ref()
+        } else {
+            None
+        }
+    }
+
     /// Applies the stage to one document.
     pub fn apply(&self, d: Document) -> Result<Document> {
         let mut out = if self.computed.is_empty() {

@@ -626,6 +626,26 @@ impl Segment {
             .collect()
     }
 
+    /// Bucket `i`'s field orders, from the directory without reading its page: every shape
+    /// (positions in [`Segment::column_names`]'s order, [`crate::bucket::META_SLOT`] for the
+    /// meta field) and the shape of each row (empty when every row has shape 0).
+    pub fn shapes_of(&self, i: usize) -> Result<(Vec<&[u32]>, &[u32])> {
+        let s = self.summary(i)?;
+        let shapes = slice_of(&self.tables.shapes, s.loc.shapes)
+            .iter()
+            .map(|&sh| {
+                self.shapes.get(sh as usize).map(Vec::as_slice).ok_or_else(|| {
+                    Error::corruption(
+                        &self.path,
+                        self.dir_offset,
+                        format!("bucket {i}: shape index {sh} out of range"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((shapes, slice_of(&self.tables.row_shapes, s.loc.row_shapes)))
+    }
+
     /// Checks everything: every page checksum, every column decodes to `count` rows, shapes
     /// and row shapes are consistent with which columns have values at each row, and
     /// `control.min/max` agree with the data (see `format-spec/segment.md`, "verify").

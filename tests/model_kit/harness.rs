@@ -234,6 +234,32 @@ pub fn check_query(
     check_find_with(st, &filter, want, find, &what)
 }
 
+/// The documents `cursor` gives as BSON bytes are `docs`, in the same order: a scan writes
+/// its bytes from the columns, apart from the code that builds `Document`s.
+fn same_as_raw(
+    docs: &[Document],
+    cursor: tsbucket::Result<tsbucket::Cursor>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let mut cursor = ok(cursor, what)?;
+    let mut raw = Vec::new();
+    while let Some(r) = cursor.next_raw() {
+        let r = ok(r, &format!("{what}: reading BSON"))?;
+        raw.push(ok(
+            Document::try_from(r.as_ref()).map_err(|e| tsbucket::Error::Internal(e.to_string())),
+            what,
+        )?);
+    }
+    if raw != docs {
+        return Err(fail(format!(
+            "{what}: as BSON bytes{}\n  as documents{}",
+            show(&raw),
+            show(docs)
+        )));
+    }
+    Ok(())
+}
+
 fn check_find_with(
     st: &State<'_>,
     filter: &Document,
@@ -247,6 +273,7 @@ fn check_find_with(
         ok(st.coll.find_with(filter.clone(), opts.clone()), &what)?.collect(),
         &what,
     )?;
+    same_as_raw(&got, st.coll.find_with(filter.clone(), opts.clone()), &what)?;
     let skip = find.skip.unwrap_or(0) as usize;
     let limit = match find.limit {
         None | Some(0) => usize::MAX,

@@ -20,6 +20,59 @@ pub enum Form {
     Aggregate(Vec<Document>),
     /// `Collection::find_with` with this filter and these options.
     Find(Document, Box<FindOptions>),
+    /// [`Form::Find`] with the documents taken as BSON bytes appended to one buffer
+    /// (`Cursor::next_into`), as a server or an export takes them.
+    FindBson(Document, Box<FindOptions>),
+    /// [`Form::Aggregate`] with the documents taken as BSON bytes, as [`Form::FindBson`].
+    AggregateBson(Vec<Document>),
+}
+
+/// What a form returned.
+#[derive(Debug)]
+pub enum Answer {
+    /// Documents.
+    Docs(Vec<Document>),
+    /// BSON documents one after another, and how many.
+    Bson(Vec<u8>, usize),
+}
+
+impl Default for Answer {
+    fn default() -> Answer {
+        Answer::Docs(Vec::new())
+    }
+}
+
+impl Answer {
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        match self {
+            Answer::Docs(d) => d.len(),
+            Answer::Bson(_, n) => *n,
+        }
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The documents.
+    pub fn into_documents(self) -> Result<Vec<Document>> {
+        match self {
+            Answer::Docs(d) => Ok(d),
+            Answer::Bson(bytes, _) => {
+                let mut out = Vec::new();
+                let mut rest = bytes.as_slice();
+                while !rest.is_empty() {
+                    out.push(
+                        Document::from_reader(&mut rest)
+                            .map_err(|e| tsbucket::Error::Internal(e.to_string()))?,
+                    );
+                }
+                Ok(out)
+            }
+        }
+    }
 }
 
 /// A question and its forms.
@@ -36,13 +89,35 @@ pub struct Question {
 }
 
 impl Form {
+    /// True for the forms that take documents as BSON bytes rather than `Document`s: a
+    /// different product of the same query, compared among themselves.
+    pub fn returns_bson(&self) -> bool {
+        matches!(self, Form::FindBson(..) | Form::AggregateBson(..))
+    }
+
     /// Runs the form.
-    pub fn run(&self, c: &Collection) -> Result<Vec<Document>> {
+    pub fn run(&self, c: &Collection) -> Result<Answer> {
         match self {
-            Form::Aggregate(p) => c.aggregate(p.clone())?.collect(),
-            Form::Find(f, o) => c.find_with(f.clone(), (**o).clone())?.collect(),
+            Form::Aggregate(p) => Ok(Answer::Docs(
+                c.aggregate(p.clone())?.collect::<Result<_>>()?,
+            )),
+            Form::Find(f, o) => Ok(Answer::Docs(
+                c.find_with(f.clone(), (**o).clone())?
+                    .collect::<Result<_>>()?,
+            )),
+            Form::FindBson(f, o) => bson(c.find_with(f.clone(), (**o).clone())?),
+            Form::AggregateBson(p) => bson(c.aggregate(p.clone())?),
         }
     }
+}
+
+/// Every document `cursor` gives, as BSON bytes one after another.
+fn bson(mut cursor: tsbucket::Cursor) -> Result<Answer> {
+    let (mut bytes, mut n) = (Vec::new(), 0);
+    while cursor.next_into(&mut bytes)? {
+        n += 1;
+    }
+    Ok(Answer::Bson(bytes, n))
 }
 
 /// An answer in a form that compares across formulations: documents as text with doubles to
@@ -245,8 +320,25 @@ fn high_cpu(cfg: &Devops, name: &str, one_host: bool) -> Question {
                 ),
             ),
             (
+                "find-bson",
+                Form::FindBson(
+                    filter.clone(),
+                    Box::new(FindOptions {
+                        projection: Some(project.clone()),
+                        ..FindOptions::default()
+                    }),
+                ),
+            ),
+            (
                 "match-project",
                 Form::Aggregate(vec![
+                    doc! {"$match": filter.clone()},
+                    doc! {"$project": project.clone()},
+                ]),
+            ),
+            (
+                "match-project-bson",
+                Form::AggregateBson(vec![
                     doc! {"$match": filter.clone()},
                     doc! {"$project": project.clone()},
                 ]),
@@ -347,6 +439,17 @@ fn host_latest(cfg: &Devops) -> Question {
             (
                 "find",
                 Form::Find(
+                    doc! {"tags.hostname": host.clone()},
+                    Box::new(FindOptions {
+                        sort: Some(doc! {"time": -1}),
+                        limit: Some(10),
+                        ..FindOptions::default()
+                    }),
+                ),
+            ),
+            (
+                "find-bson",
+                Form::FindBson(
                     doc! {"tags.hostname": host.clone()},
                     Box::new(FindOptions {
                         sort: Some(doc! {"time": -1}),

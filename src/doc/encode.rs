@@ -1,4 +1,5 @@
-//! BSON encoding of `Document`s straight into the log record buffer.
+//! BSON encoding of documents and values straight into a buffer: the insert path's log
+//! records, and the documents a read returns as bytes.
 //!
 //! `Document::to_writer` builds a separate `RawDocumentBuf` per document and copies it, and a
 //! generated `_id` then has to be spliced in front of it. Writing the elements directly lets the
