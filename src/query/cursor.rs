@@ -10,7 +10,6 @@ use super::options::Projection;
 use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs};
 use super::read::{count_of, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
-use super::rows::{heads, Need};
 use crate::doc::encode::write_document;
 use crate::error::{Error, Result};
 use bson::raw::RawDocumentBuf;
@@ -192,30 +191,28 @@ impl Cursor {
     /// A cursor over `sources` with projection, sort, skip and limit.
     pub(crate) fn find(sources: Scans, plan: Plan, spec: FindSpec) -> Result<Cursor> {
         let left = spec.limit.unwrap_or(u64::MAX);
-        let mut need = spec.projection.as_ref().map_or(Need::All, Projection::need);
-        let sort_paths: Vec<String> = spec.sort.iter().map(|(k, _)| k.clone()).collect();
-        need = need.with(&heads(&sort_paths));
         let time_sort = match spec.sort.as_slice() {
             [(k, asc)] if *k == plan.time_field => Some(*asc),
             _ => None,
         };
         if let Some(asc) = time_sort {
-            let mut paths = Vec::new();
-            plan.filter.paths(&mut paths);
             let merge = TimeMerge::new(
                 sources,
                 MergeSpec {
-                    need_test: need.with(&heads(&paths)),
-                    need_whole: need,
-                    time_field: plan.time_field.clone(),
-                    meta_field: plan.meta_field.clone(),
-                    filter: plan.filter,
+                    output: RowOutput::new(
+                        plan.filter,
+                        spec.projection,
+                        &plan.time_field,
+                        plan.meta_field.as_deref(),
+                    )
+                    .with_times(),
+                    time_field: plan.time_field,
                     asc,
                 },
             );
             return Ok(Cursor {
                 mode: Mode::Merge(Box::new(merge)),
-                projection: spec.projection,
+                projection: None,
                 skip: spec.skip,
                 left,
                 failed: false,
@@ -289,23 +286,36 @@ impl Cursor {
                     self.skip -= 1;
                     continue;
                 }
-                return Some(rows.document(r));
+                return Some(rows.document(m.output(), r));
             },
         }
     }
 }
 
 impl Cursor {
-    /// Appends the next document to `buf` as BSON bytes; false when none is left. A scan (a
-    /// find without a sort, or a pipeline of `$match` and keep-only `$project` stages) writes
-    /// the bytes straight from the bucket's columns without building a `Document`, the
-    /// fastest way to take measurements out; the others encode the documents they build.
+    /// Appends the next document to `buf` as BSON bytes; false when none is left. A find
+    /// without a sort or sorted on the time field alone, or a pipeline of `$match`, keep-only
+    /// `$project` and such a `$sort` that a find does whole, writes the bytes straight from
+    /// the bucket's columns without building a `Document`: the fastest way to take
+    /// measurements out. The others encode the documents they build.
     pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         if self.failed || self.left == 0 {
             return Ok(false);
         }
         let got = match &mut self.mode {
             Mode::Scan(s) => s.write(&mut self.skip, buf),
+            Mode::Merge(m) => loop {
+                let (rows, r) = match m.next_row() {
+                    None => break Ok(false),
+                    Some(Err(e)) => break Err(e),
+                    Some(Ok(x)) => x,
+                };
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    continue;
+                }
+                break rows.write(m.output(), r, buf).map(|()| true);
+            },
             _ => match self.next() {
                 None => return Ok(false),
                 Some(Err(e)) => return Err(e),

@@ -32,6 +32,8 @@ pub struct RowOutput {
     projection: Option<Projection>,
     time_field: String,
     meta_field: Option<String>,
+    /// Whether each row's time is wanted apart from the output (a merge in time order).
+    times: bool,
 }
 
 impl RowOutput {
@@ -51,7 +53,15 @@ impl RowOutput {
             projection,
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
+            times: false,
         }
+    }
+
+    /// The same, with each selected row's time at hand ([`Selected::time_ms`]) whatever the
+    /// projection keeps.
+    pub fn with_times(mut self) -> RowOutput {
+        self.times = true;
+        self
     }
 
     fn fate(&self, name: &str) -> Fate {
@@ -87,6 +97,10 @@ impl RowOutput {
                 })
             })
             .collect();
+        let time_at = names.iter().position(|n| *n == self.time_field);
+        if let Some(k) = time_at.filter(|k| self.times && !load.contains(k)) {
+            load.push(k);
+        }
         let rf = &self.row_filter;
         // Rows are tested on typed columns unless some conjunct needs row documents, reads
         // meta values that differ by row, or names a bookkeeping column.
@@ -138,7 +152,7 @@ impl RowOutput {
             rf.select(st.meta, &refs, rows, settled)
         } else {
             let need = Need::Only(self.filter_heads.clone());
-            let r = Rows::load(src, &need, &self.time_field, self.meta_field.as_deref())?;
+            let r = Rows::load(src, &need, self.meta_field.as_deref())?;
             let bound = r.bind(&self.filter);
             (0..r.len())
                 .filter(|&i| bound.matches(&r, i))
@@ -176,6 +190,7 @@ impl RowOutput {
             Source::Mem(_) => None,
         };
         Ok(Selected {
+            time_at: time_at.filter(|_| self.times),
             plans: (0..shapes.len()).map(|_| OnceLock::new()).collect(),
             names,
             cols,
@@ -226,6 +241,8 @@ pub struct Selected {
     /// The segment file and bucket position, for the error a damaged row gets.
     origin: Option<(std::path::PathBuf, u32)>,
     id: String,
+    /// The time column's stored position, when times were asked for.
+    time_at: Option<usize>,
 }
 
 /// A row shape's output fields in order.
@@ -258,6 +275,18 @@ impl Selected {
     /// The selected rows, ascending.
     pub fn rows(&self) -> &[u32] {
         &self.rows
+    }
+
+    /// Row `row`'s time in milliseconds, when times were asked for ([`RowOutput::with_times`])
+    /// and the row has one.
+    pub fn time_ms(&self, row: u32) -> Option<i64> {
+        match self.cols.get(self.time_at?)?.as_ref()? {
+            Col::Date(v) => v.get(row as usize),
+            other => match cell(other, row as usize)? {
+                Bson::DateTime(t) => Some(t.timestamp_millis()),
+                _ => None,
+            },
+        }
     }
 
     /// The error for a row that does not fit the bucket's columns: damage the checks did not

@@ -5,9 +5,8 @@
 //! time is at or before the next bucket's start (at or after the next bucket's latest time).
 //! Rows within a bucket need not be in order; they wait in a heap.
 
-use super::filter::Filter;
+use super::materialise::{RowOutput, Selected};
 use super::read::Verdict;
-use super::rows::{Need, Rows};
 use super::scans::{Scans, Source};
 use crate::error::Result;
 use bson::{Bson, Document};
@@ -22,8 +21,8 @@ struct Pending {
     /// Position in the scan (bucket as selected, then row): equal times come out in this
     /// order, as a stable sort of the rows read bucket by bucket gives them.
     seq: u64,
-    rows: Arc<Rows>,
-    row: usize,
+    rows: Arc<Selected>,
+    row: u32,
 }
 
 impl PartialEq for Pending {
@@ -45,16 +44,10 @@ impl Ord for Pending {
 
 /// What the merge needs to read buckets.
 pub(crate) struct MergeSpec {
-    /// The filter rows of unproven buckets are tested with.
-    pub filter: Filter,
-    /// Columns for buckets taken whole.
-    pub need_whole: Need,
-    /// Columns for buckets tested row by row (`need_whole` plus the filter's).
-    pub need_test: Need,
+    /// Which rows, and what of them: its times must be at hand ([`RowOutput::with_times`]).
+    pub output: RowOutput,
     /// The time field.
     pub time_field: String,
-    /// The meta field.
-    pub meta_field: Option<String>,
     /// Ascending time order.
     pub asc: bool,
 }
@@ -134,7 +127,7 @@ impl TimeMerge {
     }
 
     /// The next row in time order, as its bucket and row index.
-    pub fn next_row(&mut self) -> Option<Result<(Arc<Rows>, usize)>> {
+    pub fn next_row(&mut self) -> Option<Result<(Arc<Selected>, u32)>> {
         loop {
             if let Some(top) = self.heap.peek() {
                 if self.ready(top) {
@@ -145,29 +138,26 @@ impl TimeMerge {
             let &(_, k) = self.order.get(self.next)?;
             let scan = self.scans.get(k)?;
             self.next += 1;
-            let s = &self.spec;
-            let (need, test) = match scan.verdict {
-                Verdict::All => (&s.need_whole, false),
-                _ => (&s.need_test, true),
-            };
-            let rows = match Rows::load(&scan.src, need, &s.time_field, s.meta_field.as_deref()) {
+            let whole = scan.verdict == Verdict::All;
+            let rows = match self.spec.output.select(&scan.src, whole) {
                 Ok(r) => Arc::new(r),
                 Err(e) => return Some(Err(e)),
             };
             self.buckets_read += 1;
-            let bound = rows.bind(if test { &s.filter } else { &Filter::True });
-            for r in 0..rows.len() {
-                if !bound.matches(&rows, r) {
-                    continue;
-                }
-                let t = rows.time_ms(r);
+            for &r in rows.rows() {
+                let t = rows.time_ms(r).unwrap_or(i64::MIN);
                 self.heap.push(Pending {
-                    key: if s.asc { !t } else { t },
-                    seq: ((k as u64) << 32) | r as u64,
+                    key: if self.spec.asc { !t } else { t },
+                    seq: ((k as u64) << 32) | u64::from(r),
                     rows: rows.clone(),
                     row: r,
                 });
             }
         }
+    }
+
+    /// What the merge returns of each row.
+    pub fn output(&self) -> &RowOutput {
+        &self.spec.output
     }
 }

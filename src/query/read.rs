@@ -497,7 +497,7 @@ fn count_tested(
                 continue;
             }
         }
-        let rows = Rows::load(&s.src, need, plan.time_field(), plan.meta_field())?;
+        let rows = Rows::load(&s.src, need, plan.meta_field())?;
         let bound = rows.bind(&plan.filter);
         n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
     }

@@ -1,14 +1,15 @@
-//! The rows of one bucket read straight from its columns: only the columns a read needs are
-//! decoded, rows are tested against the filter without building documents, and a document is
-//! built only for a row that is returned.
+//! The rows of one bucket read straight from its columns, for filters that typed columns
+//! cannot decide (`$or`, dotted paths below measurement fields, meta values that differ by
+//! row): only the columns the filter reads are decoded, and rows are tested without building
+//! documents. Also which top-level fields a read needs ([`Need`]).
 
 use super::filter::{split_path, Fields, Filter, Pred};
 use super::scans::Source;
-use crate::bucket::{BucketData, META_SLOT};
+use crate::bucket::BucketData;
 use crate::catalog::{is_hidden, META_COLUMN};
-use crate::error::{Error, Result};
-use bson::{Bson, Document};
-use std::sync::{Arc, OnceLock};
+use crate::error::Result;
+use bson::Bson;
+use std::sync::Arc;
 
 /// Which top-level fields of a measurement a read needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,50 +64,19 @@ pub fn heads(paths: &[String]) -> Vec<String> {
     out
 }
 
-/// A bucket's decoded columns (all or some), ready to be tested and turned into documents.
+/// A bucket's decoded columns (all or some), for testing rows against a filter that typed
+/// columns cannot decide ([`super::materialise`] builds the documents returned).
 pub struct Rows {
     data: Arc<BucketData>,
-    /// Per stored column position (what shapes refer to): where that column is in
-    /// `data.columns`, if it is loaded and wanted in documents.
-    slots: Vec<Option<usize>>,
     /// Where the per-row meta values are, if the bucket has them and they are loaded.
     meta_col: Option<usize>,
-    time_col: Option<usize>,
     meta_field: Option<String>,
-    /// Whether built documents include the meta field.
-    want_meta: bool,
-    /// The segment file and its bucket's number when the bucket was read from one (`None` for
-    /// a bucket in memory), for the error a row that does not fit its columns gets.
-    origin: Option<(Arc<crate::segment::Segment>, usize)>,
-    /// Per row shape, built on first use: the document's field names in order (values
-    /// unset) and where each value comes from. A row's document is a copy of its shape's
-    /// with the values put in place: inserting field by field hashed every name and grew the
-    /// map several times per row.
-    templates: Vec<OnceLock<Option<Template>>>,
-}
-
-/// A row shape's document with its values unset, and their sources in field order.
-struct Template {
-    doc: Document,
-    from: Vec<From>,
-}
-
-/// Where a document field's value comes from.
-#[derive(Clone, Copy)]
-enum From {
-    Meta,
-    Column(usize),
 }
 
 impl Rows {
     /// Loads the bucket at `src`, decoding only the columns `need` names (and the per-row meta
     /// values when the meta field is needed).
-    pub fn load(
-        src: &Source,
-        need: &Need,
-        time_field: &str,
-        meta_field: Option<&str>,
-    ) -> Result<Rows> {
+    pub fn load(src: &Source, need: &Need, meta_field: Option<&str>) -> Result<Rows> {
         let want_meta = meta_field.is_some_and(|m| need.wants(m));
         let wanted = |name: &str| {
             if is_hidden(name) {
@@ -115,49 +85,23 @@ impl Rows {
                 need.wants(name)
             }
         };
-        let mut origin = None;
-        let (data, names): (Arc<BucketData>, Vec<String>) = match src {
-            Source::Mem(b) => {
-                let names = b.columns.iter().map(|c| c.name.clone()).collect();
-                (Arc::clone(b), names)
-            }
+        let data = match src {
+            Source::Mem(b) => Arc::clone(b),
             Source::Seg(seg, i) => {
                 let i = *i as usize;
                 let all = seg.column_names(i)?;
                 let pick: Vec<&str> = all.iter().copied().filter(|n| wanted(n)).collect();
-                let data = seg.read_bucket_columns(i, &pick)?;
-                origin = Some((Arc::clone(seg), i));
-                (Arc::new(data), all.iter().map(|n| n.to_string()).collect())
+                Arc::new(seg.read_bucket_columns(i, &pick)?)
             }
         };
-        let find = |name: &str| data.columns.iter().position(|c| c.name == name);
-        // The columns come in the order of `names`, less those not wanted: the one after the
-        // last found is looked at first, so that a wide bucket costs no search per field.
-        let mut next = 0;
-        let slots = names
-            .iter()
-            .map(|n| {
-                if is_hidden(n) || !need.wants(n) {
-                    return None;
-                }
-                let at = match data.columns.get(next) {
-                    Some(c) if c.name == *n => Some(next),
-                    _ => find(n),
-                };
-                next = at.map_or(next, |k| k + 1);
-                at
-            })
-            .collect();
-        let meta_col = if want_meta { find(META_COLUMN) } else { None };
-        let time_col = find(time_field);
+        let meta_col = if want_meta {
+            data.columns.iter().position(|c| c.name == META_COLUMN)
+        } else {
+            None
+        };
         Ok(Rows {
-            slots,
             meta_col,
-            time_col,
             meta_field: meta_field.map(str::to_string),
-            want_meta,
-            origin,
-            templates: (0..data.shapes.len()).map(|_| OnceLock::new()).collect(),
             data,
         })
     }
@@ -177,18 +121,6 @@ impl Rows {
         Row { rows: self, row }
     }
 
-    /// The time of row `row`, milliseconds (`i64::MIN` if the time column is not loaded).
-    pub fn time_ms(&self, row: usize) -> i64 {
-        match self
-            .time_col
-            .and_then(|c| self.data.columns.get(c))
-            .and_then(|c| c.values.get(row))
-        {
-            Some(Some(Bson::DateTime(t))) => t.timestamp_millis(),
-            _ => i64::MIN,
-        }
-    }
-
     fn meta_at(&self, row: usize) -> Option<&Bson> {
         let own = self.meta_col.and_then(|c| self.value_at(c, row));
         own.or(self.data.meta.as_ref())
@@ -199,88 +131,6 @@ impl Rows {
         self.data.columns.get(col)?.values.get(row)?.as_ref()
     }
 
-    /// The error for row `row` when it does not fit the bucket's columns: damage the checks
-    /// did not catch in a bucket read from a segment, a bug in one built in memory.
-    fn mismatch(&self, row: usize) -> Error {
-        let what = format!(
-            "bucket {} row {row} does not match its column layout",
-            self.data.id
-        );
-        match &self.origin {
-            Some((seg, i)) => Error::corruption(seg.path(), 0, format!("{what} (bucket {i})")),
-            None => Error::Internal(format!("{what} (an open bucket)")),
-        }
-    }
-
-    /// Rebuilds row `row` with the wanted fields, in the order they were inserted.
-    pub fn document(&self, row: usize) -> Result<Document> {
-        let bad = || self.mismatch(row);
-        let shape_id = self.data.row_shapes.get(row).copied().unwrap_or(0) as usize;
-        let template = self
-            .templates
-            .get(shape_id)
-            .and_then(|t| t.get_or_init(|| self.template(shape_id)).as_ref());
-        let Some(t) = template else {
-            return self.document_field_by_field(row, shape_id);
-        };
-        let mut d = t.doc.clone();
-        for ((_, v), from) in d.iter_mut().zip(&t.from) {
-            let value = match *from {
-                From::Meta => self.meta_at(row),
-                From::Column(ci) => self.value_at(ci, row),
-            };
-            *v = value.ok_or_else(bad)?.clone();
-        }
-        Ok(d)
-    }
-
-    /// [`Rows::document`] for a shape without a template: names one by one.
-    fn document_field_by_field(&self, row: usize, shape_id: usize) -> Result<Document> {
-        let bad = || self.mismatch(row);
-        let shape = self.data.shapes.get(shape_id).ok_or_else(bad)?;
-        let mut d = Document::new();
-        for &slot in shape {
-            if slot == META_SLOT {
-                if self.want_meta {
-                    let name = self.meta_field.as_deref().ok_or_else(bad)?;
-                    d.insert(name, self.meta_at(row).ok_or_else(bad)?.clone());
-                }
-                continue;
-            }
-            let Some(ci) = self.slots.get(slot as usize).ok_or_else(bad)? else {
-                continue;
-            };
-            let c = self.data.columns.get(*ci).ok_or_else(bad)?;
-            let v = c.values.get(row).and_then(Option::as_ref).ok_or_else(bad)?;
-            d.insert(c.name.clone(), v.clone());
-        }
-        Ok(d)
-    }
-
-    /// The template of row shape `shape_id`; `None` when the shape does not match the
-    /// bucket's columns or names a field twice (the field-by-field path then decides).
-    fn template(&self, shape_id: usize) -> Option<Template> {
-        let shape = self.data.shapes.get(shape_id)?;
-        let mut doc = Document::new();
-        let mut from = Vec::with_capacity(shape.len());
-        for &slot in shape {
-            if slot == META_SLOT {
-                if self.want_meta {
-                    doc.insert(self.meta_field.as_deref()?, Bson::Null);
-                    from.push(From::Meta);
-                }
-                continue;
-            }
-            let Some(ci) = *self.slots.get(slot as usize)? else {
-                continue;
-            };
-            let c = self.data.columns.get(ci)?;
-            doc.insert(c.name.clone(), Bson::Null);
-            from.push(From::Column(ci));
-        }
-        // A name twice would leave one entry for two sources.
-        (doc.len() == from.len()).then_some(Template { doc, from })
-    }
 }
 
 /// Where a filter leaf finds its first path component in a bucket.

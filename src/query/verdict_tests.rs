@@ -212,7 +212,7 @@ proptest! {
             prop_assert_eq!(s.time_range(), (ms(&ctl.min), ms(&ctl.max)));
             let stats = BucketStats::of_segment(&seg, i, s);
             check(plan.verdict(&stats.with_dense(&on_disk)), n, docs.len(), &what)?;
-            let rows = Rows::load(&Source::Seg(&seg, i as u32), &need, "t", Some("m")).unwrap();
+            let rows = Rows::load(&Source::Seg(&seg, i as u32), &need, Some("m")).unwrap();
             let bound = rows.bind(&filter);
             for (r, hit) in hits.iter().enumerate() {
                 prop_assert_eq!(filter.matches_row(&rows.row(r)), *hit, "row {} of {}", r, what);
