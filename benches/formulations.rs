@@ -4,7 +4,7 @@
 //! form's median time and, per question, the ratio of the slowest form to the fastest among
 //! the forms that return `Document`s and among those that take BSON bytes.
 //!
-//! `cargo bench --bench formulations -- [runs] [name-filter]`; `TSBUCKET_AGG_DIR` reuses a
+//! `cargo bench --bench formulations -- [runs] [name-filter] [form-filter]`; `TSBUCKET_AGG_DIR` reuses a
 //! database (the `aggregate` bench's and `aggregate_timing`'s have the same data), and
 //! `TSBUCKET_AGG_SCALE` sets the seed-004 scale.
 
@@ -25,6 +25,8 @@ fn main() -> tsbucket::Result<()> {
         .unwrap_or(5)
         .max(1);
     let only = args.get(1).cloned().unwrap_or_default();
+    // A third argument keeps only the forms whose name contains it (for profiling one).
+    let only_form = args.get(2).cloned().unwrap_or_default();
     let tmp = tempfile::tempdir()?;
     let dir = std::env::var("TSBUCKET_AGG_DIR")
         .map(std::path::PathBuf::from)
@@ -41,7 +43,7 @@ fn main() -> tsbucket::Result<()> {
         let c = if q.data == "devops" { &cpu } else { &s004 };
         let mut rows = Vec::new();
         let mut first: Option<Vec<String>> = None;
-        for (name, form) in &q.forms {
+        for (name, form) in q.forms.iter().filter(|f| f.0.contains(only_form.as_str())) {
             let mut times = Vec::with_capacity(runs);
             let mut out = Answer::default();
             for _ in 0..runs {
