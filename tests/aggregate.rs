@@ -400,6 +400,15 @@ fn random_docs(rng: &mut Rng, n: usize, grid_ms: i64) -> Vec<Document> {
         .collect()
 }
 
+/// A filter for the `$top` pipelines: none, or a time window.
+fn f_top(dir: i32) -> Document {
+    if dir > 0 {
+        doc! {}
+    } else {
+        doc! {"t": {"$gte": date(BASE + 1_234_567)}}
+    }
+}
+
 fn random_pipelines() -> Vec<Vec<Document>> {
     let trunc =
         |unit: &str, bin: i32| doc! {"$dateTrunc": {"date": "$t", "unit": unit, "binSize": bin}};
@@ -466,6 +475,25 @@ fn random_pipelines() -> Vec<Vec<Document>> {
                     "fa": {"$first": "$a"}, "la": {"$last": "$a"}, "lc": {"$last": "$c"},
                 }},
             ]);
+            // `$top`/`$bottom` by time (the last point in MongoDB's newer form), alone and
+            // after a sort, and by other keys (ties, arrays of mixed types).
+            let tops = |by: Document| {
+                doc! {"$group": {
+                    "_id": "$m.h",
+                    "ta": {"$top": {"sortBy": by.clone(), "output": "$a"}},
+                    "bc": {"$bottom": {"sortBy": by.clone(), "output": "$c"}},
+                    "tt": {"$top": {"sortBy": by.clone(), "output": ["$t", "$b"]}},
+                    "n": {"$count": {}}, "mx": {"$max": "$c"},
+                }}
+            };
+            ps.push(vec![doc! {"$match": f_top(dir)}, tops(doc! {"t": dir})]);
+            ps.push(vec![
+                doc! {"$sort": {"m.h": 1, "t": -dir}},
+                tops(doc! {"t": dir}),
+            ]);
+            ps.push(vec![tops(doc! {"a": dir})]);
+            ps.push(vec![tops(doc! {"b": dir, "t": -dir})]);
+            ps.push(vec![doc! {"$sort": {"c": dir}}, tops(doc! {"m.z": dir})]);
         }
     }
     // The engine's bookkeeping columns are not fields of the measurements.

@@ -87,6 +87,15 @@ fn devops_forms_agree() {
         documented.buckets_examined < documented.buckets_total,
         "{documented:?}"
     );
+    // `$top`/`$bottom` by time become the same sort and picks, and read as few buckets.
+    for name in ["top-time-desc", "bottom-time-asc"] {
+        let ex = c.explain_aggregate(form(name)).unwrap();
+        assert!(
+            ex.rewrites.iter().any(|r| r.contains("$top/$bottom")),
+            "{name}: {ex:?}"
+        );
+        assert_eq!(ex.buckets_examined, ours.buckets_examined, "{name}");
+    }
     db.close().unwrap();
 }
 

@@ -8,6 +8,8 @@
 //! - `$min`/`$max` ignore missing, null and undefined (null when nothing else was seen) and
 //!   compare across types in BSON order; among equal values the first seen stays.
 //! - `$first`/`$last` take the value of the first/last document (missing becomes null).
+//! - `$top`/`$bottom` take the output of the first/last document of a stable sort of the
+//!   input by their `sortBy` (sort keys compared as `$sort` compares them).
 
 use super::expr::Expr;
 use super::slots::SlotsRef;
@@ -31,6 +33,15 @@ pub enum AccOp {
     First,
     /// `$last`
     Last,
+    /// `$top` (`bottom: false`) or `$bottom`. The argument is an array expression: the sort
+    /// keys' paths in order, then the output; bit `i` of `descending` is set when sort key `i`
+    /// is descending.
+    Top {
+        /// Descending keys, as bits.
+        descending: u32,
+        /// `$bottom`.
+        bottom: bool,
+    },
 }
 
 /// One output field of a `$group`.
@@ -316,6 +327,15 @@ pub enum Acc {
         /// Among equal times the later stream position wins (else the earlier).
         late: bool,
     },
+    /// `$top`/`$bottom`: the sort keys and output of the document kept.
+    Top {
+        /// Descending keys, as bits.
+        descending: u32,
+        /// `$bottom`: a later document wins among equal keys.
+        bottom: bool,
+        /// The keys and output kept.
+        best: Option<Box<(Vec<Bson>, Bson)>>,
+    },
 }
 
 fn nullish(v: &Bson) -> bool {
@@ -359,6 +379,11 @@ impl Acc {
             AccOp::Max => Acc::Max(Held::Nothing),
             AccOp::First => Acc::First(Held::Nothing),
             AccOp::Last => Acc::Last(Held::Nothing),
+            AccOp::Top { descending, bottom } => Acc::Top {
+                descending,
+                bottom,
+                best: None,
+            },
         }
     }
 
@@ -405,6 +430,35 @@ impl Acc {
             Acc::Last(cur) => cur.set(v.cloned().unwrap_or(Bson::Null)),
             // Picks need a time and position: see `pick`.
             Acc::Pick { .. } => {}
+            Acc::Top {
+                descending,
+                bottom,
+                best,
+            } => {
+                // The argument evaluates to [key, ..., output].
+                let Some(Bson::Array(items)) = v else {
+                    return;
+                };
+                let Some((out, keys)) = items.split_last() else {
+                    return;
+                };
+                let keys: Vec<Bson> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| sort_key(k, i >= 32 || *descending & (1 << i) == 0))
+                    .collect();
+                let wins = match best.as_deref() {
+                    None => true,
+                    Some((b, _)) => match cmp_keys(&keys, b, *descending) {
+                        Ordering::Less => !*bottom,
+                        Ordering::Equal => *bottom,
+                        Ordering::Greater => *bottom,
+                    },
+                };
+                if wins {
+                    *best = Some(Box::new((keys, out.clone())));
+                }
+            }
         }
     }
 
@@ -651,6 +705,25 @@ impl Acc {
                 *best = Some(ob);
                 *value = ov;
             }
+            (
+                Acc::Top {
+                    descending,
+                    bottom,
+                    best,
+                },
+                Acc::Top { best: Some(o), .. },
+            ) => {
+                // The later input wins ties for `$bottom` only.
+                let wins = best.as_deref().is_none_or(|b| {
+                    match cmp_keys(&o.0, &b.0, *descending) {
+                        Ordering::Less => !*bottom,
+                        Ordering::Equal | Ordering::Greater => *bottom,
+                    }
+                });
+                if wins {
+                    *best = Some(o);
+                }
+            }
             // The other pairs change nothing (different operators never meet: both states
             // come from one group spec).
             _ => {}
@@ -688,8 +761,39 @@ impl Acc {
             | Acc::First(v)
             | Acc::Last(v)
             | Acc::Pick { value: v, .. } => v.get().unwrap_or(Bson::Null),
+            Acc::Top { best, .. } => best.as_deref().map_or(Bson::Null, |b| b.1.clone()),
         })
     }
+}
+
+/// The value a sort key sorts by, as `$sort` takes it: for an array, its smallest element
+/// ascending and its largest descending (an empty array sorts as undefined, before null).
+fn sort_key(v: &Bson, asc: bool) -> Bson {
+    let Bson::Array(a) = v else {
+        return v.clone();
+    };
+    let pick = if asc {
+        a.iter().min_by(|x, y| cmp_bson(x, y))
+    } else {
+        a.iter().max_by(|x, y| cmp_bson(x, y))
+    };
+    pick.cloned().unwrap_or(Bson::Undefined)
+}
+
+/// `a` against `b` in sort order: keys compared in BSON order, descending ones reversed.
+fn cmp_keys(a: &[Bson], b: &[Bson], descending: u32) -> Ordering {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let o = cmp_bson(x, y);
+        let o = if i < 32 && descending & (1 << i) != 0 {
+            o.reverse()
+        } else {
+            o
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
 }
 
 /// True when the row at `key` replaces the pick `best`.
@@ -750,6 +854,56 @@ mod tests {
         fn exact_sums_are_the_i128_sums(v in proptest::collection::vec(proptest::num::i64::ANY, 0..300)) {
             proptest::prop_assert_eq!(exact_sum(&v), v.iter().map(|&x| i128::from(x)).sum::<i128>());
         }
+    }
+
+    /// `$top`/`$bottom` over `[keys..., output]` values fed in order, and over the same
+    /// values fed to two states merged.
+    fn top(descending: u32, bottom: bool, rows: &[Vec<Bson>]) -> (Bson, Bson) {
+        let op = AccOp::Top { descending, bottom };
+        let mut one = Acc::new(op);
+        for r in rows {
+            one.feed(Some(&Bson::Array(r.clone())));
+        }
+        let (a, b) = rows.split_at(rows.len() / 2);
+        let (mut x, mut y) = (Acc::new(op), Acc::new(op));
+        a.iter().for_each(|r| x.feed(Some(&Bson::Array(r.clone()))));
+        b.iter().for_each(|r| y.feed(Some(&Bson::Array(r.clone()))));
+        x.merge(y);
+        (one.value().unwrap(), x.value().unwrap())
+    }
+
+    #[test]
+    fn tops_keep_the_first_and_bottoms_the_last_of_a_stable_sort() {
+        let r = |k: Bson, out: &str| vec![k, Bson::String(out.into())];
+        let rows = vec![
+            r(Bson::Int32(2), "a"),
+            r(Bson::Int32(5), "b"),
+            r(Bson::Double(5.0), "c"),
+            r(Bson::Null, "d"),
+            r(Bson::Int64(1), "e"),
+        ];
+        let s = |x: &str| Bson::String(x.into());
+        // Ascending: null sorts first; among the equal 5s, b came first.
+        assert_eq!(top(0, false, &rows), (s("d"), s("d")));
+        assert_eq!(top(0, true, &rows), (s("c"), s("c")));
+        // Descending: the first 5 is the top, the null the bottom.
+        assert_eq!(top(1, false, &rows), (s("b"), s("b")));
+        assert_eq!(top(1, true, &rows), (s("d"), s("d")));
+        // Arrays sort by their smallest element ascending, their largest descending.
+        let arrays = vec![
+            r(Bson::Array(vec![Bson::Int32(3), Bson::Int32(9)]), "x"),
+            r(Bson::Int32(4), "y"),
+        ];
+        assert_eq!(top(0, false, &arrays).0, s("x"));
+        assert_eq!(top(1, false, &arrays).0, s("x"));
+        assert_eq!(top(0, true, &arrays).0, s("y"));
+        // A second key breaks ties of the first, each in its own direction.
+        let two = vec![
+            vec![Bson::Int32(1), Bson::Int32(1), s("p")],
+            vec![Bson::Int32(1), Bson::Int32(2), s("q")],
+        ];
+        assert_eq!(top(0b10, false, &two).0, s("q"));
+        assert_eq!(top(0b00, false, &two).0, s("p"));
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub(crate) fn order_free(op: AccOp, v: &Bson) -> bool {
             _ => false,
         },
         AccOp::Min | AccOp::Max => true,
-        AccOp::First | AccOp::Last => false,
+        AccOp::First | AccOp::Last | AccOp::Top { .. } => false,
     }
 }
 

@@ -325,6 +325,10 @@ impl FastGroup {
             [Stage::Group(g), ..] => (None, g, 1),
             _ => return None,
         };
+        // `$top`/`$bottom` run over documents unless a rewrite made them picks.
+        if spec.accs.iter().any(|a| matches!(a.op, AccOp::Top { .. })) {
+            return None;
+        }
         let picks = match sort {
             None => None,
             Some(asc) => Some(

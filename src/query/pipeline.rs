@@ -94,6 +94,7 @@ fn parse_group(v: &Bson) -> Result<GroupSpec> {
             "$max" => (AccOp::Max, Expr::parse(arg)?),
             "$first" => (AccOp::First, Expr::parse(arg)?),
             "$last" => (AccOp::Last, Expr::parse(arg)?),
+            "$top" | "$bottom" => parse_top(name, op, arg)?,
             "$count" => match arg {
                 Bson::Document(x) if x.is_empty() => (AccOp::Sum, Expr::Const(Bson::Int32(1))),
                 _ => return Err(bad("$count takes no arguments, i.e. $count: {}")),
@@ -101,7 +102,7 @@ fn parse_group(v: &Bson) -> Result<GroupSpec> {
             other => {
                 return Err(bad(format!(
                     "unknown or unsupported group accumulator '{other}' \
-                     (supported: $sum $avg $min $max $first $last $count)"
+                     (supported: $sum $avg $min $max $first $last $top $bottom $count)"
                 )))
             }
         };
@@ -112,6 +113,46 @@ fn parse_group(v: &Bson) -> Result<GroupSpec> {
         });
     }
     Ok(GroupSpec { id, accs })
+}
+
+/// `$top`/`$bottom`: `{sortBy: {path: 1 | -1, ...}, output: <expression>}`, as an operator
+/// and the array expression of its sort keys' paths and output.
+fn parse_top(name: &str, op: &str, arg: &Bson) -> Result<(AccOp, Expr)> {
+    let Bson::Document(d) = arg else {
+        return Err(bad(format!(
+            "$group: '{name}': {op} takes an object {{sortBy, output}}"
+        )));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "sortBy" && *k != "output") {
+        return Err(bad(format!("$group: '{name}': unknown field '{k}' in {op}")));
+    }
+    let (Some(Bson::Document(sort)), Some(output)) = (d.get("sortBy"), d.get("output")) else {
+        return Err(bad(format!(
+            "$group: '{name}': {op} needs 'sortBy' (an object) and 'output'"
+        )));
+    };
+    let keys = parse_sort(sort)?;
+    if keys.is_empty() || keys.len() > 32 {
+        return Err(bad(format!(
+            "$group: '{name}': {op} needs 1 to 32 sortBy keys"
+        )));
+    }
+    let mut descending = 0u32;
+    let mut items = Vec::with_capacity(keys.len() + 1);
+    for (i, (path, asc)) in keys.into_iter().enumerate() {
+        if !asc {
+            descending |= 1 << i;
+        }
+        items.push(Expr::Path(path));
+    }
+    items.push(Expr::parse(output)?);
+    Ok((
+        AccOp::Top {
+            descending,
+            bottom: op == "$bottom",
+        },
+        Expr::Array(items),
+    ))
 }
 
 fn parse_count(v: &Bson) -> Result<[Stage; 2]> {
@@ -232,6 +273,12 @@ mod tests {
             doc! {"$group": {"_id": null, "n": {"$push": "$a"}}},
             doc! {"$group": {"_id": null, "n": {"$sum": 1, "$avg": 1}}},
             doc! {"$group": {"_id": null, "n": 1}},
+            doc! {"$group": {"_id": null, "n": {"$top": {"output": "$a"}}}},
+            doc! {"$group": {"_id": null, "n": {"$top": {"sortBy": {}, "output": "$a"}}}},
+            doc! {"$group": {"_id": null, "n": {"$top": {"sortBy": {"t": 2}, "output": "$a"}}}},
+            doc! {"$group": {"_id": null, "n": {"$bottom": {"sortBy": {"t": 1}}}}},
+            doc! {"$group": {"_id": null, "n": {"$bottom": {"sortBy": {"t": 1}, "output": 1, "n": 2}}}},
+            doc! {"$group": {"_id": null, "n": {"$top": "$a"}}},
             doc! {"$group": {"_id": null, "n": {"$count": 1}}},
             doc! {"$group": {"_id": {"$add": [1]}}},
             doc! {"$sort": {}},

@@ -17,6 +17,10 @@
 //!   without `$first` or `$last` is dropped whole: the order of a group's documents changes
 //!   nothing but which of equal numbers of different types `$min`/`$max` keep and the last
 //!   bits of a sum of doubles, neither of which MongoDB defines either.
+//! - `$top`/`$bottom` sharing one `sortBy`, in a `$group` without `$first`/`$last`, become a
+//!   `$sort` on that key before the group and `$first`/`$last`: the last point written with
+//!   `$top {sortBy: {time: -1}}` is then the sort on time the group operator answers from
+//!   each series' newest bucket.
 
 use super::accum::AccOp;
 use super::expr::Expr;
@@ -30,8 +34,98 @@ pub fn rewrite(p: &mut Pipeline) -> Vec<String> {
     let mut notes = Vec::new();
     move_matches_earlier(p, &mut notes);
     drop_projects_before_groups(p, &mut notes);
+    tops_become_sorted_picks(p, &mut notes);
     drop_sort_keys_fixed_by_group(p, &mut notes);
     notes
+}
+
+/// The sort keys and output of a `$top`/`$bottom` argument.
+fn top_parts(descending: u32, arg: &Expr) -> Option<(Vec<(String, bool)>, &Expr)> {
+    let Expr::Array(items) = arg else {
+        return None;
+    };
+    let (out, keys) = items.split_last()?;
+    let keys = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| match k {
+            Expr::Path(p) => Some((p.clone(), i >= 32 || descending & (1 << i) == 0)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((keys, out))
+}
+
+/// `$top`/`$bottom` with one `sortBy` in a `$group` without `$first`/`$last`: a `$sort` on
+/// that key before the group, then `$first`/`$last` of the output. The first (last) document
+/// of a stable sort is what `$top` (`$bottom`) keeps, ties included. A `$sort` already
+/// before the group joins the new one as its later keys (a stable sort by B after one by A
+/// is a sort by B then A).
+fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
+    for i in 0..p.stages.len() {
+        let Some(Stage::Group(g)) = p.stages.get(i) else {
+            continue;
+        };
+        let mut sort_by: Option<Vec<(String, bool)>> = None;
+        let mut ok = false;
+        for a in &g.accs {
+            match a.op {
+                AccOp::First | AccOp::Last => {
+                    ok = false;
+                    break;
+                }
+                AccOp::Top { descending, .. } => match top_parts(descending, &a.arg) {
+                    Some((keys, _)) if sort_by.as_ref().is_none_or(|s| *s == keys) => {
+                        sort_by = Some(keys);
+                        ok = true;
+                    }
+                    _ => {
+                        ok = false;
+                        break;
+                    }
+                },
+                _ => {}
+            }
+        }
+        let (true, Some(mut keys)) = (ok, sort_by) else {
+            continue;
+        };
+        let mut g = g.clone();
+        for a in &mut g.accs {
+            if let AccOp::Top { descending, bottom } = a.op {
+                if let Some((_, out)) = top_parts(descending, &a.arg) {
+                    a.arg = out.clone();
+                    a.op = if bottom { AccOp::Last } else { AccOp::First };
+                }
+            }
+        }
+        let mut at = i;
+        if let Some(Stage::Sort(before)) = i.checked_sub(1).and_then(|k| p.stages.get(k)) {
+            for k in before {
+                if !keys.iter().any(|(j, _)| *j == k.0) {
+                    keys.push(k.clone());
+                }
+            }
+            at = i - 1;
+        }
+        notes.push(format!(
+            "$top/$bottom became a $sort on {} and $first/$last",
+            keys.iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if let Some(s) = p.stages.get_mut(i) {
+            *s = Stage::Group(g);
+        }
+        if at == i {
+            p.stages.insert(i, Stage::Sort(keys));
+        } else if let Some(s) = p.stages.get_mut(at) {
+            *s = Stage::Sort(keys);
+        }
+        // One group per pass: the indices after it moved.
+        return tops_become_sorted_picks(p, notes);
+    }
 }
 
 /// Whether a stage reading only `reads` sees the same values after `project` as before it.
@@ -129,7 +223,7 @@ fn drop_sort_keys_fixed_by_group(p: &mut Pipeline, notes: &mut Vec<String>) {
         let picks = g
             .accs
             .iter()
-            .any(|a| matches!(a.op, AccOp::First | AccOp::Last));
+            .any(|a| matches!(a.op, AccOp::First | AccOp::Last | AccOp::Top { .. }));
         let fixed = fixed_paths(g);
         let kept: Vec<(String, bool)> = keys
             .iter()
@@ -221,6 +315,46 @@ mod tests {
             Stage::Sort(k) => Some(k.clone()),
             _ => None,
         })
+    }
+
+    #[test]
+    fn tops_become_a_sort_and_picks() {
+        let top = |by: Document, op: &str| doc! {op: {"sortBy": by, "output": "$u"}};
+        // Alone: a sort on the key, `$first` for `$top`, `$last` for `$bottom`.
+        let (p, notes) = rewritten(&[doc! {"$group": {
+            "_id": "$h", "a": top(doc! {"t": -1}, "$top"), "b": top(doc! {"t": -1}, "$bottom"),
+            "n": {"$sum": 1},
+        }}]);
+        assert_eq!(sort_of(&p), Some(vec![("t".to_string(), false)]));
+        let Some(Stage::Group(g)) = p.stages.get(1) else {
+            panic!("{:?}", p.stages);
+        };
+        let ops: Vec<AccOp> = g.accs.iter().map(|a| a.op).collect();
+        assert_eq!(ops, [AccOp::First, AccOp::Last, AccOp::Sum]);
+        assert_eq!(g.accs[0].arg, Expr::Path("u".into()));
+        assert!(notes[0].contains("$top/$bottom"), "{notes:?}");
+
+        // After a sort: one sort, the new key first, then the old ones it does not repeat;
+        // the key the group fixes is dropped after that.
+        let (p, _) = rewritten(&[
+            doc! {"$sort": {"h": 1, "t": -1, "x": 1}},
+            doc! {"$group": {"_id": "$h", "a": top(doc! {"t": 1}, "$top")}},
+        ]);
+        assert_eq!(p.stages.len(), 2);
+        assert_eq!(
+            sort_of(&p),
+            Some(vec![("t".to_string(), true), ("x".to_string(), true)])
+        );
+
+        // Different sortBy, or `$first` beside: left as written.
+        for g in [
+            doc! {"_id": "$h", "a": top(doc! {"t": 1}, "$top"), "b": top(doc! {"t": -1}, "$top")},
+            doc! {"_id": "$h", "a": top(doc! {"t": 1}, "$top"), "f": {"$first": "$u"}},
+        ] {
+            let (p, notes) = rewritten(&[doc! {"$group": g}]);
+            assert_eq!(p.stages.len(), 1);
+            assert!(notes.is_empty(), "{notes:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The formulation matrix: each benchmark question written in the ways MongoDB users write it
 //! (sort before or after, `$first` against `$last` with the opposite sort, a `$project` or not,
-//! a `$limit` or not, `find` against `aggregate`). Every form of a question must give the same
+//! a `$limit` or not, `find` against `aggregate`, `$top`/`$bottom` against a sort and
+//! `$first`/`$last`). Every form of a question must give the same
 //! answer; the benchmark times each form, and a test checks the answers on small data.
 //!
 //! Devops: the 15 TSBS cpu-only query types, with fixed windows (within the data) and fixed
@@ -390,8 +391,25 @@ fn lastpoint() -> Question {
                     acc("$last"),
                 ]),
             ),
+            ("top-time-desc", Form::Aggregate(vec![top("$top", -1)])),
+            ("bottom-time-asc", Form::Aggregate(vec![top("$bottom", 1)])),
         ],
     }
+}
+
+/// The last point per host with `$top`/`$bottom` (MongoDB 5.2 on): each field the output
+/// of the document first (last) by time in direction `dir`.
+fn top(op: &str, dir: i32) -> Document {
+    let by = doc! {"time": dir};
+    let mut g =
+        doc! {"_id": "$tags.hostname", "time": {op: {"sortBy": by.clone(), "output": "$time"}}};
+    for f in FIELDS {
+        g.insert(
+            f,
+            doc! {op: {"sortBy": by.clone(), "output": format!("${f}")}},
+        );
+    }
+    doc! {"$group": g}
 }
 
 /// `groupby-orderby-limit`: the 5 latest minutes' max usage_user before a time.
