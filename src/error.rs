@@ -34,6 +34,11 @@ pub enum Error {
     /// An operation that time-series collections do not allow (MongoDB code 20).
     #[error("operation not supported on a time-series collection: {0}")]
     Unsupported(String),
+    /// A `$group` held more than the database's memory limit for a blocking stage
+    /// (`DbOptions::sort_memory_limit`); groups are not written to disk (MongoDB's
+    /// QueryExceededMemoryLimitNoDiskUseAllowed, code 292).
+    #[error("memory limit exceeded: {0}")]
+    MemoryLimit(String),
     /// The named collection does not exist (MongoDB code 26).
     #[error("collection '{0}' does not exist")]
     NamespaceNotFound(String),
@@ -97,6 +102,7 @@ impl Error {
             Error::IndexNotFound(_) => Some(27),
             Error::IndexOptionsConflict(_) => Some(85),
             Error::IndexKeySpecsConflict(_) => Some(86),
+            Error::MemoryLimit(_) => Some(292),
             _ => None,
         }
     }
@@ -126,6 +132,7 @@ mod tests {
         assert_eq!(Error::IndexNotFound("x".into()).code(), Some(27));
         assert_eq!(Error::IndexOptionsConflict("x".into()).code(), Some(85));
         assert_eq!(Error::IndexKeySpecsConflict("x".into()).code(), Some(86));
+        assert_eq!(Error::MemoryLimit("x".into()).code(), Some(292));
         assert_eq!(Error::Closed.code(), None);
     }
 

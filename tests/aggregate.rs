@@ -1037,3 +1037,39 @@ fn groups_on_time_bins_over_regular_times() {
         }
     }
 }
+
+/// A `$group` past the memory limit for a blocking stage fails with MongoDB's code 292 on
+/// both paths, and leaves the database usable; a `$sort` of the same documents spills
+/// instead.
+#[test]
+fn a_group_past_the_memory_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DbOptions {
+        sort_memory_limit: 256 << 10,
+        ..DbOptions::default()
+    };
+    let db = Database::open_with(dir.path(), opts).unwrap();
+    let c = db
+        .create_collection("c", TimeseriesOptions::new("t").meta_field("m"))
+        .unwrap();
+    let docs: Vec<Document> = (0..30_000i64)
+        .map(|i| doc! {"t": date(BASE + i * 1000), "m": i % 3, "u": i, "s": format!("s{i}")})
+        .collect();
+    for chunk in docs.chunks(5000) {
+        c.insert_many(chunk).unwrap();
+    }
+    db.flush().unwrap();
+    let many = vec![doc! {"$group": {"_id": "$u", "n": {"$sum": 1}}}];
+    let refused = |r: Result<Vec<Document>>| match r {
+        Err(e) => assert_eq!(e.code(), Some(292), "{e}"),
+        Ok(d) => panic!("{} groups within 256 KiB", d.len()),
+    };
+    refused(c.aggregate(many.clone()).and_then(|c| c.collect()));
+    refused(c.aggregate_unpacked(many).and_then(|c| c.collect()));
+    // Few groups fit; a sort of every document spills to disk and succeeds.
+    let few = run(&c, &[doc! {"$group": {"_id": "$m", "n": {"$sum": 1}}}]);
+    assert_eq!(few.len(), 3);
+    let sorted = run(&c, &[doc! {"$sort": {"s": -1}}]);
+    assert_eq!(sorted.len(), docs.len());
+    db.close().unwrap();
+}

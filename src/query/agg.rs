@@ -96,7 +96,7 @@ pub(crate) fn execute(
             }
         }
         Route::Fast(fast, used) => {
-            let (docs, ex) = fast.run(scans, explain, threads)?;
+            let (docs, ex) = fast.run(scans, explain, threads, memory.limit)?;
             let rest = stages.get(used..).unwrap_or_default();
             if rest.is_empty() {
                 return Ok((Output::Groups(Box::new(docs)), ex));
@@ -272,9 +272,13 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
             }
             Stage::Group(spec) => {
                 let mut table = GroupTable::for_spec(spec);
-                for d in it {
+                for (n, d) in it.enumerate() {
                     table.feed_doc(spec, &d?)?;
+                    if n % 4096 == 4095 {
+                        table.check_memory(memory.limit)?;
+                    }
                 }
+                table.check_memory(memory.limit)?;
                 Box::new(table.docs())
             }
         };

@@ -862,12 +862,14 @@ impl FastGroup {
     }
 
     /// Runs the group over the selected buckets on up to `threads` threads; returns its
-    /// output documents, built as they are read.
+    /// output documents, built as they are read. Fails with `Error::MemoryLimit` when the
+    /// groups grow past `memory_limit` bytes.
     pub(crate) fn run(
         &self,
         scans: Scans,
         mut ex: Explain,
         threads: usize,
+        memory_limit: usize,
     ) -> Result<(GroupDocs, Explain)> {
         let order = self.visit_order(&scans)?;
         let threads = match self.arrival_order() {
@@ -881,7 +883,9 @@ impl FastGroup {
             || self.visitor(),
             |v, k, part| {
                 v.starts.push((k, v.table.len()));
-                self.visit_into(v, &scans, part)
+                self.visit_into(v, &scans, part)?;
+                // Each thread holds its own table; together they stay within the limit.
+                v.table.check_memory(memory_limit / threads.max(1))
             },
         )?;
         // A thread takes its parts in increasing order, so its groups are in order of first

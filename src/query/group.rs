@@ -133,6 +133,30 @@ impl GroupTable {
         }
     }
 
+    /// About how many bytes the groups take: keys, `_id`s and accumulator states (values an
+    /// accumulator holds outside its state, such as long strings, are not counted).
+    pub fn approx_bytes(&self) -> usize {
+        self.keys.bytes_used() * 2
+            + self.ids.len() * std::mem::size_of::<GroupId>()
+            + self.accs.len() * std::mem::size_of::<Acc>()
+    }
+
+    /// Fails with [`Error::MemoryLimit`] when the groups take more than `limit` bytes.
+    pub fn check_memory(&self, limit: usize) -> Result<()> {
+        let used = self.approx_bytes();
+        if used > limit {
+            return Err(Error::MemoryLimit(format!(
+                "$group holds {} groups in about {} MiB, past the limit of {} MiB \
+                 (DbOptions::sort_memory_limit); groups are not written to disk: group on \
+                 fewer distinct keys, or raise the limit",
+                self.len(),
+                used >> 20,
+                limit >> 20
+            )));
+        }
+        Ok(())
+    }
+
     /// A table for `spec` with ordinary (arrival-order) accumulators.
     pub fn for_spec(spec: &GroupSpec) -> GroupTable {
         GroupTable::new(

@@ -76,6 +76,13 @@ impl KeySet {
         self.bytes.clear();
     }
 
+    /// Bytes the keys take (their bytes and their entries), not counting spare room.
+    pub fn bytes_used(&self) -> usize {
+        self.bytes.len()
+            + self.spans.len()
+                * (std::mem::size_of::<(usize, usize)>() + std::mem::size_of::<u32>() + 16)
+    }
+
     /// Bytes of room held.
     pub fn room(&self) -> usize {
         self.next.capacity() * std::mem::size_of::<u32>()
