@@ -95,9 +95,17 @@ pub fn sort_within(
     keys: &[(String, bool)],
     memory: &SortMemory,
 ) -> Result<(SortedDocs, bool)> {
-    let mut batch: Vec<Document> = Vec::new();
+    // Room for what the input says it holds (a group's output knows its length), up to what
+    // the memory limit lets a batch hold: growing by doubling copied the documents and faulted
+    // in fresh pages several times over.
+    let room = input
+        .size_hint()
+        .0
+        .min(memory.limit / std::mem::size_of::<Document>().max(1) / 4);
+    let mut batch: Vec<Document> = Vec::with_capacity(room);
     // Each document's key is encoded as it arrives, while the document is still in cache.
     let mut encoded = Keys::default();
+    encoded.keyed.reserve(room);
     let mut bytes = 0usize;
     let mut runs: Vec<Run> = Vec::new();
     for d in input {
