@@ -5,7 +5,7 @@
 
 mod common;
 use common::load_split;
-use tsbucket::bson::Document;
+use tsbucket::bson::{doc, Document};
 use tsbucket::{Collection, TimeseriesOptions};
 use tsbucket_workload::formulations::{canonical, devops_matrix, seed004_matrix, Form, Question};
 use tsbucket_workload::{Devops, Seed004};
@@ -96,6 +96,25 @@ fn devops_forms_agree() {
         );
         assert_eq!(ex.buckets_examined, ours.buckets_examined, "{name}");
     }
+    // So does an output of several fields as one array, and it equals the fields' picks.
+    let array = vec![doc! {"$group": {
+        "_id": "$tags.hostname",
+        "last": {"$top": {"sortBy": {"time": -1}, "output": ["$time", "$usage_user"]}},
+    }}];
+    let ex = c.explain_aggregate(array.clone()).unwrap();
+    assert_eq!(ex.buckets_examined, ours.buckets_examined, "{ex:?}");
+    let got: Vec<Document> = c
+        .aggregate(array.clone())
+        .unwrap()
+        .collect::<tsbucket::Result<_>>()
+        .unwrap();
+    let want: Vec<Document> = c
+        .aggregate_unpacked(array)
+        .unwrap()
+        .collect::<tsbucket::Result<_>>()
+        .unwrap();
+    assert_eq!(canonical(&got, false), canonical(&want, false));
+    assert_eq!(got.len(), cfg.hosts);
     db.close().unwrap();
 }
 

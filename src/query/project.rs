@@ -93,6 +93,14 @@ impl Project {
         self.base.as_ref()?.kept()
     }
 
+    /// A stage that keeps `_id` and computes `fields` in order (what a rewrite appends).
+    pub fn computed(fields: Vec<(String, Expr)>) -> Result<Project> {
+        Ok(Project {
+            base: Some(Projection::parse(&bson::doc! {"_id": 1})?),
+            computed: fields,
+        })
+    }
+
     /// The stage as a find projection, when it only keeps or leaves out paths (no computed
     /// fields): the two then give the same documents.
     pub fn as_projection(&self) -> Option<&Projection> {

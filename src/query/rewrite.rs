@@ -90,14 +90,69 @@ fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
         let (true, Some(mut keys)) = (ok, sort_by) else {
             continue;
         };
-        let mut g = g.clone();
-        for a in &mut g.accs {
-            if let AccOp::Top { descending, bottom } = a.op {
-                if let Some((_, out)) = top_parts(descending, &a.arg) {
-                    a.arg = out.clone();
-                    a.op = if bottom { AccOp::Last } else { AccOp::First };
+        let names: Vec<&str> = g.accs.iter().map(|a| a.name.as_str()).collect();
+        let mut accs = Vec::with_capacity(g.accs.len());
+        // Outputs that are arrays of paths become one pick per path, put back together by a
+        // `$project` after the group, so that the group operator reads them as columns.
+        let mut assemble: Vec<(String, Expr)> = Vec::new();
+        for a in &g.accs {
+            let AccOp::Top { descending, bottom } = a.op else {
+                accs.push(a.clone());
+                assemble.push((a.name.clone(), Expr::Path(a.name.clone())));
+                continue;
+            };
+            let Some((_, out)) = top_parts(descending, &a.arg) else {
+                accs.push(a.clone());
+                assemble.push((a.name.clone(), Expr::Path(a.name.clone())));
+                continue;
+            };
+            let op = if bottom { AccOp::Last } else { AccOp::First };
+            let paths = match out {
+                Expr::Array(items) if !items.is_empty() => items
+                    .iter()
+                    .map(|e| match e {
+                        Expr::Path(_) => Some(e.clone()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>(),
+                _ => None,
+            };
+            let part = |k: usize| format!("{}.{k}", a.name).replace('.', "_") + "__top";
+            let free = |k: usize| !names.contains(&part(k).as_str());
+            match paths {
+                Some(paths) if (0..paths.len()).all(free) => {
+                    let mut parts = Vec::with_capacity(paths.len());
+                    for (k, e) in paths.into_iter().enumerate() {
+                        accs.push(super::accum::AccSpec {
+                            name: part(k),
+                            op,
+                            arg: e,
+                        });
+                        parts.push(Expr::Path(part(k)));
+                    }
+                    assemble.push((a.name.clone(), Expr::Array(parts)));
+                }
+                _ => {
+                    accs.push(super::accum::AccSpec {
+                        name: a.name.clone(),
+                        op,
+                        arg: out.clone(),
+                    });
+                    assemble.push((a.name.clone(), Expr::Path(a.name.clone())));
                 }
             }
+        }
+        let assemble = match accs.len() != g.accs.len() {
+            false => None,
+            true => match Project::computed(assemble) {
+                Ok(pr) => Some(pr),
+                Err(_) => continue,
+            },
+        };
+        let mut g = g.clone();
+        g.accs = accs;
+        if let Some(pr) = assemble {
+            p.stages.insert(i + 1, Stage::Project(pr));
         }
         let mut at = i;
         if let Some(Stage::Sort(before)) = i.checked_sub(1).and_then(|k| p.stages.get(k)) {
@@ -345,6 +400,24 @@ mod tests {
             sort_of(&p),
             Some(vec![("t".to_string(), true), ("x".to_string(), true)])
         );
+
+        // An output of several paths: one pick each, put back together after the group.
+        let (p, _) = rewritten(&[doc! {"$group": {
+            "_id": "$h",
+            "a": {"$top": {"sortBy": {"t": -1}, "output": ["$t", "$u"]}},
+            "n": {"$sum": 1},
+        }}]);
+        let names: Vec<&str> = match p.stages.get(1) {
+            Some(Stage::Group(g)) => g.accs.iter().map(|a| a.name.as_str()).collect(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(names, ["a_0__top", "a_1__top", "n"]);
+        assert!(matches!(p.stages.get(2), Some(Stage::Project(_))));
+        let d = doc! {"_id": 1, "a_0__top": 5, "a_1__top": "x", "n": 2};
+        let Some(Stage::Project(pr)) = p.stages.get(2) else {
+            unreachable!()
+        };
+        assert_eq!(pr.apply(d).unwrap(), doc! {"_id": 1, "a": [5, "x"], "n": 2});
 
         // Different sortBy, or `$first` beside: left as written.
         for g in [
