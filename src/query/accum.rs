@@ -35,7 +35,8 @@ pub enum AccOp {
     Last,
     /// `$top` (`bottom: false`) or `$bottom`. The argument is an array expression: the sort
     /// keys' paths in order, then the output; bit `i` of `descending` is set when sort key `i`
-    /// is descending.
+    /// is descending. The state is fed `[sort values..., output]`, the sort values read as
+    /// `$sort` reads them (`GroupTable::feed_doc`).
     Top {
         /// Descending keys, as bits.
         descending: u32,
@@ -442,11 +443,8 @@ impl Acc {
                 let Some((out, keys)) = items.split_last() else {
                     return;
                 };
-                let keys: Vec<Bson> = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| sort_key(k, i >= 32 || *descending & (1 << i) == 0))
-                    .collect();
+                // The keys are the values the documents sort by (see `GroupTable::feed_doc`).
+                let keys = keys.to_vec();
                 let wins = match best.as_deref() {
                     None => true,
                     Some((b, _)) => match cmp_keys(&keys, b, *descending) {
@@ -766,20 +764,6 @@ impl Acc {
     }
 }
 
-/// The value a sort key sorts by, as `$sort` takes it: for an array, its smallest element
-/// ascending and its largest descending (an empty array sorts as undefined, before null).
-fn sort_key(v: &Bson, asc: bool) -> Bson {
-    let Bson::Array(a) = v else {
-        return v.clone();
-    };
-    let pick = if asc {
-        a.iter().min_by(|x, y| cmp_bson(x, y))
-    } else {
-        a.iter().max_by(|x, y| cmp_bson(x, y))
-    };
-    pick.cloned().unwrap_or(Bson::Undefined)
-}
-
 /// `a` against `b` in sort order: keys compared in BSON order, descending ones reversed.
 fn cmp_keys(a: &[Bson], b: &[Bson], descending: u32) -> Ordering {
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
@@ -889,14 +873,6 @@ mod tests {
         // Descending: the first 5 is the top, the null the bottom.
         assert_eq!(top(1, false, &rows), (s("b"), s("b")));
         assert_eq!(top(1, true, &rows), (s("d"), s("d")));
-        // Arrays sort by their smallest element ascending, their largest descending.
-        let arrays = vec![
-            r(Bson::Array(vec![Bson::Int32(3), Bson::Int32(9)]), "x"),
-            r(Bson::Int32(4), "y"),
-        ];
-        assert_eq!(top(0, false, &arrays).0, s("x"));
-        assert_eq!(top(1, false, &arrays).0, s("x"));
-        assert_eq!(top(0, true, &arrays).0, s("y"));
         // A second key breaks ties of the first, each in its own direction.
         let two = vec![
             vec![Bson::Int32(1), Bson::Int32(1), s("p")],

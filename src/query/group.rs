@@ -5,9 +5,10 @@
 //! encoding of the key gives: the map hashes those bytes, and the group keeps the `_id` value
 //! first seen. Groups come out in order of first appearance.
 
-use super::accum::{Acc, AccSpec};
+use super::accum::{Acc, AccOp, AccSpec};
 use super::expr::{Expr, Row};
 use super::keyset::KeySet;
+use super::sort::sort_value;
 use crate::error::{Error, Result};
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
@@ -321,7 +322,24 @@ impl GroupTable {
     pub fn feed_doc(&mut self, spec: &GroupSpec, d: &Document) -> Result<()> {
         let g = self.slot_expr(&spec.id, d)?;
         for (i, a) in spec.accs.iter().enumerate() {
-            let v = a.arg.eval(d)?;
+            let v = match (a.op, &a.arg) {
+                // `$top`/`$bottom` keys are what `$sort` sorts by, read from the document.
+                (AccOp::Top { descending, .. }, Expr::Array(items)) => {
+                    let mut vals = Vec::with_capacity(items.len());
+                    let last = items.len().saturating_sub(1);
+                    for (k, e) in items.iter().enumerate() {
+                        vals.push(match e {
+                            Expr::Path(p) if k < last => {
+                                let asc = k >= 32 || descending & (1 << k) == 0;
+                                sort_value(d, p, asc).into_owned()
+                            }
+                            _ => e.eval(d)?.unwrap_or(Bson::Null),
+                        });
+                    }
+                    Some(Bson::Array(vals))
+                }
+                _ => a.arg.eval(d)?,
+            };
             if let Some(acc) = self.accs(g).get_mut(i) {
                 acc.feed(v.as_ref());
             }

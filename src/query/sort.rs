@@ -531,7 +531,7 @@ fn ordered_f64(f: f64) -> u64 {
 /// The value a document sorts by at `path`: missing sorts as null; for arrays, the smallest
 /// element ascending and the largest descending; an empty array sorts before null, as
 /// `undefined` (MongoDB's rules). Borrowed unless the path meets an array.
-fn sort_value<'a>(d: &'a Document, path: &str, asc: bool) -> Cow<'a, Bson> {
+pub(crate) fn sort_value<'a>(d: &'a Document, path: &str, asc: bool) -> Cow<'a, Bson> {
     // The common case: a path through documents to a value that is not an array.
     let mut cur = d;
     let mut parts = path.split('.').peekable();

@@ -42,6 +42,10 @@ pub enum Acc {
     Max,
     First,
     Last,
+    /// `$top` by the input (ascending when the flag is set), then `_id`.
+    Top(bool),
+    /// `$bottom`, likewise.
+    Bottom(bool),
 }
 
 /// A step the pipeline means to take.
@@ -120,6 +124,10 @@ fn acc() -> BoxedStrategy<Acc> {
         Acc::Max,
         Acc::First,
         Acc::Last,
+        Acc::Top(true),
+        Acc::Top(false),
+        Acc::Bottom(true),
+        Acc::Bottom(false),
     ])
     .boxed()
 }
@@ -210,15 +218,25 @@ fn group_doc(
     accs: &[(Acc, &str)],
     count: bool,
     ordered: bool,
+    unique_id: bool,
 ) -> (Document, Vec<String>) {
     let mut g = doc! {"_id": key_doc(key)};
     let mut fields = Vec::new();
     for (i, (acc, input)) in accs.iter().enumerate() {
-        // $first/$last are only deterministic on an ordered stream.
+        // $first/$last are only deterministic on an ordered stream, $top/$bottom when their
+        // sort ends on a unique `_id`.
         let acc = match (acc, ordered) {
             (Acc::First, false) => Acc::Min,
             (Acc::Last, false) => Acc::Max,
+            (Acc::Top(_), _) if !unique_id => Acc::Min,
+            (Acc::Bottom(_), _) if !unique_id => Acc::Max,
             (a, _) => *a,
+        };
+        let top = |op: &str, asc: bool| {
+            doc! {op: {
+                "sortBy": {*input: if asc { 1 } else { -1 }, "_id": 1},
+                "output": format!("${}", INPUTS[(i + 3) % INPUTS.len()]),
+            }}
         };
         let (name, op, arg) = match acc {
             Acc::Sum => ("sum", "$sum", Bson::String(format!("${input}"))),
@@ -228,6 +246,18 @@ fn group_doc(
             Acc::Max => ("max", "$max", Bson::String(format!("${input}"))),
             Acc::First => ("first", "$first", Bson::String(format!("${input}"))),
             Acc::Last => ("last", "$last", Bson::String(format!("${input}"))),
+            Acc::Top(asc) => {
+                let field = format!("top_{i}");
+                g.insert(field.clone(), top("$top", asc));
+                fields.push(field);
+                continue;
+            }
+            Acc::Bottom(asc) => {
+                let field = format!("bottom_{i}");
+                g.insert(field.clone(), top("$bottom", asc));
+                fields.push(field);
+                continue;
+            }
         };
         let field = format!("{name}_{i}");
         g.insert(field.clone(), doc! {op: arg});
@@ -316,7 +346,7 @@ pub fn build(steps: &[Step], ctx: &Ctx, docs: &[Document]) -> Built {
             // Drivers send small counts as int32 or int64: both must work.
             Step::Limit(n) if shape.ordered => Some(doc! {"$limit": i32::from(*n)}),
             Step::Group { key, accs, count } if shape.measurements => {
-                let (g, fields) = group_doc(key, accs, *count, shape.ordered);
+                let (g, fields) = group_doc(key, accs, *count, shape.ordered, shape.unique_id);
                 shape = Shape {
                     measurements: false,
                     // Array keys sort by an element, so `[1]` and `1` are two groups that tie.

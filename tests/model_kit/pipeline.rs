@@ -14,7 +14,7 @@
 
 use super::matcher::matches;
 use super::order::{canonical_type, cmp, equal};
-use super::project::{parse_sort, project, sort};
+use super::project::{cmp_keys, parse_sort, project, sort, sort_keys};
 use std::cmp::Ordering;
 use tsbucket::bson::{doc, Bson, DateTime, Document};
 
@@ -234,6 +234,28 @@ fn extreme(values: &[Option<Bson>], want: Ordering) -> Bson {
     best.cloned().unwrap_or(Bson::Null)
 }
 
+/// The sort and output of a `$top`/`$bottom` argument.
+fn top_spec(arg: &Bson) -> (Vec<(String, bool)>, &Bson) {
+    let d = arg.as_document().expect("$top takes {sortBy, output}");
+    let spec = parse_sort(d.get_document("sortBy").expect("sortBy"));
+    (spec, d.get("output").expect("output"))
+}
+
+/// `$top`/`$bottom` over rows `[sort keys..., output]` in stream order: the output of the
+/// first/last row of a stable sort.
+fn top(spec: &[(String, bool)], bottom: bool, rows: &[Option<Bson>]) -> Bson {
+    let mut rows: Vec<&Vec<Bson>> = rows
+        .iter()
+        .filter_map(|r| match r {
+            Some(Bson::Array(a)) => Some(a),
+            _ => None,
+        })
+        .collect();
+    rows.sort_by(|a, b| cmp_keys(spec, a, b));
+    let pick = if bottom { rows.last() } else { rows.first() };
+    pick.and_then(|r| r.last()).cloned().unwrap_or(Bson::Null)
+}
+
 /// One accumulator over a group's values, in stream order.
 fn accumulate(op: &str, values: &[Option<Bson>]) -> Bson {
     match op {
@@ -276,11 +298,16 @@ fn group(spec: &Document, docs: &[Document]) -> Vec<Document> {
             }
         };
         for (j, (_, op, arg)) in accs.iter().enumerate() {
-            // `$count: {}` takes no argument.
-            let v = if *op == "$count" {
-                Some(Bson::Null)
-            } else {
-                expr(arg, d)
+            // `$count: {}` takes no argument; `$top`/`$bottom` keep [sort keys..., output].
+            let v = match *op {
+                "$count" => Some(Bson::Null),
+                "$top" | "$bottom" => {
+                    let (spec, output) = top_spec(arg);
+                    let mut row = sort_keys(&spec, d);
+                    row.push(expr(output, d).unwrap_or(Bson::Null));
+                    Some(Bson::Array(row))
+                }
+                _ => expr(arg, d),
             };
             groups[i].1[j].push(v);
         }
@@ -289,8 +316,12 @@ fn group(spec: &Document, docs: &[Document]) -> Vec<Document> {
         .into_iter()
         .map(|(key, values)| {
             let mut out = doc! {"_id": key};
-            for ((name, op, _), vals) in accs.iter().zip(&values) {
-                out.insert((*name).clone(), accumulate(op, vals));
+            for ((name, op, arg), vals) in accs.iter().zip(&values) {
+                let v = match *op {
+                    "$top" | "$bottom" => top(&top_spec(arg).0, *op == "$bottom", vals),
+                    _ => accumulate(op, vals),
+                };
+                out.insert((*name).clone(), v);
             }
             out
         })
