@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
 use crate::query::agg;
-use crate::query::cursor::FindSpec;
+use crate::query::cursor::{FindSpec, Output};
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
 use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scans};
@@ -189,7 +189,7 @@ impl Engine {
         name: &str,
         pipeline: &[Document],
         columnar: bool,
-    ) -> Result<(agg::Output, Explain)> {
+    ) -> Result<(Output, Explain)> {
         let mut p = Pipeline::parse(pipeline)?;
         // The unpacked path is the reference the rewrites are checked against: it runs the
         // pipeline as written.

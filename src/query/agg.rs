@@ -7,10 +7,10 @@
 use super::accum::{Acc, AccOp};
 use super::expr::Expr;
 use super::fastgroup::FastGroup;
-use super::group::{GroupDocs, GroupSpec, GroupTable};
-use super::sort::{sort_within, top_sorted, SortMemory};
+use super::group::{GroupSpec, GroupTable};
+use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
 use super::pipeline::Stage;
-use super::cursor::FindSpec;
+use super::cursor::{FindSpec, Output};
 use super::read::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
@@ -55,20 +55,6 @@ impl Route {
             _ => Order::Id,
         }
     }
-}
-
-/// What a pipeline gives.
-pub(crate) enum Output {
-    /// Documents, all built.
-    Docs(Vec<Document>),
-    /// Documents built as they are read: the output of a sort too large for memory, merged
-    /// from its runs on disk.
-    Stream(Docs),
-    /// The output of a final `$group`, built as it is read.
-    Groups(Box<GroupDocs>),
-    /// Measurements as a find returns them: a pipeline of `$match`, `$sort`, `$skip`,
-    /// `$limit` and keep-only `$project` stages that a find does whole.
-    Cursor(Box<Cursor>),
 }
 
 /// Runs `stages` along `route` over the buckets `scans` chosen by `plan` (whose filter is the
@@ -209,9 +195,6 @@ fn count_group(
     Ok(Some(vec![d]))
 }
 
-/// The largest limit kept by a top-k sort (which holds up to twice as many documents); a
-/// sort with a larger one sorts within its memory limit.
-pub(crate) const TOP_K_MAX: u64 = 10_000;
 
 /// How many documents of a sorted stream the `$skip` and `$limit` stages at the start of
 /// `stages` can let through; `None` without a limit.

@@ -3,11 +3,10 @@
 //! on the time field alone streams in time order across buckets; other sorts read every match
 //! (keeping only the first `skip + limit` when there is a limit).
 
-use super::agg::{Output, TOP_K_MAX};
 use super::group::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::Projection;
-use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs};
+use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs, TOP_K_MAX};
 use super::read::{count_of, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
@@ -15,6 +14,20 @@ use crate::error::{Error, Result};
 use bson::raw::RawDocumentBuf;
 use bson::Document;
 use std::collections::VecDeque;
+
+/// What a pipeline gives.
+pub(crate) enum Output {
+    /// Documents, all built.
+    Docs(Vec<Document>),
+    /// Documents built as they are read: the output of a sort too large for memory, merged
+    /// from its runs on disk.
+    Stream(SortedDocs),
+    /// The output of a final `$group`, built as it is read.
+    Groups(Box<GroupDocs>),
+    /// Measurements as a find returns them: a pipeline of `$match`, `$sort`, `$skip`,
+    /// `$limit` and keep-only `$project` stages that a find does whole.
+    Cursor(Box<Cursor>),
+}
 
 /// Parsed find options.
 #[derive(Debug, Clone, Default)]

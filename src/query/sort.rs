@@ -83,6 +83,10 @@ impl Default for SortMemory {
     }
 }
 
+/// The largest limit kept by a top-k sort (which holds up to twice as many documents); a
+/// sort with a larger one sorts within its memory limit.
+pub(crate) const TOP_K_MAX: u64 = 10_000;
+
 /// Sorted documents as they are read.
 pub type SortedDocs = Box<dyn Iterator<Item = Result<Document>> + Send>;
 
