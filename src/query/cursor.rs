@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use bson::raw::RawDocumentBuf;
 use bson::Document;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// What a pipeline gives.
 pub(crate) enum Output {
@@ -290,18 +291,23 @@ impl Cursor {
                 return Some(doc);
             },
             Mode::Scan(s) => s.document(&mut self.skip),
-            Mode::Merge(m) => loop {
-                let (rows, r) = match m.next_row()? {
-                    Ok(x) => x,
-                    Err(e) => return Some(Err(e)),
-                };
-                if self.skip > 0 {
-                    self.skip -= 1;
-                    continue;
-                }
-                return Some(rows.document(m.output(), r));
+            Mode::Merge(m) => match next_merged(m, &mut self.skip)? {
+                Ok((rows, r)) => Some(rows.document(m.output(), r)),
+                Err(e) => Some(Err(e)),
             },
         }
+    }
+}
+
+/// The merge's next row after skipping `skip` rows.
+fn next_merged(m: &mut TimeMerge, skip: &mut u64) -> Option<Result<(Arc<Selected>, u32)>> {
+    loop {
+        let row = m.next_row()?;
+        if *skip > 0 && row.is_ok() {
+            *skip -= 1;
+            continue;
+        }
+        return Some(row);
     }
 }
 
@@ -317,17 +323,10 @@ impl Cursor {
         }
         let got = match &mut self.mode {
             Mode::Scan(s) => s.write(&mut self.skip, buf),
-            Mode::Merge(m) => loop {
-                let (rows, r) = match m.next_row() {
-                    None => break Ok(false),
-                    Some(Err(e)) => break Err(e),
-                    Some(Ok(x)) => x,
-                };
-                if self.skip > 0 {
-                    self.skip -= 1;
-                    continue;
-                }
-                break rows.write(m.output(), r, buf).map(|()| true);
+            Mode::Merge(m) => match next_merged(m, &mut self.skip) {
+                None => Ok(false),
+                Some(Err(e)) => Err(e),
+                Some(Ok((rows, r))) => rows.write(m.output(), r, buf).map(|()| true),
             },
             _ => match self.next() {
                 None => return Ok(false),

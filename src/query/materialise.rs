@@ -20,7 +20,9 @@ use crate::error::{Error, Result};
 use crate::doc::encode::{begin, end, write_value};
 use bson::spec::ElementType;
 use bson::{Bson, Document};
-use std::sync::OnceLock;
+use crate::segment::Segment;
+use bson::oid::ObjectId;
+use std::sync::{Arc, OnceLock};
 
 /// What a read returns of each selected row, and how it selects them: shared by the buckets
 /// of one read.
@@ -185,9 +187,12 @@ impl RowOutput {
             Some(v) => Some(encode(v)?),
             None => None,
         };
-        let origin = match src {
-            Source::Seg(seg, i) => Some((seg.path().to_path_buf(), *i)),
-            Source::Mem(_) => None,
+        let (id, origin) = match src {
+            Source::Mem(b) => (Some(b.id), None),
+            Source::Seg(seg, i) => (
+                seg.buckets().get(*i as usize).map(|s| s.id),
+                Some((Arc::clone(seg), *i)),
+            ),
         };
         Ok(Selected {
             time_at: time_at.filter(|_| self.times),
@@ -202,13 +207,7 @@ impl RowOutput {
             row_shapes,
             rows: selected,
             origin,
-            id: match src {
-                Source::Mem(b) => b.id.to_hex(),
-                Source::Seg(seg, i) => seg
-                    .buckets()
-                    .get(*i as usize)
-                    .map_or_else(String::new, |s| s.id.to_hex()),
-            },
+            id,
         })
     }
 }
@@ -238,9 +237,10 @@ pub struct Selected {
     rows: Vec<u32>,
     /// Per shape, built on first use.
     plans: Vec<OnceLock<Option<ShapePlan>>>,
-    /// The segment file and bucket position, for the error a damaged row gets.
-    origin: Option<(std::path::PathBuf, u32)>,
-    id: String,
+    /// The segment and bucket position, for the error a damaged row gets (taken per
+    /// bucket as they are; the message is built only if a row is damaged).
+    origin: Option<(Arc<Segment>, u32)>,
+    id: Option<ObjectId>,
     /// The time column's stored position, when times were asked for.
     time_at: Option<usize>,
 }
@@ -292,12 +292,10 @@ impl Selected {
     /// The error for a row that does not fit the bucket's columns: damage the checks did not
     /// catch in a segment, a bug in a bucket in memory.
     fn mismatch(&self, row: u32) -> Error {
-        let what = format!(
-            "bucket {} row {row} does not match its column layout",
-            self.id
-        );
+        let id = self.id.map_or_else(String::new, |id| id.to_hex());
+        let what = format!("bucket {id} row {row} does not match its column layout");
         match &self.origin {
-            Some((path, i)) => Error::corruption(path, 0, format!("{what} (bucket {i})")),
+            Some((seg, i)) => Error::corruption(seg.path(), 0, format!("{what} (bucket {i})")),
             None => Error::Internal(format!("{what} (an open bucket)")),
         }
     }
@@ -474,45 +472,43 @@ fn cell(c: &Col, r: usize) -> Option<Bson> {
 /// row has no value there.
 #[inline]
 fn write_cell(c: &Col, r: usize, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
-    let mut head = |t: ElementType| {
-        buf.push(t as u8);
-        buf.extend_from_slice(key);
-    };
-    match c {
+    // Typed columns: the element type and the value's little-endian bytes.
+    let (t, bytes): (ElementType, [u8; 8]) = match c {
         Col::Missing => return Ok(false),
-        Col::Int32(v) => {
-            let Some(x) = v.get(r).and_then(|x| i32::try_from(x).ok()) else {
-                return Ok(false);
-            };
-            head(ElementType::Int32);
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
-        Col::Int64(v) | Col::Date(v) => {
-            let Some(x) = v.get(r) else {
-                return Ok(false);
-            };
-            head(if matches!(c, Col::Date(_)) {
-                ElementType::DateTime
-            } else {
-                ElementType::Int64
-            });
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
-        Col::Double(v) => {
-            let Some(x) = v.get(r) else {
-                return Ok(false);
-            };
-            head(ElementType::Double);
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
+        Col::Int32(v) => match v.get(r).and_then(|x| i32::try_from(x).ok()) {
+            Some(x) => {
+                buf.push(ElementType::Int32 as u8);
+                buf.extend_from_slice(key);
+                buf.extend_from_slice(&x.to_le_bytes());
+                return Ok(true);
+            }
+            None => return Ok(false),
+        },
+        Col::Int64(v) => match v.get(r) {
+            Some(x) => (ElementType::Int64, x.to_le_bytes()),
+            None => return Ok(false),
+        },
+        Col::Date(v) => match v.get(r) {
+            Some(x) => (ElementType::DateTime, x.to_le_bytes()),
+            None => return Ok(false),
+        },
+        Col::Double(v) => match v.get(r) {
+            Some(x) => (ElementType::Double, x.to_le_bytes()),
+            None => return Ok(false),
+        },
         Col::Bson(v) => {
             let Some(x) = v.get(r).and_then(Option::as_ref) else {
                 return Ok(false);
             };
-            head(x.element_type());
+            buf.push(x.element_type() as u8);
+            buf.extend_from_slice(key);
             write_value(x, buf, 1).map_err(Error::Internal)?;
+            return Ok(true);
         }
-    }
+    };
+    buf.push(t as u8);
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&bytes);
     Ok(true)
 }
 
@@ -520,8 +516,7 @@ fn write_cell(c: &Col, r: usize, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> 
 mod tests {
     use super::*;
     use crate::bucket::{BucketData, Column};
-    use bson::{doc, oid::ObjectId, DateTime};
-    use std::sync::Arc;
+    use bson::{doc, DateTime};
 
     /// Three rows of two shapes; row 1 carries its own meta value (fields reversed) and has
     /// no `x`.

@@ -305,31 +305,17 @@ fn high_cpu(cfg: &Devops, name: &str, one_host: bool) -> Question {
         filter.insert("tags.hostname", host_match(&hosts(cfg, 1)));
     }
     let project = inclusion(&["usage_user", "usage_system"], &["time", "tags.hostname"]);
+    let projected = Box::new(FindOptions {
+        projection: Some(project.clone()),
+        ..FindOptions::default()
+    });
     Question {
         data: "devops",
         name: name.to_string(),
         ordered: false,
         forms: vec![
-            (
-                "find",
-                Form::Find(
-                    filter.clone(),
-                    Box::new(FindOptions {
-                        projection: Some(project.clone()),
-                        ..FindOptions::default()
-                    }),
-                ),
-            ),
-            (
-                "find-bson",
-                Form::FindBson(
-                    filter.clone(),
-                    Box::new(FindOptions {
-                        projection: Some(project.clone()),
-                        ..FindOptions::default()
-                    }),
-                ),
-            ),
+            ("find", Form::Find(filter.clone(), projected.clone())),
+            ("find-bson", Form::FindBson(filter.clone(), projected)),
             (
                 "match-project",
                 Form::Aggregate(vec![
@@ -449,6 +435,11 @@ fn groupby_orderby_limit(cfg: &Devops) -> Question {
 /// `aggregate` must too.
 fn host_latest(cfg: &Devops) -> Question {
     let host = host_match(&hosts(cfg, 1));
+    let latest = Box::new(FindOptions {
+        sort: Some(doc! {"time": -1}),
+        limit: Some(10),
+        ..FindOptions::default()
+    });
     Question {
         data: "devops",
         name: "host-latest-10".into(),
@@ -456,25 +447,11 @@ fn host_latest(cfg: &Devops) -> Question {
         forms: vec![
             (
                 "find",
-                Form::Find(
-                    doc! {"tags.hostname": host.clone()},
-                    Box::new(FindOptions {
-                        sort: Some(doc! {"time": -1}),
-                        limit: Some(10),
-                        ..FindOptions::default()
-                    }),
-                ),
+                Form::Find(doc! {"tags.hostname": host.clone()}, latest.clone()),
             ),
             (
                 "find-bson",
-                Form::FindBson(
-                    doc! {"tags.hostname": host.clone()},
-                    Box::new(FindOptions {
-                        sort: Some(doc! {"time": -1}),
-                        limit: Some(10),
-                        ..FindOptions::default()
-                    }),
-                ),
+                Form::FindBson(doc! {"tags.hostname": host.clone()}, latest),
             ),
             (
                 "match-sort-limit",
