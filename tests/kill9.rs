@@ -186,7 +186,7 @@ fn kill9_at_random_moments_never_loses_acked_batches_nor_exposes_partial_ones() 
     if std::env::var(DIR_VAR).is_ok() {
         return;
     }
-    let cycles = count_from_env("TSBUCKET_KILL_CYCLES", 25);
+    let cycles = count_from_env("TSBUCKET_KILL_CYCLES", 15);
     let seed = seed_from_env(0x6b_696c_6c39);
     eprintln!("kill9: {cycles} cycles, TSBUCKET_SEED={seed}");
     let mut rng = Rng::new(seed);

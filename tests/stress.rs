@@ -16,7 +16,7 @@
 //!   error otherwise), and one taken by the parent agrees with the writer;
 //! - the database verifies, earlier cycles' data is unchanged, and new writes are taken.
 //!
-//! CI runs it for about a minute (`TSBUCKET_STRESS_SECS`, default 45). For hours, in release:
+//! CI runs it for about half a minute (`TSBUCKET_STRESS_SECS`, default 25). For hours, in release:
 //! `TSBUCKET_STRESS_SECS=36000 cargo test --release --test stress -- --nocapture`.
 //! `TSBUCKET_STRESS_MAX_MS` bounds a child's life (default 900 ms; shorter gives more kills an
 //! hour). `TSBUCKET_STRESS_CYCLES` ends the run early once that many cycles have passed.
@@ -398,7 +398,7 @@ fn stress_against_an_expected_state_with_kill9() {
     if std::env::var(DIR_VAR).is_ok() {
         return;
     }
-    let secs = count_from_env("TSBUCKET_STRESS_SECS", 45);
+    let secs = count_from_env("TSBUCKET_STRESS_SECS", 25);
     // Shorter lives give more kills an hour; longer ones more flushes and rotations each.
     let max_ms = count_from_env("TSBUCKET_STRESS_MAX_MS", 900).max(31);
     let max_cycles = count_from_env("TSBUCKET_STRESS_CYCLES", u64::MAX);
