@@ -7,7 +7,7 @@
 use super::accum::{Acc, AccOp};
 use super::expr::Expr;
 use super::fastgroup::FastGroup;
-use super::group::{GroupSpec, GroupTable};
+use super::group::{GroupDocs, GroupSpec, GroupTable};
 use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
 use super::pipeline::Stage;
 use super::cursor::{FindSpec, Output};
@@ -83,7 +83,8 @@ pub(crate) fn execute(
         }
         Route::Fast(fast, used) => {
             let (docs, ex) = fast.run(scans, explain, threads, memory.limit)?;
-            let rest = stages.get(used..).unwrap_or_default();
+            let (docs, sorted) = sort_groups(docs, stages.get(used..).unwrap_or_default());
+            let rest = stages.get(used + sorted..).unwrap_or_default();
             if rest.is_empty() {
                 return Ok((Output::Groups(Box::new(docs)), ex));
             }
@@ -196,6 +197,14 @@ fn count_group(
 }
 
 
+/// A group's output put in the order of the `$sort` that starts `next`, from the groups' keys,
+/// where [`GroupDocs::sort_by_id`] can; also says how many stages of `next` that took (0 or
+/// 1).
+fn sort_groups(mut docs: GroupDocs, next: &[Stage]) -> (GroupDocs, usize) {
+    let sorted = matches!(next.first(), Some(Stage::Sort(keys)) if docs.sort_by_id(keys));
+    (docs, usize::from(sorted))
+}
+
 /// How many documents of a sorted stream the `$skip` and `$limit` stages at the start of
 /// `stages` can let through; `None` without a limit.
 fn kept_by_limit(stages: &[Stage]) -> Option<u64> {
@@ -217,7 +226,13 @@ fn kept_by_limit(stages: &[Stage]) -> Option<u64> {
 pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> Result<Output> {
     let mut it = input;
     let mut spilled = false;
+    // Stages a stage before them already carried out.
+    let mut skip = 0;
     for (i, st) in stages.iter().enumerate() {
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
         it = match st {
             Stage::Match(f) => {
                 let f = f.clone();
@@ -262,7 +277,9 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
                     }
                 }
                 table.check_memory(memory.limit)?;
-                Box::new(table.docs())
+                let (docs, sorted) = sort_groups(table.docs(), stages.get(i + 1..).unwrap_or_default());
+                skip = sorted;
+                Box::new(docs)
             }
         };
     }

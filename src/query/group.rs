@@ -8,7 +8,7 @@
 use super::accum::{Acc, AccOp, AccSpec};
 use super::expr::{Expr, Row};
 use super::keyset::KeySet;
-use super::sort::sort_value;
+use super::sort::{norm, sort_value, KeyOrder};
 use crate::error::{Error, Result};
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
@@ -486,6 +486,37 @@ impl GroupTable {
         }
     }
 
+    /// The groups in the order of a `$sort` on `keys`, all paths of `_id`, read from the
+    /// groups' encoded keys without building a document; ties keep their order in `current`
+    /// (the table's order when empty). `None` when a key is not a path of `_id` or a value is
+    /// not encoded exactly (an array, a large number, code): those are sorted as documents.
+    fn order_by_id(&self, keys: &[(String, bool)], current: &[u32]) -> Option<Vec<u32>> {
+        let n = self.len();
+        if keys.is_empty() || (!current.is_empty() && current.len() != n) {
+            return None;
+        }
+        let group = |p: usize| match current.is_empty() {
+            true => Some(p as u32),
+            false => current.get(p).copied(),
+        };
+        let mut order = KeyOrder::with_capacity(n);
+        for p in 0..n {
+            let key = self.keys.get(group(p)?)?;
+            let exact = order.push(keys, |k, out| {
+                keys.get(k)
+                    .is_some_and(|(path, _)| put_sort_key(key, path, out))
+            });
+            if !exact {
+                return None;
+            }
+        }
+        order
+            .order()
+            .into_iter()
+            .map(|p| group(p as usize))
+            .collect()
+    }
+
     fn doc(
         template: &mut Option<Document>,
         names: &[String],
@@ -555,6 +586,26 @@ pub struct GroupDocs {
     order: Vec<u32>,
     next: usize,
     realize: OwnedRealize,
+}
+
+impl GroupDocs {
+    /// Puts these documents in the order of a `$sort` on `keys` when every key is a path of
+    /// `_id` whose values can be ordered from the table's encoded keys, and says whether it
+    /// did: the sort then costs an encoding and a sort of bytes per group, where sorting the
+    /// built documents read their values again and held them all. Unchanged otherwise, and
+    /// once reading has begun.
+    pub fn sort_by_id(&mut self, keys: &[(String, bool)]) -> bool {
+        if self.next != 0 {
+            return false;
+        }
+        match self.table.order_by_id(keys, &self.order) {
+            Some(order) => {
+                self.order = order;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Iterator for GroupDocs {
@@ -778,11 +829,210 @@ pub fn encode_key(v: &Bson, out: &mut Vec<u8>) {
     }
 }
 
+/// The length of the value [`encode_key`] wrote at the start of `v`; `None` if `v` is cut
+/// short.
+fn key_len(v: &[u8]) -> Option<usize> {
+    let str_len = |at: usize| -> Option<usize> {
+        let n = u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?) as usize;
+        Some(4 + n)
+    };
+    let &rank = v.first()?;
+    let body = match rank {
+        10 => match v.get(1)? {
+            b'n' => 1,
+            _ => 9,
+        },
+        15 | 55 | 60 => str_len(1)?,
+        20 | 25 => {
+            let mut at = 1;
+            loop {
+                match v.get(at)? {
+                    0 => break at,
+                    _ if rank == 20 => {
+                        at += 1 + str_len(at + 1)?;
+                        at += key_len(v.get(at..)?)?;
+                    }
+                    _ => at += 1 + key_len(v.get(at + 1..)?)?,
+                }
+            }
+        }
+        30 => 1 + str_len(2)?,
+        35 => 12,
+        40 => 1,
+        45 | 47 => 8,
+        50 => {
+            let a = str_len(1)?;
+            a + str_len(1 + a)?
+        }
+        65 => {
+            let a = str_len(1)?;
+            a + key_len(v.get(1 + a..)?)?
+        }
+        _ => 0,
+    };
+    Some(1 + body)
+}
+
+/// Appends the normalised sort bytes (as a sort of documents writes them, see
+/// [`super::sort::norm`]) of the value at `path` in the `_id` whose [`encode_key`] bytes are
+/// `key`. False where the path is not one of `_id` or meets an array, or the value is not
+/// encoded exactly (large numbers, code): such keys are sorted as documents.
+fn put_sort_key(key: &[u8], path: &str, out: &mut Vec<u8>) -> bool {
+    let below = match path.strip_prefix("_id") {
+        Some("") => None,
+        Some(rest) => match rest.strip_prefix('.') {
+            Some(rest) => Some(rest),
+            None => return false,
+        },
+        None => return false,
+    };
+    let mut v = key;
+    for name in below.into_iter().flat_map(|b| b.split('.')) {
+        match v.first() {
+            Some(20) => {}
+            Some(25) | None => return false,
+            // A scalar with more path below it: nothing there, which sorts as null.
+            Some(_) => v = &[5],
+        }
+        let mut at = 1;
+        let mut found = None;
+        while let Some(1) = v.get(at) {
+            let Some(n) = v.get(at + 1..at + 5).and_then(|b| b.try_into().ok()) else {
+                return false;
+            };
+            let n = u32::from_le_bytes(n) as usize;
+            let value = at + 5 + n;
+            let Some(len) = v.get(value..).and_then(key_len) else {
+                return false;
+            };
+            if v.get(at + 5..value) == Some(name.as_bytes()) {
+                found = v.get(value..value + len);
+                break;
+            }
+            at = value + len;
+        }
+        // A missing field sorts as null.
+        v = found.unwrap_or(&[5]);
+    }
+    put_sort_value(v, out)
+}
+
+/// Appends the normalised bytes of the [`encode_key`] value at the start of `v`; false where
+/// they would not be exact.
+fn put_sort_value(v: &[u8], out: &mut Vec<u8>) -> bool {
+    let Some(&rank) = v.first() else {
+        return false;
+    };
+    out.push(norm::bracket(rank));
+    put_sort_content(v, out)
+}
+
+fn put_sort_content(v: &[u8], out: &mut Vec<u8>) -> bool {
+    let word = |at: usize| -> Option<[u8; 8]> { v.get(at..at + 8)?.try_into().ok() };
+    let word4 = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?))
+    };
+    let text = |at: usize| -> Option<&[u8]> { v.get(at + 4..at + 4 + word4(at)? as usize) };
+    let Some(&rank) = v.first() else {
+        return false;
+    };
+    match rank {
+        0 | 1 | 5 | 127 => {}
+        10 => {
+            let f = match (v.get(1), word(2)) {
+                (Some(b'n'), _) => f64::NAN,
+                #[allow(
+                    clippy::cast_precision_loss,
+                    reason = "only integers below 2^53, which convert exactly, are kept"
+                )]
+                (Some(b'i'), Some(w)) => i64::from_le_bytes(w) as f64,
+                (Some(b'f'), Some(w)) => f64::from_bits(u64::from_le_bytes(w)),
+                _ => return false,
+            };
+            if !(f.is_nan() || f.abs() < norm::EXACT) {
+                return false;
+            }
+            out.extend_from_slice(&norm::ordered_f64(f).to_be_bytes());
+        }
+        15 => match text(1) {
+            Some(t) => norm::put_str(t, out),
+            None => return false,
+        },
+        20 => {
+            let mut at = 1;
+            while let Some(1) = v.get(at) {
+                let (Some(name), Some(n)) = (text(at + 1), word4(at + 1)) else {
+                    return false;
+                };
+                let value = at + 5 + n as usize;
+                let Some(x) = v.get(value..) else {
+                    return false;
+                };
+                let (Some(&r), Some(len)) = (x.first(), key_len(x)) else {
+                    return false;
+                };
+                // Element by element: type bracket, name, value.
+                out.push(norm::bracket(r));
+                norm::put_str(name, out);
+                if !put_sort_content(x, out) {
+                    return false;
+                }
+                at = value + len;
+            }
+            out.push(0);
+        }
+        30 => match (v.get(1), word4(2), text(2)) {
+            (Some(&subtype), Some(n), Some(bytes)) => {
+                out.extend_from_slice(&n.to_be_bytes());
+                out.push(subtype);
+                out.extend_from_slice(bytes);
+            }
+            _ => return false,
+        },
+        35 => match v.get(1..13) {
+            Some(b) => out.extend_from_slice(b),
+            None => return false,
+        },
+        40 => match v.get(1) {
+            Some(&b) => out.push(b),
+            None => return false,
+        },
+        45 => match word(1) {
+            Some(w) => {
+                out.extend_from_slice(&((i64::from_le_bytes(w) as u64) ^ (1 << 63)).to_be_bytes())
+            }
+            None => return false,
+        },
+        47 => match (word4(1), word4(5)) {
+            (Some(t), Some(i)) => {
+                out.extend_from_slice(&((u64::from(t) << 32) | u64::from(i)).to_be_bytes())
+            }
+            _ => return false,
+        },
+        50 => {
+            let Some(n) = word4(1) else {
+                return false;
+            };
+            match (text(1), text(5 + n as usize)) {
+                (Some(p), Some(o)) => {
+                    norm::put_str(p, out);
+                    norm::put_str(o, out);
+                }
+                _ => return false,
+            }
+        }
+        // Arrays sort by an element, code by more than its bytes: sorted as documents.
+        _ => return false,
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::query::accum::AccOp;
     use bson::doc;
+    use proptest::prelude::*;
 
     /// `{$group: {_id: "$k", n: {$sum: arg}}}`
     fn sum_by_k(arg: Expr) -> GroupSpec {
@@ -1068,5 +1318,129 @@ mod tests {
                 doc! {"_id": null, "n": 1},
             ]
         );
+    }
+
+    /// A table of `{$group: {_id: "$k", n: {$sum: 1}}}` over `{k: id}` for each of `ids`.
+    fn table_of(ids: &[Bson]) -> GroupTable {
+        let spec = sum_by_k(Expr::Const(Bson::Int32(1)));
+        let mut t = GroupTable::for_spec(&spec);
+        for id in ids {
+            t.feed_doc(&spec, &doc! {"k": id.clone()}).unwrap();
+        }
+        t
+    }
+
+    #[test]
+    fn group_output_sorts_by_id_paths_from_the_keys() {
+        let day = |d: i64| Bson::DateTime(bson::DateTime::from_millis(d * 86_400_000));
+        let ids: Vec<Bson> = [(2, "b"), (1, "z"), (2, "a"), (-1, "a\0"), (1, "")]
+            .into_iter()
+            .map(|(d, c)| Bson::Document(doc! {"period": day(d), "cmd": c}))
+            .collect();
+        let sort = vec![("_id.period".to_string(), true), ("_id.cmd".to_string(), false)];
+        let mut docs = table_of(&ids).docs();
+        assert!(docs.sort_by_id(&sort), "dates and strings are sorted from the keys");
+        let got: Vec<Document> = docs.collect::<Result<_>>().unwrap();
+        let mut want = table_of(&ids).into_docs().unwrap();
+        super::super::sort::sort_docs(&mut want, &sort);
+        assert_eq!(got, want);
+        let cmds: Vec<&str> = got.iter().map(|d| d.get_document("_id").unwrap().get_str("cmd").unwrap()).collect();
+        assert_eq!(cmds, ["a\0", "z", "", "b", "a"]);
+        // Keys that are not paths of `_id`, or values that are arrays, sort as documents.
+        let by_n = vec![("n".to_string(), true)];
+        assert!(!table_of(&ids).docs().sort_by_id(&by_n));
+        let arrays = [Bson::Array(vec![Bson::Int32(1)])];
+        assert!(!table_of(&arrays).docs().sort_by_id(&[("_id".into(), true)]));
+    }
+
+    fn sort_key() -> impl proptest::strategy::Strategy<Value = (String, bool)> {
+        (
+            prop_oneof![Just("_id"), Just("_id.a"), Just("_id.b"), Just("_id.a.x"), Just("_id.x")],
+            any::<bool>(),
+        )
+            .prop_map(|(k, asc)| (k.to_string(), asc))
+    }
+
+    /// Values whose sort bytes are exact: no arrays, numbers below 2^53.
+    fn exact_value() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            Just(Bson::Null),
+            Just(Bson::MinKey),
+            Just(Bson::MaxKey),
+            (-3i32..3).prop_map(Bson::Int32),
+            (-3i64..3).prop_map(Bson::Int64),
+            prop_oneof![Just(f64::NAN), Just(-0.0), Just(2.5), Just(-1.0), Just(1e300)]
+                .prop_map(Bson::Double),
+            "[ab\\x00]{0,3}".prop_map(Bson::String),
+            (-3i64..3).prop_map(|t| Bson::DateTime(bson::DateTime::from_millis(t))),
+            any::<bool>().prop_map(Bson::Boolean),
+            (0u32..2, 0u32..2).prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp {
+                time,
+                increment
+            })),
+            (0u8..3).prop_map(|b| Bson::ObjectId(bson::oid::ObjectId::from_bytes([b; 12]))),
+            prop::collection::vec(0u8..3, 0..3).prop_map(|bytes| Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes
+            })),
+            ("[ab]{0,2}", (-1i32..2)).prop_map(|(n, x)| {
+                let mut d = doc! {"x": x};
+                if !n.is_empty() {
+                    d.insert(n, Bson::Int32(x));
+                }
+                Bson::Document(d)
+            }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Sorting a group's output from its keys gives what sorting its documents gives, ties
+        /// in the same order, whenever it takes the sort on.
+        #[test]
+        fn sorting_from_keys_matches_sorting_documents(
+            ids in prop_oneof![
+                proptest::collection::vec(
+                    prop_oneof![
+                        crate::query::sort::tests::value(),
+                        (crate::query::sort::tests::value(), crate::query::sort::tests::value())
+                            .prop_map(|(a, b)| Bson::Document(doc! {"a": a, "b": b})),
+                    ],
+                    0..12,
+                ),
+                proptest::collection::vec(
+                    prop_oneof![
+                        exact_value(),
+                        (exact_value(), exact_value())
+                            .prop_map(|(a, b)| Bson::Document(doc! {"a": a, "b": b})),
+                    ],
+                    0..12,
+                ),
+            ],
+            sort in proptest::collection::vec(sort_key(), 1..3),
+        ) {
+            let mut want = table_of(&ids).into_docs().unwrap();
+            super::super::sort::sort_docs(&mut want, &sort);
+            // Arrays and numbers past 2^53 are left to the sort of documents.
+            let exact = |v: &Bson| {
+                let text = format!("{v:?}");
+                !text.contains("Array")
+                    && crate::order::as_f64(v).is_none_or(|f| f.is_nan() || f.abs() < norm::EXACT)
+                    && !matches!(v, Bson::Document(d) if d.values().any(|x| {
+                        crate::order::as_f64(x).is_some_and(|f| !f.is_nan() && f.abs() >= norm::EXACT)
+                    }))
+            };
+            let mut docs = table_of(&ids).docs();
+            match docs.sort_by_id(&sort) {
+                true => {
+                    let got: Vec<Document> = docs.collect::<Result<_>>().unwrap();
+                    // As text: NaN is not equal to itself.
+                    proptest::prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
+                }
+                false => proptest::prop_assert!(
+                    !ids.iter().all(exact),
+                    "values that encode exactly were left to the sort of documents"
+                ),
+            }
+        }
     }
 }

@@ -87,6 +87,52 @@ impl Default for SortMemory {
 /// sort with a larger one sorts within its memory limit.
 pub(crate) const TOP_K_MAX: u64 = 10_000;
 
+/// Rows put in `$sort` order by normalised keys that the caller writes, for rows that are not
+/// documents (a group table's keys): the same bytes and order as a sort of documents.
+pub(crate) struct KeyOrder {
+    keys: Keys,
+}
+
+impl KeyOrder {
+    /// Room for `rows` rows.
+    pub(crate) fn with_capacity(rows: usize) -> KeyOrder {
+        let mut keys = Keys::default();
+        keys.keyed.reserve(rows);
+        KeyOrder { keys }
+    }
+
+    /// Adds the next row: `write(k, out)` appends the normalised bytes of its value of key `k`
+    /// ([`norm`]'s functions write them) and returns false where it cannot encode the value
+    /// exactly. Returns false then too: such rows need their values compared, which only a
+    /// sort of documents does.
+    pub(crate) fn push(
+        &mut self,
+        keys: &[(String, bool)],
+        write: impl FnMut(usize, &mut Vec<u8>) -> bool,
+    ) -> bool {
+        self.keys.push_with(keys, write)
+    }
+
+    /// The rows in order (stable: equal keys keep the order they were added in).
+    pub(crate) fn order(self) -> Vec<u32> {
+        self.keys.order_exact()
+    }
+}
+
+/// Pieces of the normalised encoding (see [`put`]) for callers that write keys from other
+/// representations than `Bson` values.
+pub(crate) mod norm {
+    pub(crate) use super::{ordered_f64, put_str};
+
+    /// The byte that starts a value of canonical type rank `rank` ([`crate::order::type_rank`]).
+    pub(crate) fn bracket(rank: u8) -> u8 {
+        rank + 1
+    }
+
+    /// The largest magnitude below which every integer and double is encoded exactly.
+    pub(crate) const EXACT: f64 = 9_007_199_254_740_992.0;
+}
+
 /// Sorted documents as they are read.
 pub type SortedDocs = Box<dyn Iterator<Item = Result<Document>> + Send>;
 
@@ -301,12 +347,27 @@ struct Keys {
 impl Keys {
     /// Encodes the sort values of `d` as the next row.
     fn push(&mut self, d: &Document, keys: &[(String, bool)]) {
+        self.push_with(keys, |k, out| {
+            keys.get(k)
+                .is_some_and(|(path, asc)| put(&sort_value(d, path, *asc), out))
+        });
+    }
+
+    /// Encodes the next row's key: `write(k, out)` appends key `k`'s normalised bytes (see
+    /// [`put`]) and says whether they are exact; a descending key's bytes are inverted here.
+    /// Returns false when a key was not encoded exactly: rows are then told apart by their
+    /// bytes only up to it.
+    fn push_with(
+        &mut self,
+        keys: &[(String, bool)],
+        mut write: impl FnMut(usize, &mut Vec<u8>) -> bool,
+    ) -> bool {
         let arena = &mut self.arena;
         let start = arena.len();
         let mut trust = None;
-        for (k, asc) in keys {
+        for (k, (_, asc)) in keys.iter().enumerate() {
             let from = arena.len();
-            let exact = put(&sort_value(d, k, *asc), arena);
+            let exact = write(k, arena);
             if !*asc {
                 arena.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
             }
@@ -337,6 +398,7 @@ impl Keys {
             exact: trust.is_none(),
             row,
         });
+        trust.is_none()
     }
 
     fn bytes(&self, x: &Keyed) -> &[u8] {
@@ -442,7 +504,7 @@ fn put(v: &Bson, out: &mut Vec<u8>) -> bool {
     content(v, out)
 }
 
-fn put_str(s: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn put_str(s: &[u8], out: &mut Vec<u8>) {
     // Zero bytes escaped, then a terminator that sorts below every byte: a shorter string
     // sorts first, as in the byte order.
     for &c in s {
@@ -459,7 +521,7 @@ fn content(v: &Bson, out: &mut Vec<u8>) -> bool {
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
             let f = as_f64(v).unwrap_or(f64::NAN);
             // Below 2^53 every integer converts exactly, so only equal numbers share a double.
-            if !(f.is_nan() || f.abs() < 9_007_199_254_740_992.0) {
+            if !(f.is_nan() || f.abs() < norm::EXACT) {
                 return false;
             }
             out.extend_from_slice(&ordered_f64(f).to_be_bytes());
@@ -520,7 +582,7 @@ fn cmp_rows(a: &[Cow<'_, Bson>], b: &[Cow<'_, Bson>], keys: &[(String, bool)]) -
 
 /// A double's bits, ordered as MongoDB orders numbers: NaN below everything, `-0.0` equal to
 /// `0.0`.
-fn ordered_f64(f: f64) -> u64 {
+pub(crate) fn ordered_f64(f: f64) -> u64 {
     if f.is_nan() {
         return 0;
     }
@@ -568,7 +630,7 @@ pub(crate) fn sort_value<'a>(d: &'a Document, path: &str, asc: bool) -> Cow<'a, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::query::options::parse_sort;
     use bson::oid::ObjectId;
@@ -680,7 +742,7 @@ mod tests {
         }
     }
 
-    fn value() -> impl Strategy<Value = Bson> {
+    pub(crate) fn value() -> impl Strategy<Value = Bson> {
         prop_oneof![
             Just(Bson::Null),
             any::<i32>().prop_map(|i| Bson::Int32(i % 5)),
