@@ -31,7 +31,11 @@ fn main() -> tsbucket::Result<()> {
     let dir = std::env::var("TSBUCKET_AGG_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| tmp.path().join("db"));
-    let db = Database::open_with(&dir, DbOptions::default().sync(SyncMode::Never))?;
+    let mut opts = DbOptions::default().sync(SyncMode::Never);
+    if let Some(n) = std::env::var("TSBUCKET_QUERY_THREADS").ok().and_then(|s| s.parse().ok()) {
+        opts.query_threads = n;
+    }
+    let db = Database::open_with(&dir, opts)?;
     let (cfg, cpu, s004) = bench_collections(&db, "seed004", bench_scale())?;
     let mut worst: f64 = 1.0;
     let mut mismatched = Vec::new();
