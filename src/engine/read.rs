@@ -122,7 +122,7 @@ impl Engine {
     /// See [`crate::Collection::find`].
     pub(crate) fn find(&self, id: u32, name: &str, filter: Document) -> Result<Cursor> {
         let (plan, sources, _) = self.plan(id, name, &filter)?;
-        Ok(Cursor::new(sources, plan))
+        Ok(Cursor::new(sources, plan, self.query_threads()))
     }
 
     /// See [`crate::Collection::find_with`].
@@ -155,6 +155,7 @@ impl Engine {
             skip: options.skip.unwrap_or(0),
             limit,
             memory: self.sort_memory(),
+            threads: self.query_threads(),
         };
         let (plan, sources, _) = self.plan(id, name, &filter)?;
         Cursor::find(sources, plan, spec)

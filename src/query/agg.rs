@@ -102,10 +102,11 @@ pub(crate) fn execute(
             plan,
             FindSpec {
                 memory: memory.clone(),
+                threads,
                 ..spec
             },
         )?,
-        None => Cursor::new(scans, plan),
+        None => Cursor::new(scans, plan, threads),
     };
     let rest = stages.get(used..).unwrap_or_default();
     if rest.is_empty() {

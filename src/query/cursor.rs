@@ -13,6 +13,7 @@ use crate::doc::encode::write_document;
 use crate::error::{Error, Result};
 use bson::raw::RawDocumentBuf;
 use bson::Document;
+use super::parallel::InOrder;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -41,6 +42,8 @@ pub(crate) struct FindSpec {
     pub limit: Option<u64>,
     /// What a sort without a limit may hold in memory.
     pub memory: SortMemory,
+    /// Threads the read may use (0 or 1: this one alone).
+    pub threads: usize,
 }
 
 /// Streams matching measurements.
@@ -81,26 +84,150 @@ struct ScanState {
     sources: Scans,
     /// The next of `sources` to read.
     next: usize,
-    output: RowOutput,
+    output: Arc<RowOutput>,
     /// The bucket being returned, and the position in its selected rows of the next row.
     current: Option<(Selected, usize)>,
     buckets_read: u64,
+    /// Threads that may write rows ahead (see [`ScanState::start_writers`]); 0 once decided.
+    threads: usize,
+    /// Buckets whose rows worker threads write as BSON, handed over in scan order.
+    written: Option<InOrder<Result<Written>>>,
+    /// The written bucket being returned, and the next of its documents.
+    chunk: Option<(Written, usize)>,
 }
 
+/// One bucket's selected rows written as BSON documents, one after another.
+#[derive(Default)]
+struct Written {
+    /// Buckets read.
+    buckets: u64,
+    bytes: Vec<u8>,
+    /// Where each document ends.
+    ends: Vec<usize>,
+}
+
+/// A scan with fewer buckets left than this writes them on the reader's thread: threads
+/// would cost more than they save.
+const WRITE_AHEAD_MIN_BUCKETS: usize = 16;
+
+/// Stretches of buckets written ahead of the reader at most: enough to keep the workers busy
+/// through stretches of different costs, few enough that a reader that stops early (a limit)
+/// wasted little. With [`WRITE_AHEAD_ROWS`], this bounds the memory written rows hold: about
+/// 50,000 rows, 25 MB of whole devops measurements.
+const WRITE_AHEAD_BUCKETS: usize = 6;
+
+/// Most buckets written in one piece of work.
+const WRITE_AHEAD_STRETCH: usize = 32;
+
+/// Most stored rows in one piece of work, past its first bucket.
+const WRITE_AHEAD_ROWS: u64 = 8192;
+
 impl ScanState {
-    fn new(sources: Scans, plan: Plan, projection: Option<Projection>) -> ScanState {
+    fn new(
+        sources: Scans,
+        plan: Plan,
+        projection: Option<Projection>,
+        threads: usize,
+    ) -> ScanState {
         ScanState {
             sources,
             next: 0,
-            output: RowOutput::new(
+            output: Arc::new(RowOutput::new(
                 plan.filter,
                 projection,
                 &plan.time_field,
                 plan.meta_field.as_deref(),
-            ),
+            )),
             current: None,
             buckets_read: 0,
+            threads,
+            written: None,
+            chunk: None,
         }
+    }
+
+    /// Hands the buckets not read yet to worker threads that select their rows and write
+    /// them as BSON, each bucket on one thread from decoding to bytes, so that the reader
+    /// only copies finished documents. Only for BSON output (building `Document`s from the
+    /// bytes would cost more than it saves), once nothing is left to skip whole and no
+    /// bucket is half read here, and for a scan long enough to pay for the threads.
+    fn start_writers(&mut self, skip: u64) {
+        let half_read = self
+            .current
+            .as_ref()
+            .is_some_and(|(sel, pos)| *pos < sel.rows().len());
+        if self.threads < 2 || skip > 0 || half_read {
+            return;
+        }
+        let threads = std::mem::take(&mut self.threads);
+        let from = self.next;
+        let n = self.sources.len().saturating_sub(from);
+        if n < WRITE_AHEAD_MIN_BUCKETS {
+            return;
+        }
+        // Stretches of buckets, growing to WRITE_AHEAD_STRETCH: a handover between threads
+        // costs a wake-up, tens of microseconds on a busy machine, too much per bucket of a
+        // few dozen rows; short first stretches give a reader that stops early its rows soon.
+        let mut stretches = Vec::new();
+        let mut at = from;
+        while at < self.sources.len() {
+            let most = (1usize << (stretches.len() / threads).min(16)).min(WRITE_AHEAD_STRETCH);
+            let (mut end, mut rows) = (at, 0);
+            while end < self.sources.len() && end - at < most && rows < WRITE_AHEAD_ROWS {
+                rows += self.sources.get(end).map_or(0, |s| count_of(&s.src));
+                end += 1;
+            }
+            stretches.push(at..end);
+            at = end;
+        }
+        let sources = self.sources.clone();
+        let output = Arc::clone(&self.output);
+        self.written = InOrder::start(stretches.len(), threads, WRITE_AHEAD_BUCKETS, move |i| {
+            let mut w = Written::default();
+            for k in stretches.get(i).cloned().unwrap_or_default() {
+                write_bucket(&sources, &output, k, &mut w)?;
+            }
+            Ok(w)
+        });
+        if self.written.is_some() {
+            self.next = self.sources.len();
+            self.current = None;
+        }
+    }
+
+    /// The next written document, after skipping `skip`; `None` when none is left.
+    fn next_written(&mut self, skip: &mut u64) -> Result<Option<&[u8]>> {
+        loop {
+            if let Some((w, pos)) = &mut self.chunk {
+                if *pos < w.ends.len() {
+                    *pos += 1;
+                    if *skip > 0 {
+                        *skip -= 1;
+                        continue;
+                    }
+                    break;
+                }
+            }
+            self.chunk = None;
+            match self.written.as_mut().and_then(InOrder::next) {
+                None => return Ok(None),
+                Some(w) => {
+                    let w = w?;
+                    self.buckets_read += w.buckets;
+                    self.chunk = Some((w, 0));
+                }
+            }
+        }
+        // Document `pos - 1` of the chunk: it ends where the next begins.
+        let Some((w, pos)) = &self.chunk else {
+            return Ok(None);
+        };
+        let start = match pos.checked_sub(2) {
+            Some(p) => w.ends.get(p).copied().unwrap_or(0),
+            None => 0,
+        };
+        let end = w.ends.get(pos.saturating_sub(1)).copied().unwrap_or(0);
+        Ok(w.bytes.get(start..end))
     }
 
     /// The bucket and row to return next, skipping `skip` matches first (whole buckets
@@ -135,6 +262,14 @@ impl ScanState {
 
     /// The next row as a document.
     fn document(&mut self, skip: &mut u64) -> Option<Result<Document>> {
+        if self.written.is_some() {
+            return match self.next_written(skip) {
+                Ok(bytes) => Some(Document::from_reader(bytes?).map_err(|e| {
+                    Error::Internal(format!("a written document is not BSON: {e}"))
+                })),
+                Err(e) => Some(Err(e)),
+            };
+        }
         let r = match self.next_row(skip) {
             Ok(r) => r?,
             Err(e) => return Some(Err(e)),
@@ -145,6 +280,18 @@ impl ScanState {
 
     /// Appends the next row to `buf` as BSON; false when no row is left.
     fn write(&mut self, skip: &mut u64, buf: &mut Vec<u8>) -> Result<bool> {
+        if self.threads > 1 {
+            self.start_writers(*skip);
+        }
+        if self.written.is_some() {
+            return Ok(match self.next_written(skip)? {
+                Some(doc) => {
+                    buf.extend_from_slice(doc);
+                    true
+                }
+                None => false,
+            });
+        }
         let Some(r) = self.next_row(skip)? else {
             return Ok(false);
         };
@@ -155,9 +302,30 @@ impl ScanState {
     }
 }
 
+/// Appends the selected rows of chosen bucket `k` to `w` as BSON documents.
+fn write_bucket(sources: &Scans, output: &RowOutput, k: usize, w: &mut Written) -> Result<()> {
+    let Some(scan) = sources.get(k) else {
+        return Ok(());
+    };
+    let sel = output.select(&scan.src, scan.verdict == Verdict::All)?;
+    w.buckets += 1;
+    w.ends.reserve(sel.rows().len());
+    for (i, &r) in sel.rows().iter().enumerate() {
+        sel.write(output, r, &mut w.bytes)?;
+        w.ends.push(w.bytes.len());
+        if i == 0 {
+            // Room for the rest at the first one's size: growing by doubling copied them.
+            let first = w.bytes.len() - w.ends.len().checked_sub(2).and_then(|p| w.ends.get(p)).copied().unwrap_or(0);
+            w.bytes.reserve(first * sel.rows().len());
+        }
+    }
+    Ok(())
+}
+
 impl Cursor {
-    pub(crate) fn new(sources: Scans, plan: Plan) -> Cursor {
-        Cursor::scan(sources, plan, None, 0, u64::MAX)
+    /// Every measurement `plan` selects, read with up to `threads` threads.
+    pub(crate) fn new(sources: Scans, plan: Plan, threads: usize) -> Cursor {
+        Cursor::scan(sources, plan, None, 0, u64::MAX, threads)
     }
 
     /// A scan in the order of `sources`; the projection is applied as documents are built.
@@ -167,9 +335,10 @@ impl Cursor {
         projection: Option<Projection>,
         skip: u64,
         left: u64,
+        threads: usize,
     ) -> Cursor {
         Cursor {
-            mode: Mode::Scan(Box::new(ScanState::new(sources, plan, projection))),
+            mode: Mode::Scan(Box::new(ScanState::new(sources, plan, projection, threads))),
             projection: None,
             skip,
             left,
@@ -239,9 +408,10 @@ impl Cursor {
                 spec.projection,
                 spec.skip,
                 left,
+                spec.threads,
             ));
         }
-        let all = Cursor::scan(sources, plan, None, 0, u64::MAX);
+        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
         let n = spec.skip.saturating_add(left);
         let mut c = if n <= TOP_K_MAX {
             Cursor::from_docs(top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?)

@@ -135,6 +135,106 @@ pub(crate) fn on_threads<P: Copy + Sync, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Work items `0..n` done by worker threads at most `window` items ahead of the reader, and
+/// handed to it in order: for a reader that takes the results one by one and may stop early
+/// (a cursor), where [`run_claimed`] suits a reader that wants them all.
+///
+/// The reader hands out tickets for items, `window` at first and one more for each result it
+/// takes, so that at most `window` results are ever held, whatever order the workers finish
+/// in. Dropping the reader closes the ticket channel: the workers finish the item they hold and
+/// stop.
+pub(crate) struct InOrder<T> {
+    tickets: Option<crossbeam_channel::Sender<usize>>,
+    done: crossbeam_channel::Receiver<(usize, T)>,
+    /// Results that came before their turn.
+    early: std::collections::BTreeMap<usize, T>,
+    /// The next item the reader takes.
+    next: usize,
+    /// Items ticketed so far.
+    issued: usize,
+    n: usize,
+}
+
+impl<T: Send + 'static> InOrder<T> {
+    /// Starts `threads` workers (at least one) running `work` on items `0..n`; `None` when the
+    /// system gives no thread, so that the caller does the work itself.
+    pub(crate) fn start(
+        n: usize,
+        threads: usize,
+        window: usize,
+        work: impl Fn(usize) -> T + Send + Sync + 'static,
+    ) -> Option<InOrder<T>> {
+        let window = window.max(1);
+        let (tickets, ticket_rx) = crossbeam_channel::bounded::<usize>(window);
+        let (done_tx, done) = crossbeam_channel::bounded(window);
+        let work = Arc::new(work);
+        let mut started = 0;
+        for _ in 0..threads.max(1) {
+            let (rx, tx, work) = (ticket_rx.clone(), done_tx.clone(), Arc::clone(&work));
+            let spawned = std::thread::Builder::new()
+                .name("tsbucket-read".into())
+                .spawn(move || {
+                    for k in rx {
+                        // The reader has gone.
+                        if tx.send((k, work(k))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            started += usize::from(spawned.is_ok());
+        }
+        if started == 0 {
+            return None;
+        }
+        let mut me = InOrder {
+            tickets: Some(tickets),
+            done,
+            early: std::collections::BTreeMap::new(),
+            next: 0,
+            issued: 0,
+            n,
+        };
+        for _ in 0..window {
+            me.issue();
+        }
+        Some(me)
+    }
+
+    /// Tickets the next item, and lets the workers go once every item is ticketed.
+    fn issue(&mut self) {
+        if self.issued < self.n {
+            if let Some(t) = &self.tickets {
+                // The channel holds `window` tickets and at most `window` are out.
+                let _ = t.send(self.issued);
+            }
+            self.issued += 1;
+        }
+        if self.issued >= self.n {
+            self.tickets = None;
+        }
+    }
+
+    /// The result of the next item; `None` after the last (or if the workers died).
+    pub(crate) fn next(&mut self) -> Option<T> {
+        if self.next >= self.n {
+            return None;
+        }
+        let r = loop {
+            if let Some(r) = self.early.remove(&self.next) {
+                break r;
+            }
+            let (k, r) = self.done.recv().ok()?;
+            if k == self.next {
+                break r;
+            }
+            self.early.insert(k, r);
+        };
+        self.next += 1;
+        self.issue();
+        Some(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +328,35 @@ mod tests {
                 .iter()
                 .all(|&s| s == 0)
         );
+    }
+
+    #[test]
+    fn in_order_results_come_in_order_within_the_window() {
+        let held = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (h, m) = (Arc::clone(&held), Arc::clone(&most));
+        let mut r = InOrder::start(50, 3, 4, move |k| {
+            // Uneven costs, so that workers finish out of turn.
+            if k % 3 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let now = h.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(now, Ordering::SeqCst);
+            k * 10
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        while let Some(x) = r.next() {
+            held.fetch_sub(1, Ordering::SeqCst);
+            got.push(x);
+        }
+        assert_eq!(got, (0..50).map(|k| k * 10).collect::<Vec<_>>());
+        // The window, and the result the reader has just taken.
+        assert!(most.load(Ordering::SeqCst) <= 5, "results held past the window");
+        // A reader that stops early lets the workers go.
+        let mut r = InOrder::start(1_000_000, 2, 2, |k| k).unwrap();
+        assert_eq!(r.next(), Some(0));
+        drop(r);
+        assert!(InOrder::start(0, 2, 2, |k| k).unwrap().next().is_none());
     }
 }
