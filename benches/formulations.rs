@@ -32,7 +32,10 @@ fn main() -> tsbucket::Result<()> {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| tmp.path().join("db"));
     let mut opts = DbOptions::default().sync(SyncMode::Never);
-    if let Some(n) = std::env::var("TSBUCKET_QUERY_THREADS").ok().and_then(|s| s.parse().ok()) {
+    if let Some(n) = std::env::var("TSBUCKET_QUERY_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         opts.query_threads = n;
     }
     let db = Database::open_with(&dir, opts)?;
