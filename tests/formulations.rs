@@ -82,6 +82,48 @@ fn devops_forms_agree() {
         "{documented:?}"
     );
     assert!(ours.rewrites.is_empty(), "{ours:?}");
+    // The operators say how each ran: the columnar group keeps picks by time in both.
+    for ex in [&documented, &ours] {
+        assert!(
+            ex.operators
+                .first()
+                .is_some_and(|o| o.contains("$first/$last kept by time")),
+            "{ex:?}"
+        );
+    }
+    // A group whose output is sorted on `_id` is ordered from its keys; one that reads an
+    // expression runs over documents and says why; a rewrite that cannot apply says so.
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$group": {"_id": {"h": "$tags.hostname"}, "n": {"$sum": 1}}},
+            doc! {"$sort": {"_id.h": -1}},
+        ])
+        .unwrap();
+    assert!(
+        ex.operators
+            .iter()
+            .any(|o| o.contains("groups ordered by their _id keys")),
+        "{ex:?}"
+    );
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$group": {"_id": "$tags.hostname", "n": {"$sum": {"$literal": 1}},
+            "a": {"$top": {"sortBy": {"time": -1}, "output": "$usage_user"}},
+            "b": {"$top": {"sortBy": {"usage_user": -1}, "output": "$time"}}}},
+        ])
+        .unwrap();
+    assert!(
+        ex.rewrites
+            .iter()
+            .any(|r| r.starts_with("not applied: $top/$bottom")),
+        "{ex:?}"
+    );
+    assert!(
+        ex.operators
+            .iter()
+            .any(|o| o.starts_with("$group: hash aggregate over documents (not on columns:")),
+        "{ex:?}"
+    );
     assert_eq!(documented.buckets_examined, ours.buckets_examined);
     assert!(
         documented.buckets_examined < documented.buckets_total,

@@ -26,8 +26,9 @@ pub(crate) enum Route {
     Count,
     /// The columnar group path, over this many leading stages.
     Fast(Box<FastGroup>, usize),
-    /// Measurements unpacked, every stage evaluated over documents.
-    Docs,
+    /// Measurements unpacked, every stage evaluated over documents; why the columnar group
+    /// path did not take the pipeline.
+    Docs(String),
 }
 
 impl Route {
@@ -35,13 +36,13 @@ impl Route {
     /// the document path.
     pub(crate) fn of(plan: &Plan, stages: &[Stage], columnar: bool) -> Route {
         if !columnar {
-            return Route::Docs;
+            return Route::Docs("the pipeline runs unpacked, as written".into());
         }
         match stages.first() {
             Some(Stage::Group(spec)) if count_consts(spec).is_some() => Route::Count,
             _ => match FastGroup::analyse(plan, stages) {
-                Some((fast, used)) => Route::Fast(Box::new(fast), used),
-                None => Route::Docs,
+                Ok((fast, used)) => Route::Fast(Box::new(fast), used),
+                Err(why) => Route::Docs(why),
             },
         }
     }
@@ -68,34 +69,51 @@ pub(crate) fn execute(
     threads: usize,
     memory: &SortMemory,
 ) -> Result<(Output, Explain)> {
-    match route {
+    let mut explain = explain;
+    let why = match route {
         Route::Count => {
             if let Some(Stage::Group(spec)) = stages.first() {
                 if let Some(docs) = count_group(spec, &scans, &plan, threads)? {
                     let mut ex = explain;
                     ex.buckets_from_stats =
                         scans.iter().filter(|s| s.verdict == Verdict::All).count() as u64;
+                    ex.operators.push(
+                        "count: control.count of the buckets taken whole, the rows of the \
+                         others tested on typed columns"
+                            .into(),
+                    );
                     let rest = stages.get(1..).unwrap_or_default();
-                    let docs = run_stages(Box::new(docs.into_iter().map(Ok)), rest, memory)?;
+                    let docs = run_stages(
+                        Box::new(docs.into_iter().map(Ok)),
+                        rest,
+                        memory,
+                        &mut ex.operators,
+                    )?;
                     return Ok((docs, ex));
                 }
             }
+            String::new()
         }
         Route::Fast(fast, used) => {
-            let (docs, ex) = fast.run(scans, explain, threads, memory.limit)?;
+            let (docs, mut ex) = fast.run(scans, explain, threads, memory.limit)?;
             let (docs, sorted) = sort_groups(docs, stages.get(used..).unwrap_or_default());
+            if sorted > 0 {
+                ex.operators.push(SORTED_GROUPS.into());
+            }
             let rest = stages.get(used + sorted..).unwrap_or_default();
             if rest.is_empty() {
                 return Ok((Output::Groups(Box::new(docs)), ex));
             }
-            return Ok((run_stages(Box::new(docs), rest, memory)?, ex));
+            let out = run_stages(Box::new(docs), rest, memory, &mut ex.operators)?;
+            return Ok((out, ex));
         }
-        Route::Docs => {}
-    }
+        Route::Docs(why) => why,
+    };
     // A leading sort on time streams the buckets in time order (and stops at a limit); any
     // other leading sort with a limit keeps only the documents that can still be among the
     // first. Both are what `find` does with the same sort and limit.
     let (spec, used) = leading_find(&plan, stages);
+    explain.operators.push(find_operator(&plan, spec.as_ref()));
     let cursor = match spec {
         Some(spec) => Cursor::find(
             scans,
@@ -112,7 +130,49 @@ pub(crate) fn execute(
     if rest.is_empty() {
         return Ok((Output::Cursor(Box::new(cursor)), explain));
     }
-    Ok((run_stages(Box::new(cursor), rest, memory)?, explain))
+    let out = run_stages(Box::new(cursor), rest, memory, &mut explain.operators)?;
+    // Why the first `$group` is not the columnar operator's.
+    if let Some(line) = explain.operators.iter_mut().find(|l| *l == GROUP_OVER_DOCUMENTS) {
+        if !why.is_empty() {
+            *line = format!("{GROUP_OVER_DOCUMENTS} (not on columns: {why})");
+        }
+    }
+    Ok((out, explain))
+}
+
+/// The operator line of a `$group` over documents.
+const GROUP_OVER_DOCUMENTS: &str = "$group: hash aggregate over documents";
+
+/// The operator line of a group's output ordered by its keys.
+const SORTED_GROUPS: &str =
+    "$sort: groups ordered by their _id keys' normalised bytes before documents are built";
+
+/// The operator line of the scan that gives a pipeline's measurements, with the find `spec`
+/// its leading stages amount to.
+fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
+    let select = "rows selected on typed columns, documents built from the columns per row shape";
+    let Some(spec) = spec else {
+        return format!("scan in _id order: {select}");
+    };
+    let project = match spec.projection {
+        Some(_) => ", the $project applied as they are built",
+        None => "",
+    };
+    let limit = match spec.limit {
+        Some(n) => format!(", stopping after {}", spec.skip.saturating_add(n)),
+        None => String::new(),
+    };
+    match spec.sort.as_slice() {
+        [] => format!("scan in _id order: {select}{project}{limit}"),
+        [(k, asc)] if *k == plan.time_field => format!(
+            "scan in time order ({}): buckets merged by their time bounds, {select}{project}{limit}",
+            if *asc { "ascending" } else { "descending" }
+        ),
+        _ => format!(
+            "scan in _id order: {select}; $sort: top-k keeping the first {} by normalised keys{project}",
+            spec.skip.saturating_add(spec.limit.unwrap_or(0))
+        ),
+    }
 }
 
 /// The find a pipeline's leading stages amount to, and how many stages it takes: a `$sort`
@@ -223,8 +283,13 @@ fn kept_by_limit(stages: &[Stage]) -> Option<u64> {
 /// Evaluates the stages over a stream of documents. Streaming stages stay lazy, so a `$limit`
 /// stops the scan early; `$group` and `$sort` collect their input. The output is collected
 /// (so that errors surface at once), unless a sort wrote runs to disk: then it is read as the
-/// caller reads it, within the sort's memory.
-pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> Result<Output> {
+/// caller reads it, within the sort's memory. Notes in `operators` how each stage runs.
+pub(crate) fn run_stages(
+    input: Docs,
+    stages: &[Stage],
+    memory: &SortMemory,
+    operators: &mut Vec<String>,
+) -> Result<Output> {
     let mut it = input;
     let mut spilled = false;
     // Stages a stage before them already carried out.
@@ -236,14 +301,17 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
         }
         it = match st {
             Stage::Match(f) => {
+                operators.push("$match over documents".into());
                 let f = f.clone();
                 Box::new(it.filter(move |r| r.as_ref().map_or(true, |d| f.matches(d))))
             }
             Stage::Project(p) => {
+                operators.push("$project over documents".into());
                 let p = p.clone();
                 Box::new(it.map(move |r| r.and_then(|d| p.apply(d))))
             }
             Stage::Skip(n) => {
+                operators.push(format!("$skip {n}"));
                 let mut left = *n;
                 // Errors pass through: a skipped document must not hide a read failure.
                 Box::new(it.filter(move |r| {
@@ -254,15 +322,26 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
                     false
                 }))
             }
-            Stage::Limit(n) => Box::new(it.take(usize::try_from(*n).unwrap_or(usize::MAX))),
+            Stage::Limit(n) => {
+                operators.push(format!("$limit {n}"));
+                Box::new(it.take(usize::try_from(*n).unwrap_or(usize::MAX)))
+            }
             Stage::Sort(keys) => {
                 // With a limit after it, only the documents that can still come first are kept.
                 match kept_by_limit(stages.get(i + 1..).unwrap_or_default()) {
                     Some(n) if n <= TOP_K_MAX => {
+                        operators.push(format!(
+                            "$sort: top-k keeping the first {n} documents by normalised keys"
+                        ));
                         let n = usize::try_from(n).unwrap_or(usize::MAX);
                         Box::new(top_sorted(it, keys, n)?.into_iter().map(Ok))
                     }
                     _ => {
+                        operators.push(format!(
+                            "$sort: documents by normalised keys, within {} MiB, past which \
+                             sorted runs go to temporary files",
+                            memory.limit >> 20
+                        ));
                         let (sorted, to_disk) = sort_within(it, keys, memory)?;
                         spilled |= to_disk;
                         sorted
@@ -270,6 +349,7 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
                 }
             }
             Stage::Group(spec) => {
+                operators.push(GROUP_OVER_DOCUMENTS.into());
                 let mut table = GroupTable::for_spec(spec);
                 for (n, d) in it.enumerate() {
                     table.feed_doc(spec, &d?)?;
@@ -280,6 +360,9 @@ pub(crate) fn run_stages(input: Docs, stages: &[Stage], memory: &SortMemory) -> 
                 table.check_memory(memory.limit)?;
                 let (docs, sorted) = sort_groups(table.docs(), stages.get(i + 1..).unwrap_or_default());
                 skip = sorted;
+                if sorted > 0 {
+                    operators.push(SORTED_GROUPS.into());
+                }
                 Box::new(docs)
             }
         };
@@ -303,7 +386,7 @@ mod tests {
             .into_iter()
             .filter(move |d| p.filter.matches(d))
             .map(Ok);
-        match run_stages(Box::new(input), &p.stages, &SortMemory::default()).unwrap() {
+        match run_stages(Box::new(input), &p.stages, &SortMemory::default(), &mut Vec::new()).unwrap() {
             Output::Docs(d) => d,
             _ => unreachable!("small inputs are not written to disk"),
         }
@@ -338,6 +421,6 @@ mod tests {
     fn errors_are_not_skipped() {
         let p = Pipeline::parse(&[doc! {"$skip": 5}]).unwrap();
         let input: Docs = Box::new(vec![Err(crate::Error::BadValue("x".into()))].into_iter());
-        assert!(run_stages(input, &p.stages, &SortMemory::default()).is_err());
+        assert!(run_stages(input, &p.stages, &SortMemory::default(), &mut Vec::new()).is_err());
     }
 }

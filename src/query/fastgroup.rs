@@ -313,21 +313,36 @@ fn best_row(times: &[Option<i64>], rows: &[u32], max_time: bool, late: bool) -> 
 
 impl FastGroup {
     /// The columnar plan for `stages` (which follow the pushed-down filter of `plan`), and how
-    /// many stages it covers; `None` when the pipeline does not have the supported shape.
-    pub(crate) fn analyse(plan: &Plan, stages: &[Stage]) -> Option<(FastGroup, usize)> {
+    /// many stages it covers; otherwise why the pipeline does not have the supported shape,
+    /// for `explain`.
+    pub(crate) fn analyse(
+        plan: &Plan,
+        stages: &[Stage],
+    ) -> std::result::Result<(FastGroup, usize), String> {
         let time = plan.time_field();
         let meta = plan.meta_field();
         let (sort, spec, consumed) = match stages {
             [Stage::Sort(keys), Stage::Group(g), ..] => match keys.as_slice() {
                 [(k, asc)] if k == time => (Some(*asc), g, 2),
-                _ => return None,
+                _ => {
+                    return Err(format!(
+                        "the $sort before the $group is on other keys than '{time}' alone"
+                    ))
+                }
             },
             [Stage::Group(g), ..] => (None, g, 1),
-            _ => return None,
+            _ => {
+                return Err(format!(
+                    "the pipeline does not start with a $group, or a $sort on '{time}' and a \
+                     $group, after its $match"
+                ))
+            }
         };
         // `$top`/`$bottom` run over documents unless a rewrite made them picks.
         if spec.accs.iter().any(|a| matches!(a.op, AccOp::Top { .. })) {
-            return None;
+            return Err("$top/$bottom with different sortBy keys, or beside $first/$last, \
+                        are evaluated over documents"
+                .into());
         }
         let picks = match sort {
             None => None,
@@ -336,17 +351,23 @@ impl FastGroup {
                     .iter()
                     .map(|a| match a.op {
                         // (latest time wins, later position wins among equal times)
-                        AccOp::First => Some((!asc, false)),
-                        AccOp::Last => Some((asc, true)),
-                        _ => None,
+                        AccOp::First => Ok((!asc, false)),
+                        AccOp::Last => Ok((asc, true)),
+                        _ => Err(format!(
+                            "after a $sort, '{}' is not $first or $last",
+                            a.name
+                        )),
                     })
-                    .collect::<Option<Vec<_>>>()?,
+                    .collect::<std::result::Result<Vec<_>, _>>()?,
             ),
         };
         let mut leaves = Vec::new();
         let mut key_paths = Vec::new();
         if !key_ok(&spec.id, time, meta, &mut leaves, &mut key_paths) {
-            return None;
+            return Err(format!(
+                "the group key reads fields other than the meta field and '{time}' (as is \
+                 or through $dateTrunc)"
+            ));
         }
         let mut reads_meta = !key_paths.is_empty();
         let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
@@ -364,9 +385,19 @@ impl FastGroup {
                     None if !p.contains('.') && !is_hidden(p) => {
                         Arg::Column(column_index(&mut columns, p))
                     }
-                    None => return None,
+                    None => {
+                        return Err(format!(
+                            "'{}' reads '{p}', a path below a measurement field",
+                            a.name
+                        ))
+                    }
                 },
-                _ => return None,
+                _ => {
+                    return Err(format!(
+                        "'{}' takes an expression, not a field path or a constant",
+                        a.name
+                    ))
+                }
             });
         }
         let time_col =
@@ -374,7 +405,7 @@ impl FastGroup {
         let group_cols = vec![true; columns.len()];
         let row_filter = RowFilter::new(&plan.filter, meta);
         if row_filter.columns.iter().any(|c| is_hidden(c)) {
-            return None;
+            return Err("the filter names a bookkeeping column".into());
         }
         let filter_cols = row_filter
             .columns
@@ -408,7 +439,7 @@ impl FastGroup {
             time_field: time.to_string(),
             meta_field: meta.map(str::to_string),
         };
-        Some((fg, consumed))
+        Ok((fg, consumed))
     }
 
     fn row<'a>(&'a self, meta: Option<&'a Bson>, time: Option<i64>) -> BucketRow<'a> {
@@ -876,6 +907,18 @@ impl FastGroup {
             true => 1,
             false => parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
         };
+        ex.operators.push(format!(
+            "$group: hash aggregate on typed columns, {} ({} thread{}); buckets whose \
+             statistics answer the group are not decoded",
+            match (&self.picks, self.arrival_order()) {
+                (Some(_), _) => "$first/$last kept by time, buckets read likeliest winner first \
+                                 and skipped once they cannot win",
+                (None, true) => "buckets read in _id order for $first/$last",
+                (None, false) => "buckets read in file order",
+            },
+            threads,
+            if threads == 1 { "" } else { "s" }
+        ));
         let parts = parallel::split_by_page(&scans, &order, parallel::parts_for(threads));
         let done = parallel::run_claimed(
             &parts,

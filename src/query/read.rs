@@ -60,6 +60,11 @@ pub struct Explain {
     /// Aggregation only: the rewrites applied to the pipeline before it ran, one line each
     /// (a `$match` pushed down, `$sort` keys a `$group` makes redundant, ...).
     pub rewrites: Vec<String>,
+    /// Aggregation only: the operators that give the output, first to last, one line each:
+    /// how the buckets are read and the rows selected, and how each stage after that runs.
+    /// Where a `$group` runs over documents, the line says why the columnar operator did not
+    /// take it.
+    pub operators: Vec<String>,
 }
 
 /// Bucket start (`control.min` of the time field, else the `_id`'s time prefix), milliseconds.

@@ -29,7 +29,8 @@ use super::group::GroupSpec;
 use super::pipeline::{Pipeline, Stage};
 use super::project::Project;
 
-/// Applies every rewrite to `p`; returns one line per rewrite applied, for `explain`.
+/// Applies every rewrite to `p`; returns one line per rewrite applied, and one starting "not
+/// applied:" for each that a user might expect and that could not apply, for `explain`.
 pub fn rewrite(p: &mut Pipeline) -> Vec<String> {
     let mut notes = Vec::new();
     move_matches_earlier(p, &mut notes);
@@ -88,6 +89,13 @@ fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
             }
         }
         let (true, Some(mut keys)) = (ok, sort_by) else {
+            if g.accs.iter().any(|a| matches!(a.op, AccOp::Top { .. })) {
+                notes.push(
+                    "not applied: $top/$bottom stay accumulators over documents, as the \
+                     $group has $first/$last or $top/$bottom of different sortBy keys"
+                        .into(),
+                );
+            }
             continue;
         };
         let names: Vec<&str> = g.accs.iter().map(|a| a.name.as_str()).collect();
@@ -208,6 +216,17 @@ fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
             }
             _ => None,
         };
+        if over.is_none() {
+            if let (Some(Stage::Project(_)), Some(Stage::Match(_))) =
+                (p.stages.get(i - 1), p.stages.get(i))
+            {
+                let note = "not applied: a $match stays after a $project that does not keep \
+                            every path it reads";
+                if !notes.iter().any(|n| n == note) {
+                    notes.push(note.into());
+                }
+            }
+        }
         if let Some(over) = over {
             p.stages.swap(i - 1, i);
             if !moved.contains(&over) {
@@ -260,6 +279,15 @@ fn drop_projects_before_groups(p: &mut Pipeline, notes: &mut Vec<String>) {
             p.stages.remove(i);
             notes.push("$project before $group dropped: the group reads only what it keeps".into());
         } else {
+            if let (Some(Stage::Project(_)), Some(Stage::Group(_))) =
+                (p.stages.get(i), p.stages.get(i + 1))
+            {
+                notes.push(
+                    "not applied: a $project before a $group stays, as it computes fields or \
+                     leaves out one the group reads"
+                        .into(),
+                );
+            }
             i += 1;
         }
     }
@@ -426,7 +454,10 @@ mod tests {
         ] {
             let (p, notes) = rewritten(&[doc! {"$group": g}]);
             assert_eq!(p.stages.len(), 1);
-            assert!(notes.is_empty(), "{notes:?}");
+            assert!(
+                notes.len() == 1 && notes.iter().all(|n| n.starts_with("not applied: $top")),
+                "{notes:?}"
+            );
         }
     }
 
@@ -516,7 +547,10 @@ mod tests {
         ] {
             let (p, notes) = rewritten(&stages);
             assert_eq!(p.stages.len(), 2, "{stages:?}");
-            assert!(notes.is_empty(), "{notes:?}");
+            assert!(
+                notes.len() == 1 && notes.iter().all(|n| n.starts_with("not applied: a $")),
+                "{notes:?}"
+            );
         }
     }
 

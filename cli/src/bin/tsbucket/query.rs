@@ -149,5 +149,7 @@ fn explain_json(ex: &Explain) -> serde_json::Value {
         "meta_lookup": ex.meta_lookup,
         "buckets_from_index": ex.buckets_from_index,
         "buckets_pruned_by_index": ex.buckets_pruned_by_index,
+        "rewrites": ex.rewrites,
+        "operators": ex.operators,
     })
 }
