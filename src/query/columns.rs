@@ -56,6 +56,19 @@ impl Col {
         }
     }
 
+    /// The value of row `r` (`None` where missing), borrowed where the column holds `Bson`.
+    pub fn value(&self, r: usize) -> Option<std::borrow::Cow<'_, Bson>> {
+        use std::borrow::Cow;
+        Some(match self {
+            Col::Missing => return None,
+            Col::Int32(v) => Cow::Owned(Bson::Int32(i32::try_from(v.get(r)?).ok()?)),
+            Col::Int64(v) => Cow::Owned(Bson::Int64(v.get(r)?)),
+            Col::Double(v) => Cow::Owned(Bson::Double(v.get(r)?)),
+            Col::Date(v) => Cow::Owned(Bson::DateTime(bson::DateTime::from_millis(v.get(r)?))),
+            Col::Bson(v) => Cow::Borrowed(v.get(r)?.as_ref()?),
+        })
+    }
+
     /// Dates as milliseconds per row (`None` where missing or not a date).
     pub fn dates(&self, rows: usize) -> std::borrow::Cow<'_, [Option<i64>]> {
         match self {

@@ -1203,7 +1203,7 @@ impl FastGroup {
                 .iter()
                 .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
                 .collect();
-            self.row_filter.select(st.meta, &fcols, n, settled)
+            self.row_filter.select(st.meta, None, &fcols, n, settled)
         };
         if sel.is_empty() {
             return Ok(());

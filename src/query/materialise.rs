@@ -12,7 +12,6 @@ use super::columns::{self, Col};
 use super::filter::Filter;
 use super::options::{Fate, Projection};
 use super::rowmask::RowFilter;
-use super::rows::{heads, Need, Rows};
 use super::scans::Source;
 use crate::bucket::META_SLOT;
 use crate::catalog::{is_hidden, META_COLUMN};
@@ -27,10 +26,7 @@ use std::sync::{Arc, OnceLock};
 /// What a read returns of each selected row, and how it selects them: shared by the buckets
 /// of one read.
 pub struct RowOutput {
-    filter: Filter,
     row_filter: RowFilter,
-    /// The top-level fields the filter reads, for a bucket it cannot test on typed columns.
-    filter_heads: Vec<String>,
     projection: Option<Projection>,
     time_field: String,
     meta_field: Option<String>,
@@ -46,12 +42,8 @@ impl RowOutput {
         time_field: &str,
         meta_field: Option<&str>,
     ) -> RowOutput {
-        let mut paths = Vec::new();
-        filter.paths(&mut paths);
         RowOutput {
             row_filter: RowFilter::new(&filter, meta_field),
-            filter_heads: heads(&paths),
-            filter,
             projection,
             time_field: time_field.to_string(),
             meta_field: meta_field.map(str::to_string),
@@ -104,21 +96,16 @@ impl RowOutput {
             load.push(k);
         }
         let rf = &self.row_filter;
-        // Rows are tested on typed columns unless some conjunct needs row documents, reads
-        // meta values that differ by row, or names a bookkeeping column.
-        let by_rows = rf.needs_rows
-            || (rf.reads_meta() && meta_varies)
-            || rf.columns.iter().any(|c| is_hidden(c));
-        let typed_filter = !whole && !by_rows;
-        let settled = if typed_filter {
-            rf.settled(&st, &self.time_field)
-        } else {
+        let settled = if whole {
             0
+        } else {
+            rf.settled(&st, &self.time_field)
         };
         // The filter's columns join the output's, so that a column both test and return is
-        // decoded once.
+        // decoded once; so do the rows' own meta values when the filter reads them.
+        let meta_at = names.iter().position(|n| n == META_COLUMN);
         let mut filter_at: Vec<Option<usize>> = Vec::new();
-        if typed_filter {
+        if !whole {
             for (c, name) in rf.columns.iter().enumerate() {
                 let at = names.iter().position(|n| n == name);
                 if let Some(k) = at.filter(|_| rf.reads_column(c, settled)) {
@@ -127,6 +114,9 @@ impl RowOutput {
                     }
                 }
                 filter_at.push(at);
+            }
+            if let Some(k) = meta_at.filter(|k| rf.reads_meta() && !load.contains(k)) {
+                load.push(k);
             }
         }
         let load_names: Vec<&str> = load
@@ -141,7 +131,7 @@ impl RowOutput {
         }
         let selected: Vec<u32> = if whole {
             (0..rows as u32).collect()
-        } else if typed_filter {
+        } else {
             let missing = Col::Missing;
             let refs: Vec<&Col> = filter_at
                 .iter()
@@ -151,15 +141,11 @@ impl RowOutput {
                         .unwrap_or(&missing)
                 })
                 .collect();
-            rf.select(st.meta, &refs, rows, settled)
-        } else {
-            let need = Need::Only(self.filter_heads.clone());
-            let r = Rows::load(src, &need, self.meta_field.as_deref())?;
-            let bound = r.bind(&self.filter);
-            (0..r.len())
-                .filter(|&i| bound.matches(&r, i))
-                .map(|i| i as u32)
-                .collect()
+            let own_meta = meta_at
+                .filter(|_| rf.reads_meta())
+                .and_then(|k| cols.get(k))
+                .and_then(Option::as_ref);
+            rf.select(st.meta, own_meta, &refs, rows, settled)
         };
         let (shapes, row_shapes) = match src {
             Source::Mem(b) => (b.shapes.clone(), b.row_shapes.clone()),
@@ -171,7 +157,8 @@ impl RowOutput {
                 )
             }
         };
-        let meta_at = names.iter().position(|n| n == META_COLUMN);
+        // Only a meta value the output shows is returned per row.
+        let meta_at = meta_at.filter(|_| meta_varies && meta_fate != Fate::Drop);
         let row_meta = match meta_at.and_then(|k| cols.get_mut(k)).and_then(Option::take) {
             Some(Col::Bson(v)) => Some(v),
             Some(other) => Some((0..rows).map(|r| cell(&other, r)).collect()),

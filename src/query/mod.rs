@@ -26,7 +26,6 @@ pub mod prune;
 pub mod read;
 pub mod rewrite;
 pub mod rowmask;
-pub mod rows;
 pub mod scans;
 pub mod slots;
 pub mod sort;

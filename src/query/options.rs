@@ -1,6 +1,5 @@
 //! Find options: projection, sort, skip and limit, applied to unpacked measurements.
 
-use super::rows::{heads, Need};
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
 
@@ -86,29 +85,6 @@ impl Projection {
             }
             v
         })
-    }
-
-    /// The top-level fields the projection reads.
-    pub fn need(&self) -> Need {
-        if self.include {
-            let mut v = heads(&self.paths);
-            if self.id && !v.iter().any(|x| x == "_id") {
-                v.push("_id".to_string());
-            }
-            Need::Only(v)
-        } else {
-            // Only whole top-level fields can be left undecoded; sub-paths need their field.
-            let mut v: Vec<String> = self
-                .paths
-                .iter()
-                .filter(|p| !p.contains('.'))
-                .cloned()
-                .collect();
-            if !self.id {
-                v.push("_id".to_string());
-            }
-            Need::AllBut(v)
-        }
     }
 
     /// What the projection does to top-level field `name`, which it treats apart from every
@@ -298,20 +274,5 @@ mod tests {
             assert_eq!(Projection::parse(&p).unwrap_err().code(), Some(2), "{p}");
         }
         assert!(Projection::parse(&doc! {"a.b": 1, "a.c": 1, "ab": 1}).is_ok());
-    }
-
-    #[test]
-    fn projection_needs_only_its_fields() {
-        let p = Projection::parse(&doc! {"m.h": 1, "v": 1}).unwrap();
-        assert_eq!(
-            p.need(),
-            Need::Only(vec!["m".into(), "v".into(), "_id".into()])
-        );
-        let p = Projection::parse(&doc! {"_id": 0, "v": 1}).unwrap();
-        assert_eq!(p.need(), Need::Only(vec!["v".into()]));
-        let p = Projection::parse(&doc! {"_id": 0, "m.h": 0, "w": 0}).unwrap();
-        assert_eq!(p.need(), Need::AllBut(vec!["w".into(), "_id".into()]));
-        let p = Projection::parse(&doc! {"_id": 1}).unwrap();
-        assert_eq!(p.need(), Need::Only(vec!["_id".into()]));
     }
 }

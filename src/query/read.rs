@@ -8,10 +8,9 @@ use super::parallel::{self, on_threads};
 use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
-use super::rows::{heads, Need, Rows};
 use super::scans::Place;
 pub use super::scans::{Scan, Scans, Source};
-use crate::bucket::BucketData;
+use crate::bucket::{BucketData, META_COLUMN};
 use crate::collstate::CollState;
 use crate::error::Result;
 use crate::index::id::BucketLoc;
@@ -454,11 +453,8 @@ pub fn count_of(src: &Source) -> u64 {
 /// Counts the rows of `scans` that match `plan`: buckets taken whole count by their statistics
 /// without being read; the others decode only the columns the filter reads.
 pub(crate) fn count(scans: &Scans, plan: &Plan, threads: usize) -> Result<u64> {
-    let mut paths = Vec::new();
-    plan.filter.paths(&mut paths);
-    let need = Need::Only(heads(&paths));
     // Conjuncts on top-level fields are tested on typed columns, as aggregation's `$match`
-    // does; row documents only when some conjunct needs them.
+    // does; the others row by row on the columns they read.
     let rf = RowFilter::new(&plan.filter, plan.meta_field());
     let mut n = 0;
     let mut tested = Vec::new();
@@ -475,7 +471,7 @@ pub(crate) fn count(scans: &Scans, plan: &Plan, threads: usize) -> Result<u64> {
         workers,
         || 0,
         |n, _, part| -> Result<()> {
-            *n += count_tested(scans, part, plan, &rf, &need)?;
+            *n += count_tested(scans, part, plan, &rf)?;
             Ok(())
         },
     )?;
@@ -486,25 +482,11 @@ pub(crate) fn count(scans: &Scans, plan: &Plan, threads: usize) -> Result<u64> {
 const TESTED_PER_WORKER: usize = 256;
 
 /// Matching rows of the buckets `scans[i]` for `i` in `which`.
-fn count_tested(
-    scans: &Scans,
-    which: &[usize],
-    plan: &Plan,
-    rf: &RowFilter,
-    need: &Need,
-) -> Result<u64> {
+fn count_tested(scans: &Scans, which: &[usize], plan: &Plan, rf: &RowFilter) -> Result<u64> {
     let mut n = 0;
     for s in which.iter().filter_map(|&i| scans.get(i)) {
-        if !rf.needs_rows {
-            let st = columns::stats(&s.src)?;
-            if !(rf.reads_meta() && st.meta_varies()) {
-                n += count_columns(rf, &s.src, &st, plan.time_field())?;
-                continue;
-            }
-        }
-        let rows = Rows::load(&s.src, need, plan.meta_field())?;
-        let bound = rows.bind(&plan.filter);
-        n += (0..rows.len()).filter(|&r| bound.matches(&rows, r)).count() as u64;
+        let st = columns::stats(&s.src)?;
+        n += count_columns(rf, &s.src, &st, plan.time_field())?;
     }
     Ok(n)
 }
@@ -525,8 +507,13 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
             *x = col;
         }
     }
+    // The rows' own meta values, where they have them and the filter reads them.
+    let own_meta = match rf.reads_meta() && st.meta_varies() {
+        true => columns::load(src, &[META_COLUMN])?.pop(),
+        false => None,
+    };
     let refs: Vec<&Col> = cols.iter().collect();
-    let n = rf.count(st.meta, &refs, st.count as usize, settled) as u64;
+    let n = rf.count(st.meta, own_meta.as_ref(), &refs, st.count as usize, settled) as u64;
     drop(refs);
     cols.into_iter().for_each(Col::recycle);
     Ok(n)

@@ -2,16 +2,20 @@
 //!
 //! Conjuncts on top-level measurement fields (the time field included) are tested column by
 //! column, with plain comparisons when column and operand are numbers or dates; meta conjuncts
-//! once per bucket; anything else (`$or`, dotted measurement paths) needs row documents. The
-//! answers are those of [`Filter::matches`] on the unpacked measurements.
+//! once per bucket, or per row where rows carry their own meta values; anything else (`$or`,
+//! dotted measurement paths, bookkeeping fields) row by row on the columns it reads, without
+//! building documents. The answers are those of [`Filter::matches`] on the unpacked
+//! measurements.
 
 use super::columns::Col;
-use super::filter::{Filter, Pred};
+use super::filter::{Fields, Filter, Pred};
 use super::plan::BucketStats;
 use super::slots::SlotsRef;
+use crate::catalog::is_hidden;
 use crate::order::{cmp_bson, cmp_int_double, type_rank};
 use crate::segment::BoundRef;
 use bson::{Bson, Document};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 enum Conj {
@@ -19,6 +23,9 @@ enum Conj {
     Meta(Filter),
     /// A predicate on a top-level measurement field: `columns[col]`.
     Column { col: usize, pred: Pred },
+    /// Anything else, tested row by row on the columns it reads (`columns[c]` for each `c`)
+    /// and the meta value.
+    Rows { filter: Filter, cols: Vec<usize> },
 }
 
 /// A filter split for column-wise testing.
@@ -26,9 +33,28 @@ pub struct RowFilter {
     conjuncts: Vec<Conj>,
     /// Columns the conjuncts read.
     pub columns: Vec<String>,
-    /// Some conjunct can only be tested on row documents.
+    /// Some conjunct is tested row by row ([`Conj::Rows`]).
     pub needs_rows: bool,
     meta_field: Option<String>,
+}
+
+/// One row of a bucket's decoded columns, as [`Filter::matches_row`] reads it.
+struct ColRow<'a> {
+    names: &'a [String],
+    meta_field: Option<&'a str>,
+    meta: Option<Cow<'a, Bson>>,
+    /// The row's value of each of `names` that the conjunct reads.
+    values: Vec<Option<Cow<'a, Bson>>>,
+}
+
+impl Fields for ColRow<'_> {
+    fn field(&self, name: &str) -> Option<&Bson> {
+        if self.meta_field == Some(name) {
+            return self.meta.as_deref();
+        }
+        let i = self.names.iter().position(|n| n == name)?;
+        self.values.get(i)?.as_deref()
+    }
 }
 
 fn under(path: &str, field: &str) -> bool {
@@ -55,31 +81,67 @@ impl RowFilter {
             }
             match c {
                 Filter::Field { path, pred }
-                    if !path.contains('.') && meta_field.is_none_or(|m| !under(path, m)) =>
+                    if !path.contains('.')
+                        && !is_hidden(path)
+                        && meta_field.is_none_or(|m| !under(path, m)) =>
                 {
-                    let col = match rf.columns.iter().position(|x| x == path) {
-                        Some(i) => i,
-                        None => {
-                            rf.columns.push(path.clone());
-                            rf.columns.len() - 1
-                        }
-                    };
+                    let col = rf.column(path);
                     rf.conjuncts.push(Conj::Column {
                         col,
                         pred: pred.clone(),
                     });
                 }
-                _ => rf.needs_rows = true,
+                _ => {
+                    // The measurement fields it reads; bookkeeping columns are no fields of
+                    // the measurements, and read as missing.
+                    let mut cols = Vec::new();
+                    for p in &paths {
+                        let head = p.split('.').next().unwrap_or(p);
+                        if meta_field != Some(head) && !is_hidden(head) {
+                            let col = rf.column(head);
+                            if !cols.contains(&col) {
+                                cols.push(col);
+                            }
+                        }
+                    }
+                    rf.needs_rows = true;
+                    rf.conjuncts.push(Conj::Rows {
+                        filter: c.clone(),
+                        cols,
+                    });
+                }
             }
         }
         rf
     }
 
-    /// True when a meta conjunct must be tested (then rows are needed if the bucket's rows
-    /// carry their own meta values).
-    pub fn reads_meta(&self) -> bool {
-        self.conjuncts.iter().any(|c| matches!(c, Conj::Meta(_)))
+    /// The position of column `name` in [`RowFilter::columns`], added if new.
+    fn column(&mut self, name: &str) -> usize {
+        match self.columns.iter().position(|x| x == name) {
+            Some(i) => i,
+            None => {
+                self.columns.push(name.to_string());
+                self.columns.len() - 1
+            }
+        }
     }
+
+    /// True when the conjuncts read the meta field: buckets whose rows carry their own meta
+    /// values then need them ([`RowFilter::select`]'s `row_meta`).
+    pub fn reads_meta(&self) -> bool {
+        self.conjuncts.iter().any(|c| match c {
+            Conj::Meta(_) => true,
+            Conj::Rows { filter, .. } => {
+                let mut paths = Vec::new();
+                filter.paths(&mut paths);
+                self.meta_field
+                    .as_deref()
+                    .is_some_and(|m| paths.iter().any(|p| under(p, m)))
+            }
+            Conj::Column { .. } => false,
+        })
+    }
+
 
     /// False when the bucket's `control.min/max` prove that no row satisfies some column
     /// conjunct (the field is absent from every row, or its range misses the operand).
@@ -92,7 +154,7 @@ impl RowFilter {
                     BoundRef::Partial => true,
                 })
             }
-            Conj::Meta(_) => true,
+            Conj::Meta(_) | Conj::Rows { .. } => true,
         })
     }
 
@@ -130,15 +192,26 @@ impl RowFilter {
     /// True when some conjunct not in `settled` reads column `col`.
     pub fn reads_column(&self, col: usize, settled: u64) -> bool {
         self.conjuncts.iter().enumerate().any(|(i, c)| {
-            matches!(c, Conj::Column { col: x, .. } if *x == col)
-                && (i >= 64 || settled & (1 << i) == 0)
+            let reads = match c {
+                Conj::Column { col: x, .. } => *x == col,
+                Conj::Rows { cols, .. } => cols.contains(&col),
+                Conj::Meta(_) => false,
+            };
+            reads && (i >= 64 || settled & (1 << i) == 0)
         })
     }
 
     /// How many rows [`RowFilter::select`] would return. When all that is left to test is one
     /// comparison of integers or dates, they are counted in one pass over the column instead
     /// of being listed and then filtered.
-    pub fn count(&self, meta: Option<&Bson>, cols: &[&Col], rows: usize, settled: u64) -> usize {
+    pub fn count(
+        &self,
+        meta: Option<&Bson>,
+        row_meta: Option<&Col>,
+        cols: &[&Col],
+        rows: usize,
+        settled: u64,
+    ) -> usize {
         let mut left = self
             .conjuncts
             .iter()
@@ -159,25 +232,42 @@ impl RowFilter {
                 return n;
             }
         }
-        self.select(meta, cols, rows, settled).len()
+        self.select(meta, row_meta, cols, rows, settled).len()
     }
 
-    /// The rows (in order) of a bucket of `rows` rows that match, from its meta value and the
-    /// decoded `cols` (aligned with [`RowFilter::columns`]); conjuncts in `settled` are known
-    /// to hold and not tested.
+    /// The rows (in order) of a bucket of `rows` rows that match, from its meta value, the
+    /// rows' own meta values where they have them (`row_meta`, the bucket's bookkeeping
+    /// column of them, when [`RowFilter::reads_meta`]), and the decoded `cols` (aligned
+    /// with [`RowFilter::columns`]); conjuncts in `settled` are known to hold and not tested.
     pub fn select(
         &self,
         meta: Option<&Bson>,
+        row_meta: Option<&Col>,
         cols: &[&Col],
         rows: usize,
         settled: u64,
     ) -> Vec<u32> {
+        // Row `r`'s meta value: its own where it has one, else the bucket's.
+        let meta_of = |r: u32| -> Option<Cow<'_, Bson>> {
+            row_meta
+                .and_then(|c| c.value(r as usize))
+                .or(meta.map(Cow::Borrowed))
+        };
         let mut sel: Vec<u32> = (0..rows as u32).collect();
         for (i, c) in self.conjuncts.iter().enumerate() {
             if i < 64 && settled & (1 << i) != 0 {
                 continue;
             }
             match c {
+                Conj::Meta(f) if row_meta.is_some() => sel.retain(|&r| {
+                    let row = ColRow {
+                        names: &[],
+                        meta_field: self.meta_field.as_deref(),
+                        meta: meta_of(r),
+                        values: Vec::new(),
+                    };
+                    f.matches_row(&row)
+                }),
                 Conj::Meta(f) => {
                     let mut d = Document::new();
                     if let (Some(m), Some(v)) = (&self.meta_field, meta) {
@@ -186,6 +276,25 @@ impl RowFilter {
                     if !f.matches(&d) {
                         sel.clear();
                     }
+                }
+                Conj::Rows { filter, cols: read } => {
+                    let mut row = ColRow {
+                        names: &self.columns,
+                        meta_field: self.meta_field.as_deref(),
+                        meta: None,
+                        values: Vec::new(),
+                    };
+                    sel.retain(|&r| {
+                        row.meta = meta_of(r);
+                        row.values.clear();
+                        row.values.resize(self.columns.len(), None);
+                        for &k in read {
+                            if let (Some(slot), Some(col)) = (row.values.get_mut(k), cols.get(k)) {
+                                *slot = col.value(r as usize);
+                            }
+                        }
+                        filter.matches_row(&row)
+                    });
                 }
                 Conj::Column { col, pred } => {
                     let col = cols.get(*col).copied().unwrap_or(&Col::Missing);
@@ -469,17 +578,50 @@ mod tests {
                     let rf = RowFilter::new(&f, Some("m"));
                     assert!(!rf.needs_rows);
                     for rows in [5, 7] {
-                        let got = rf.select(None, &[col], rows, 0);
+                        let got = rf.select(None, None, &[col], rows, 0);
                         let want: Vec<u32> = (0..rows as u32)
                             .filter(|&r| f.matches(&docs[r as usize]))
                             .collect();
                         assert_eq!(got, want, "{col:?} {op} {x} {rows}");
-                        let n = rf.count(None, &[col], rows, 0);
+                        let n = rf.count(None, None, &[col], rows, 0);
                         assert_eq!(n, want.len(), "count {col:?} {op} {x} {rows}");
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn rows_with_their_own_meta_values_are_tested_on_them() {
+        // The bucket's meta value, and rows 1 and 2 with their own (the fields in the other
+        // order, which equality tells apart).
+        let bucket = Bson::Document(doc! {"h": "a", "r": 1});
+        let own = Col::Bson(vec![
+            None,
+            Some(Bson::Document(doc! {"r": 1, "h": "a"})),
+            Some(Bson::Document(doc! {"r": 1, "h": "a"})),
+            None,
+        ]);
+        let x = Col::Int32(Slots::Dense(vec![1, 2, 9, 9]));
+        // Row by row: `$or` of the meta value and a column, and a dotted path in a column.
+        let f = Filter::parse(&doc! {"$or": [{"m": {"r": 1, "h": "a"}}, {"x": {"$gt": 5}}]})
+            .unwrap();
+        let rf = RowFilter::new(&f, Some("m"));
+        assert!(rf.needs_rows && rf.reads_meta());
+        assert_eq!(rf.columns, vec!["x".to_string()]);
+        assert_eq!(rf.select(Some(&bucket), Some(&own), &[&x], 4, 0), vec![1, 2, 3]);
+        assert_eq!(rf.select(Some(&bucket), None, &[&x], 4, 0), vec![2, 3]);
+        // A meta conjunct alone: per row when rows have their own values.
+        let f = Filter::parse(&doc! {"m": {"h": "a", "r": 1}}).unwrap();
+        let rf = RowFilter::new(&f, Some("m"));
+        assert_eq!(rf.select(Some(&bucket), Some(&own), &[], 4, 0), vec![0, 3]);
+        assert_eq!(rf.count(Some(&bucket), Some(&own), &[], 4, 0), 2);
+        // A bookkeeping column is no field of the measurements: it reads as missing.
+        let hidden = crate::bucket::META_COLUMN;
+        let f = Filter::parse(&doc! {"$or": [{hidden: {"$exists": true}}, {"x": 2}]}).unwrap();
+        let rf = RowFilter::new(&f, Some("m"));
+        assert_eq!(rf.columns, vec!["x".to_string()]);
+        assert_eq!(rf.select(Some(&bucket), Some(&own), &[&x], 4, 0), vec![1]);
     }
 
     #[test]
@@ -492,16 +634,16 @@ mod tests {
         let col = [&c];
         let a = Bson::Document(doc! {"h": "a"});
         let b = Bson::Document(doc! {"h": "b"});
-        assert_eq!(rf.select(Some(&a), &col, 2, 0), vec![1]);
-        assert!(rf.select(Some(&b), &col, 2, 0).is_empty());
+        assert_eq!(rf.select(Some(&a), None, &col, 2, 0), vec![1]);
+        assert!(rf.select(Some(&b), None, &col, 2, 0).is_empty());
         // Two conjuncts left: counted from the listed rows; the meta one settled: in one pass.
-        assert_eq!(rf.count(Some(&b), &col, 2, 0), 0);
+        assert_eq!(rf.count(Some(&b), None, &col, 2, 0), 0);
         let meta_bit = rf
             .conjuncts
             .iter()
             .position(|c| matches!(c, Conj::Meta(_)))
             .unwrap();
-        assert_eq!(rf.count(Some(&b), &col, 2, 1 << meta_bit), 1);
+        assert_eq!(rf.count(Some(&b), None, &col, 2, 1 << meta_bit), 1);
         let f = Filter::parse(&doc! {"$or": [{"f": 1}, {"g": 2}]}).unwrap();
         assert!(RowFilter::new(&f, Some("m")).needs_rows);
     }
