@@ -428,7 +428,29 @@ fn random_pipelines() -> Vec<Vec<Document>> {
         g.insert("_id", key);
         vec![doc! {"$group": g}]
     };
+    // Filters that read the meta value of rows that carry their own (the meta field in the
+    // other order), and `$or`s tested row by row, before groups on the columnar path.
+    let counted = |f: Document, key: Bson| {
+        vec![
+            doc! {"$match": f},
+            doc! {"$group": {"_id": key, "n": {"$count": {}}, "sc": {"$sum": "$c"}}},
+        ]
+    };
     let mut ps = vec![
+        counted(doc! {"m": {"z": 1, "h": "h1"}}, Bson::Null),
+        counted(
+            doc! {"m": {"h": "h1", "z": 1}},
+            Bson::Document(trunc("hour", 1)),
+        ),
+        counted(
+            doc! {"$or": [{"m": {"z": 1, "h": "h3"}}, {"a": {"$gt": 10}}]},
+            Bson::Document(trunc("hour", 2)),
+        ),
+        counted(
+            doc! {"$or": [{"m.h": "h2"}, {"b": "s1"}]},
+            Bson::String("$b".into()),
+        ),
+        counted(doc! {"$nor": [{"m.z": 1}, {"x": {"$lt": 50}}]}, Bson::Null),
         with_key(Bson::String("$m.h".into())),
         with_key(Bson::Null),
         with_key(Bson::String("$m".into())),

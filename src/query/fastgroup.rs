@@ -41,6 +41,7 @@ use super::read::Explain;
 use super::rowmask::RowFilter;
 use super::scans::{Scan, Scans, Source};
 use super::slots::Slots;
+use crate::bucket::META_COLUMN;
 use crate::catalog::is_hidden;
 use crate::codec::decode_date_progression;
 use crate::error::Result;
@@ -404,9 +405,6 @@ impl FastGroup {
             (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
         let group_cols = vec![true; columns.len()];
         let row_filter = RowFilter::new(&plan.filter, meta);
-        if row_filter.columns.iter().any(|c| is_hidden(c)) {
-            return Err("the filter names a bookkeeping column".into());
-        }
         let filter_cols = row_filter
             .columns
             .iter()
@@ -1130,10 +1128,8 @@ impl FastGroup {
                 tally.from_stats += 1;
                 continue;
             }
-            let docs_needed = !meta_ok
-                || (!whole
-                    && (self.row_filter.needs_rows
-                        || (self.row_filter.reads_meta() && meta_varies)));
+            // Rows carry their own meta values, which the key or an accumulator reads.
+            let docs_needed = !meta_ok;
             if let (Some(groups), true) = (bin_lane.as_mut(), whole && !key_const) {
                 let mut sink = (&mut *table, &mut *cache, groups);
                 let lane = (&lane_names[..], &lane_slots[..]);
@@ -1203,7 +1199,13 @@ impl FastGroup {
                 .iter()
                 .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
                 .collect();
-            self.row_filter.select(st.meta, None, &fcols, n, settled)
+            // The rows' own meta values, where they have them and the filter reads them.
+            let own_meta = match self.row_filter.reads_meta() && st.meta_varies() {
+                true => columns::load(&scan.src, &[META_COLUMN])?.pop(),
+                false => None,
+            };
+            self.row_filter
+                .select(st.meta, own_meta.as_ref(), &fcols, n, settled)
         };
         if sel.is_empty() {
             return Ok(());
