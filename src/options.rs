@@ -354,8 +354,8 @@ pub struct DbOptions {
     /// Source of "now" for the TTL sweeper.
     pub clock: Arc<dyn Clock>,
     /// Threads a read may use to scan buckets (counts, and columnar `$group`s without
-    /// `$first`/`$last`, over a thousand buckets or more; unsorted finds of 16 buckets or more
-    /// read as BSON through [`crate::Cursor::next_into`]): 0 for one per core, at most 4; 1
+    /// `$first`/`$last`, over a thousand buckets or more; unsorted finds of 16 buckets or
+    /// more): 0 for one per core, at most 4; 1
     /// keeps every read on the calling thread. Default: 0.
     ///
     /// Threads take stretches of buckets as they come free, so which thread sees which varies

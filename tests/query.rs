@@ -367,11 +367,11 @@ fn plain_finds_stop_at_the_limit() {
     assert_eq!(cur.buckets_read(), 1);
 }
 
-/// BSON output of a long scan is written by worker threads, bucket stretch by stretch: the same
-/// documents in the same order as on one thread, with skips, limits, projections, flushed and
-/// in-memory buckets, and reads that take documents and BSON in turn.
+/// A long scan's rows are written (or built as documents) by worker threads, bucket stretch by
+/// stretch: the same documents in the same order as on one thread, with skips, limits,
+/// projections, flushed and in-memory buckets, and reads that take documents and BSON in turn.
 #[test]
-fn bson_written_on_threads_is_what_one_thread_writes() {
+fn rows_written_on_threads_are_what_one_thread_writes() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Database::open(dir.path()).unwrap();
@@ -401,7 +401,9 @@ fn bson_written_on_threads_is_what_one_thread_writes() {
             },
         ),
     ];
-    let read = |threads: usize, mixed: bool| {
+    // How a read takes its documents: all as BSON, every third as a `Document`, or every
+    // third as BSON (the first as a `Document`, so that workers build documents).
+    let read = |threads: usize, mixed: u8| {
         let opts = tsbucket::DbOptions {
             query_threads: threads,
             ..tsbucket::DbOptions::default()
@@ -413,8 +415,12 @@ fn bson_written_on_threads_is_what_one_thread_writes() {
             let mut cur = c.find_with(f.clone(), o.clone()).unwrap();
             let mut got: Vec<Document> = Vec::new();
             loop {
-                // Every third document as a `Document` in the mixed reads.
-                let d = if mixed && got.len() % 3 == 2 {
+                let as_document = match mixed {
+                    0 => false,
+                    1 => got.len() % 3 == 2,
+                    _ => got.len() % 3 != 2,
+                };
+                let d = if as_document {
                     cur.next().map(|d| d.unwrap())
                 } else {
                     cur.next_raw()
@@ -430,13 +436,14 @@ fn bson_written_on_threads_is_what_one_thread_writes() {
         db.close().unwrap();
         out
     };
-    let one = read(1, false);
+    let one = read(1, 0);
     assert_eq!(one[0].len(), 18_000);
     assert_eq!(one[1].len(), 2_000);
     assert_eq!(one[2].len(), 3);
     for threads in [2, 3] {
-        assert_eq!(read(threads, false), one, "{threads} threads");
-        assert_eq!(read(threads, true), one, "{threads} threads, mixed reads");
+        assert_eq!(read(threads, 0), one, "{threads} threads");
+        assert_eq!(read(threads, 1), one, "{threads} threads, mixed reads");
+        assert_eq!(read(threads, 2), one, "{threads} threads, documents first");
     }
 }
 

@@ -92,6 +92,8 @@ struct ScanState {
     threads: usize,
     /// Buckets whose rows worker threads write as BSON, handed over in scan order.
     written: Option<InOrder<Result<Written>>>,
+    /// The workers build `Document`s rather than write bytes.
+    built: bool,
     /// The written bucket being returned, and the next of its documents.
     chunk: Option<(Written, usize)>,
 }
@@ -104,6 +106,8 @@ struct Written {
     bytes: Vec<u8>,
     /// Where each document ends.
     ends: Vec<usize>,
+    /// The documents built instead, for a reader that takes `Document`s.
+    docs: VecDeque<Document>,
 }
 
 /// A scan with fewer buckets left than this writes them on the reader's thread: threads
@@ -113,7 +117,8 @@ const WRITE_AHEAD_MIN_BUCKETS: usize = 16;
 /// Stretches of buckets written ahead of the reader at most: enough to keep the workers busy
 /// through stretches of different costs, few enough that a reader that stops early (a limit)
 /// wasted little. With [`WRITE_AHEAD_ROWS`], this bounds the memory written rows hold: about
-/// 50,000 rows, 25 MB of whole devops measurements.
+/// 50,000 rows, 25 MB of whole devops measurements as BSON; a quarter of the rows as
+/// `Document`s, 30-40 MB.
 const WRITE_AHEAD_BUCKETS: usize = 6;
 
 /// Most buckets written in one piece of work.
@@ -142,6 +147,7 @@ impl ScanState {
             buckets_read: 0,
             threads,
             written: None,
+            built: false,
             chunk: None,
         }
     }
@@ -151,7 +157,7 @@ impl ScanState {
     /// only copies finished documents. Only for BSON output (building `Document`s from the
     /// bytes would cost more than it saves), once nothing is left to skip whole and no
     /// bucket is half read here, and for a scan long enough to pay for the threads.
-    fn start_writers(&mut self, skip: u64) {
+    fn start_writers(&mut self, skip: u64, built: bool) {
         let half_read = self
             .current
             .as_ref()
@@ -173,7 +179,9 @@ impl ScanState {
         while at < self.sources.len() {
             let most = (1usize << (stretches.len() / threads).min(16)).min(WRITE_AHEAD_STRETCH);
             let (mut end, mut rows) = (at, 0);
-            while end < self.sources.len() && end - at < most && rows < WRITE_AHEAD_ROWS {
+            // Built documents take several times the memory of their bytes.
+            let cap = if built { WRITE_AHEAD_ROWS / 4 } else { WRITE_AHEAD_ROWS };
+            while end < self.sources.len() && end - at < most && rows < cap {
                 rows += self.sources.get(end).map_or(0, |s| count_of(&s.src));
                 end += 1;
             }
@@ -185,13 +193,37 @@ impl ScanState {
         self.written = InOrder::start(stretches.len(), threads, WRITE_AHEAD_BUCKETS, move |i| {
             let mut w = Written::default();
             for k in stretches.get(i).cloned().unwrap_or_default() {
-                write_bucket(&sources, &output, k, &mut w)?;
+                write_bucket(&sources, &output, k, &mut w, built)?;
             }
             Ok(w)
         });
         if self.written.is_some() {
             self.next = self.sources.len();
             self.current = None;
+            self.built = built;
+        }
+    }
+
+    /// The next built document, after skipping `skip`; `None` when none is left.
+    fn next_built(&mut self, skip: &mut u64) -> Option<Result<Document>> {
+        loop {
+            if let Some((w, _)) = &mut self.chunk {
+                if let Some(d) = w.docs.pop_front() {
+                    if *skip > 0 {
+                        *skip -= 1;
+                        continue;
+                    }
+                    return Some(Ok(d));
+                }
+            }
+            self.chunk = None;
+            match self.written.as_mut().and_then(InOrder::next)? {
+                Ok(w) => {
+                    self.buckets_read += w.buckets;
+                    self.chunk = Some((w, 0));
+                }
+                Err(e) => return Some(Err(e)),
+            }
         }
     }
 
@@ -262,6 +294,12 @@ impl ScanState {
 
     /// The next row as a document.
     fn document(&mut self, skip: &mut u64) -> Option<Result<Document>> {
+        if self.threads > 1 {
+            self.start_writers(*skip, true);
+        }
+        if self.built {
+            return self.next_built(skip);
+        }
         if self.written.is_some() {
             return match self.next_written(skip) {
                 Ok(bytes) => Some(Document::from_reader(bytes?).map_err(|e| {
@@ -281,7 +319,15 @@ impl ScanState {
     /// Appends the next row to `buf` as BSON; false when no row is left.
     fn write(&mut self, skip: &mut u64, buf: &mut Vec<u8>) -> Result<bool> {
         if self.threads > 1 {
-            self.start_writers(*skip);
+            self.start_writers(*skip, false);
+        }
+        if self.built {
+            return match self.next_built(skip) {
+                None => Ok(false),
+                Some(d) => write_document(&d?, buf, 1)
+                    .map(|()| true)
+                    .map_err(Error::Internal),
+            };
         }
         if self.written.is_some() {
             return Ok(match self.next_written(skip)? {
@@ -303,12 +349,25 @@ impl ScanState {
 }
 
 /// Appends the selected rows of chosen bucket `k` to `w` as BSON documents.
-fn write_bucket(sources: &Scans, output: &RowOutput, k: usize, w: &mut Written) -> Result<()> {
+fn write_bucket(
+    sources: &Scans,
+    output: &RowOutput,
+    k: usize,
+    w: &mut Written,
+    built: bool,
+) -> Result<()> {
     let Some(scan) = sources.get(k) else {
         return Ok(());
     };
     let sel = output.select(&scan.src, scan.verdict == Verdict::All)?;
     w.buckets += 1;
+    if built {
+        w.docs.reserve(sel.rows().len());
+        for &r in sel.rows() {
+            w.docs.push_back(sel.document(output, r)?);
+        }
+        return Ok(());
+    }
     w.ends.reserve(sel.rows().len());
     for (i, &r) in sel.rows().iter().enumerate() {
         sel.write(output, r, &mut w.bytes)?;
