@@ -90,15 +90,15 @@ struct ScanState {
     buckets_read: u64,
     /// Threads that may write rows ahead (see [`ScanState::start_writers`]); 0 once decided.
     threads: usize,
-    /// Buckets whose rows worker threads write as BSON, handed over in scan order.
+    /// Stretches of buckets whose rows worker threads write (or build), in scan order.
     written: Option<InOrder<Result<Written>>>,
     /// The workers build `Document`s rather than write bytes.
     built: bool,
-    /// The written bucket being returned, and the next of its documents.
+    /// The stretch being returned, and the next of its written documents.
     chunk: Option<(Written, usize)>,
 }
 
-/// One bucket's selected rows written as BSON documents, one after another.
+/// A stretch of buckets' selected rows, written as BSON documents one after another, or built.
 #[derive(Default)]
 struct Written {
     /// Buckets read.
@@ -152,11 +152,11 @@ impl ScanState {
         }
     }
 
-    /// Hands the buckets not read yet to worker threads that select their rows and write
-    /// them as BSON, each bucket on one thread from decoding to bytes, so that the reader
-    /// only copies finished documents. Only for BSON output (building `Document`s from the
-    /// bytes would cost more than it saves), once nothing is left to skip whole and no
-    /// bucket is half read here, and for a scan long enough to pay for the threads.
+    /// Hands the buckets not read yet to worker threads that select their rows and write them
+    /// as BSON (or build them as `Document`s, when `built`), each stretch of buckets on one
+    /// thread from decoding to output, so that the reader only takes finished documents. Only
+    /// once nothing is left to skip whole and no bucket is half read here, and for a scan long
+    /// enough to pay for the threads.
     fn start_writers(&mut self, skip: u64, built: bool) {
         let half_read = self
             .current
@@ -174,13 +174,13 @@ impl ScanState {
         // Stretches of buckets, growing to WRITE_AHEAD_STRETCH: a handover between threads
         // costs a wake-up, tens of microseconds on a busy machine, too much per bucket of a
         // few dozen rows; short first stretches give a reader that stops early its rows soon.
+        // Built documents take several times the memory of their bytes.
+        let cap = if built { WRITE_AHEAD_ROWS / 4 } else { WRITE_AHEAD_ROWS };
         let mut stretches = Vec::new();
         let mut at = from;
         while at < self.sources.len() {
             let most = (1usize << (stretches.len() / threads).min(16)).min(WRITE_AHEAD_STRETCH);
             let (mut end, mut rows) = (at, 0);
-            // Built documents take several times the memory of their bytes.
-            let cap = if built { WRITE_AHEAD_ROWS / 4 } else { WRITE_AHEAD_ROWS };
             while end < self.sources.len() && end - at < most && rows < cap {
                 rows += self.sources.get(end).map_or(0, |s| count_of(&s.src));
                 end += 1;
@@ -204,24 +204,33 @@ impl ScanState {
         }
     }
 
+    /// Takes the next stretch from the workers; false when none is left.
+    fn next_chunk(&mut self) -> Result<bool> {
+        self.chunk = None;
+        match self.written.as_mut().and_then(InOrder::next) {
+            None => Ok(false),
+            Some(w) => {
+                let w = w??;
+                self.buckets_read += w.buckets;
+                self.chunk = Some((w, 0));
+                Ok(true)
+            }
+        }
+    }
+
     /// The next built document, after skipping `skip`; `None` when none is left.
     fn next_built(&mut self, skip: &mut u64) -> Option<Result<Document>> {
         loop {
-            if let Some((w, _)) = &mut self.chunk {
-                if let Some(d) = w.docs.pop_front() {
-                    if *skip > 0 {
-                        *skip -= 1;
-                        continue;
-                    }
-                    return Some(Ok(d));
+            if let Some(d) = self.chunk.as_mut().and_then(|(w, _)| w.docs.pop_front()) {
+                if *skip > 0 {
+                    *skip -= 1;
+                    continue;
                 }
+                return Some(Ok(d));
             }
-            self.chunk = None;
-            match self.written.as_mut().and_then(InOrder::next)? {
-                Ok(w) => {
-                    self.buckets_read += w.buckets;
-                    self.chunk = Some((w, 0));
-                }
+            match self.next_chunk() {
+                Ok(true) => {}
+                Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -231,35 +240,22 @@ impl ScanState {
     fn next_written(&mut self, skip: &mut u64) -> Result<Option<&[u8]>> {
         loop {
             if let Some((w, pos)) = &mut self.chunk {
-                if *pos < w.ends.len() {
+                if let Some(&end) = w.ends.get(*pos) {
+                    // A document starts where the one before it ends.
+                    let start = pos.checked_sub(1).and_then(|p| w.ends.get(p)).copied();
                     *pos += 1;
                     if *skip > 0 {
                         *skip -= 1;
                         continue;
                     }
-                    break;
+                    let start = start.unwrap_or(0);
+                    return Ok(self.chunk.as_ref().and_then(|(w, _)| w.bytes.get(start..end)));
                 }
             }
-            self.chunk = None;
-            match self.written.as_mut().and_then(InOrder::next) {
-                None => return Ok(None),
-                Some(w) => {
-                    let w = w?;
-                    self.buckets_read += w.buckets;
-                    self.chunk = Some((w, 0));
-                }
+            if !self.next_chunk()? {
+                return Ok(None);
             }
         }
-        // Document `pos - 1` of the chunk: it ends where the next begins.
-        let Some((w, pos)) = &self.chunk else {
-            return Ok(None);
-        };
-        let start = match pos.checked_sub(2) {
-            Some(p) => w.ends.get(p).copied().unwrap_or(0),
-            None => 0,
-        };
-        let end = w.ends.get(pos.saturating_sub(1)).copied().unwrap_or(0);
-        Ok(w.bytes.get(start..end))
     }
 
     /// The bucket and row to return next, skipping `skip` matches first (whole buckets
@@ -368,14 +364,15 @@ fn write_bucket(
         }
         return Ok(());
     }
-    w.ends.reserve(sel.rows().len());
+    let rows = sel.rows().len();
+    w.ends.reserve(rows);
+    let from = w.bytes.len();
     for (i, &r) in sel.rows().iter().enumerate() {
         sel.write(output, r, &mut w.bytes)?;
         w.ends.push(w.bytes.len());
         if i == 0 {
             // Room for the rest at the first one's size: growing by doubling copied them.
-            let first = w.bytes.len() - w.ends.len().checked_sub(2).and_then(|p| w.ends.get(p)).copied().unwrap_or(0);
-            w.bytes.reserve(first * sel.rows().len());
+            w.bytes.reserve((w.bytes.len() - from) * (rows - 1));
         }
     }
     Ok(())

@@ -445,14 +445,7 @@ impl Selected {
 
 /// Row `r` of a decoded column as a value.
 fn cell(c: &Col, r: usize) -> Option<Bson> {
-    Some(match c {
-        Col::Missing => return None,
-        Col::Int32(v) => Bson::Int32(i32::try_from(v.get(r)?).ok()?),
-        Col::Int64(v) => Bson::Int64(v.get(r)?),
-        Col::Double(v) => Bson::Double(v.get(r)?),
-        Col::Date(v) => Bson::DateTime(bson::DateTime::from_millis(v.get(r)?)),
-        Col::Bson(v) => v.get(r)?.clone()?,
-    })
+    c.value(r).map(std::borrow::Cow::into_owned)
 }
 
 /// Appends row `r` of column `c` as an element named by the C string `key`; false when the

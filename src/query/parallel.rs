@@ -145,9 +145,10 @@ pub(crate) fn on_threads<P: Copy + Sync, R: Send>(
 /// stop.
 pub(crate) struct InOrder<T> {
     tickets: Option<crossbeam_channel::Sender<usize>>,
-    done: crossbeam_channel::Receiver<(usize, T)>,
+    /// Results by item; `None` for an item whose work panicked.
+    done: crossbeam_channel::Receiver<(usize, Option<T>)>,
     /// Results that came before their turn.
-    early: std::collections::BTreeMap<usize, T>,
+    early: std::collections::BTreeMap<usize, Option<T>>,
     /// The next item the reader takes.
     next: usize,
     /// Items ticketed so far.
@@ -175,8 +176,12 @@ impl<T: Send + 'static> InOrder<T> {
                 .name("tsbucket-read".into())
                 .spawn(move || {
                     for k in rx {
+                        // A panic (a bug) is handed on as a missing result, so that the
+                        // reader fails rather than waits for it.
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(k)));
+                        let failed = r.is_err();
                         // The reader has gone.
-                        if tx.send((k, work(k))).is_err() {
+                        if tx.send((k, r.ok())).is_err() || failed {
                             break;
                         }
                     }
@@ -214,8 +219,10 @@ impl<T: Send + 'static> InOrder<T> {
         }
     }
 
-    /// The result of the next item; `None` after the last (or if the workers died).
-    pub(crate) fn next(&mut self) -> Option<T> {
+    /// The result of the next item; `None` after the last. An error when its work panicked or
+    /// the workers stopped before giving it: the reader must not take a short answer for the
+    /// whole.
+    pub(crate) fn next(&mut self) -> Option<crate::error::Result<T>> {
         if self.next >= self.n {
             return None;
         }
@@ -223,15 +230,23 @@ impl<T: Send + 'static> InOrder<T> {
             if let Some(r) = self.early.remove(&self.next) {
                 break r;
             }
-            let (k, r) = self.done.recv().ok()?;
+            let Ok((k, r)) = self.done.recv() else {
+                break None;
+            };
             if k == self.next {
                 break r;
             }
             self.early.insert(k, r);
         };
+        let Some(r) = r else {
+            self.next = self.n;
+            return Some(Err(crate::error::Error::Internal(
+                "a worker thread of the read failed before the end".into(),
+            )));
+        };
         self.next += 1;
         self.issue();
-        Some(r)
+        Some(Ok(r))
     }
 }
 
@@ -348,15 +363,24 @@ mod tests {
         let mut got = Vec::new();
         while let Some(x) = r.next() {
             held.fetch_sub(1, Ordering::SeqCst);
-            got.push(x);
+            got.push(x.unwrap());
         }
         assert_eq!(got, (0..50).map(|k| k * 10).collect::<Vec<_>>());
         // The window, and the result the reader has just taken.
         assert!(most.load(Ordering::SeqCst) <= 5, "results held past the window");
         // A reader that stops early lets the workers go.
         let mut r = InOrder::start(1_000_000, 2, 2, |k| k).unwrap();
-        assert_eq!(r.next(), Some(0));
+        assert_eq!(r.next().map(Result::unwrap), Some(0));
         drop(r);
         assert!(InOrder::start(0, 2, 2, |k| k).unwrap().next().is_none());
+        // Work that panics (a bug) gives an error, not a short answer nor a wait.
+        let mut r = InOrder::start(10, 2, 2, |k| {
+            assert!(k != 3, "item 3 fails");
+            k
+        })
+        .unwrap();
+        let got: Vec<_> = std::iter::from_fn(|| r.next()).collect();
+        assert!(got.last().is_some_and(Result::is_err), "{got:?}");
+        assert!(got.len() <= 4 && got.iter().rev().skip(1).all(Result::is_ok));
     }
 }

@@ -497,21 +497,24 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
     let read: Vec<usize> = (0..rf.columns.len())
         .filter(|&c| rf.reads_column(c, settled))
         .collect();
-    let names: Vec<&str> = read
+    let mut names: Vec<&str> = read
         .iter()
         .filter_map(|&c| rf.columns.get(c).map(String::as_str))
         .collect();
+    // The rows' own meta values, where they have them and the filter reads them, decoded
+    // with the columns.
+    let own = rf.reads_meta() && st.meta_varies();
+    if own {
+        names.push(META_COLUMN);
+    }
+    let mut loaded = columns::load(src, &names)?;
+    let own_meta = if own { loaded.pop() } else { None };
     let mut cols: Vec<Col> = (0..rf.columns.len()).map(|_| Col::Missing).collect();
-    for (c, col) in read.into_iter().zip(columns::load(src, &names)?) {
+    for (c, col) in read.into_iter().zip(loaded) {
         if let Some(x) = cols.get_mut(c) {
             *x = col;
         }
     }
-    // The rows' own meta values, where they have them and the filter reads them.
-    let own_meta = match rf.reads_meta() && st.meta_varies() {
-        true => columns::load(src, &[META_COLUMN])?.pop(),
-        false => None,
-    };
     let refs: Vec<&Col> = cols.iter().collect();
     let n = rf.count(st.meta, own_meta.as_ref(), &refs, st.count as usize, settled) as u64;
     drop(refs);

@@ -35,6 +35,8 @@ pub struct RowFilter {
     pub columns: Vec<String>,
     /// Some conjunct is tested row by row ([`Conj::Rows`]).
     pub needs_rows: bool,
+    /// Some conjunct reads the meta field (see [`RowFilter::reads_meta`]).
+    reads_meta: bool,
     meta_field: Option<String>,
 }
 
@@ -68,12 +70,14 @@ impl RowFilter {
             conjuncts: Vec::new(),
             columns: Vec::new(),
             needs_rows: false,
+            reads_meta: false,
             meta_field: meta_field.map(str::to_string),
         };
         for c in filter.conjuncts() {
             let mut paths = Vec::new();
             c.paths(&mut paths);
             if let Some(m) = meta_field {
+                rf.reads_meta |= paths.iter().any(|p| under(p, m));
                 if !paths.is_empty() && paths.iter().all(|p| under(p, m)) {
                     rf.conjuncts.push(Conj::Meta(c.clone()));
                     continue;
@@ -129,17 +133,7 @@ impl RowFilter {
     /// True when the conjuncts read the meta field: buckets whose rows carry their own meta
     /// values then need them ([`RowFilter::select`]'s `row_meta`).
     pub fn reads_meta(&self) -> bool {
-        self.conjuncts.iter().any(|c| match c {
-            Conj::Meta(_) => true,
-            Conj::Rows { filter, .. } => {
-                let mut paths = Vec::new();
-                filter.paths(&mut paths);
-                self.meta_field
-                    .as_deref()
-                    .is_some_and(|m| paths.iter().any(|p| under(p, m)))
-            }
-            Conj::Column { .. } => false,
-        })
+        self.reads_meta
     }
 
 
@@ -603,7 +597,7 @@ mod tests {
             None,
         ]);
         let x = Col::Int32(Slots::Dense(vec![1, 2, 9, 9]));
-        // Row by row: `$or` of the meta value and a column, and a dotted path in a column.
+        // Row by row: `$or` of the meta value and a column.
         let f = Filter::parse(&doc! {"$or": [{"m": {"r": 1, "h": "a"}}, {"x": {"$gt": 5}}]})
             .unwrap();
         let rf = RowFilter::new(&f, Some("m"));
