@@ -518,6 +518,32 @@ fn random_pipelines() -> Vec<Vec<Document>> {
             ps.push(vec![doc! {"$sort": {"c": dir}}, tops(doc! {"m.z": dir})]);
         }
     }
+    // Keys and arguments that read measurement fields, found and evaluated row by row on the
+    // decoded columns: numbers of three types that compare equal are one group, a missing
+    // key is null, and NaN is one group.
+    ps.push(with_key(Bson::String("$a".into())));
+    ps.push(with_key(Bson::Document(doc! {"b": "$b", "h": "$m.h"})));
+    ps.push(with_key(Bson::Document(
+        doc! {"a": "$a", "t": trunc("hour", 1)},
+    )));
+    ps.push(vec![
+        doc! {"$match": {"t": window.clone()}},
+        doc! {"$group": {
+            "_id": "$b",
+            "d": {"$max": {"a": "$a", "c": "$c"}},
+            "h": {"$min": trunc("hour", 1)},
+            "arr": {"$first": ["$a", "$m.h"]},
+        }},
+    ]);
+    for dir in [1, -1] {
+        ps.push(vec![
+            doc! {"$sort": {"t": dir}},
+            doc! {"$group": {
+                "_id": "$b",
+                "f": {"$first": {"a": "$a"}}, "l": {"$last": "$c"}, "lm": {"$last": "$m.h"},
+            }},
+        ]);
+    }
     // The engine's bookkeeping columns are not fields of the measurements.
     ps.push(vec![
         doc! {"$match": {"\u{1}seq": {"$gte": 0}}},

@@ -59,7 +59,7 @@ fn devops_forms_agree() {
         &docs,
     );
     let questions = devops_matrix(&cfg);
-    assert_eq!(questions.len(), 16);
+    assert_eq!(questions.len(), 17);
     check(&c, &questions);
 
     // The documented last-point form says how it was rewritten, and reads only each series'

@@ -93,6 +93,8 @@ def questions():
     out.append(("host-latest-10",
                 f"SELECT * FROM cpu WHERE \"tags.hostname\" = '{hosts(1)[0]}' "
                 f"ORDER BY time DESC LIMIT 10"))
+    out.append(("usage-histogram",
+                "SELECT usage_user, count(*) AS n FROM cpu GROUP BY 1 ORDER BY 1"))
     out.append(("count-per-period",
                 "SELECT date_trunc('minute', timestamp) AS minute, count(*) FROM s004 "
                 "GROUP BY 1 ORDER BY 1"))

@@ -6,14 +6,12 @@ use super::accum::Values;
 use super::plan::BucketStats;
 use super::scans::Source;
 use super::slots::Slots;
-use crate::bucket::BucketData;
-use crate::catalog::META_COLUMN;
 use crate::codec::{
     column_codec, decode_column, decode_date_runs, decode_f64_dense, decode_i64_dense, ids,
     CodecError,
 };
 use crate::error::{Error, Result};
-use bson::{Bson, Document};
+use bson::Bson;
 
 /// One column of a bucket, decoded for aggregation.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +65,19 @@ impl Col {
             Col::Date(v) => Cow::Owned(Bson::DateTime(bson::DateTime::from_millis(v.get(r)?))),
             Col::Bson(v) => Cow::Borrowed(v.get(r)?.as_ref()?),
         })
+    }
+
+    /// The value of row `r` of a typed column as its type and bits (`None` where missing or
+    /// not typed): equal pairs are identical values.
+    #[inline]
+    pub fn typed_bits(&self, r: usize) -> Option<(u8, u64)> {
+        match self {
+            Col::Int32(v) => Some((1, v.get(r)? as u64)),
+            Col::Int64(v) => Some((2, v.get(r)? as u64)),
+            Col::Double(v) => Some((3, v.get(r)?.to_bits())),
+            Col::Date(v) => Some((4, v.get(r)? as u64)),
+            Col::Missing | Col::Bson(_) => None,
+        }
     }
 
     /// Dates as milliseconds per row (`None` where missing or not a date).
@@ -243,46 +254,6 @@ pub fn load_times(src: &Source, name: &str) -> Result<TimeCol> {
                 .unwrap_or(Col::Missing),
         )),
     }
-}
-
-/// The rows of a bucket as documents holding only the named fields and the meta field.
-/// Field order is not the inserted one: only filters and expressions read these documents.
-pub fn row_docs(src: &Source, names: &[&str], meta_field: Option<&str>) -> Result<Vec<Document>> {
-    let owned;
-    let b: &BucketData = match src {
-        Source::Mem(b) => b,
-        Source::Seg(seg, i) => {
-            let mut with_meta = names.to_vec();
-            with_meta.push(META_COLUMN);
-            owned = seg.read_bucket_columns(*i as usize, &with_meta)?;
-            &owned
-        }
-    };
-    let row_meta = b.columns.iter().find(|c| c.name == META_COLUMN);
-    let cols: Vec<_> = b
-        .columns
-        .iter()
-        .filter(|c| names.contains(&c.name.as_str()))
-        .collect();
-    let mut out = Vec::with_capacity(b.count as usize);
-    for r in 0..b.count as usize {
-        let mut d = Document::new();
-        if let Some(m) = meta_field {
-            let own = row_meta
-                .and_then(|c| c.values.get(r))
-                .and_then(Option::as_ref);
-            if let Some(v) = own.or(b.meta.as_ref()) {
-                d.insert(m, v.clone());
-            }
-        }
-        for c in &cols {
-            if let Some(Some(v)) = c.values.get(r) {
-                d.insert(c.name.clone(), v.clone());
-            }
-        }
-        out.push(d);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,18 +1,19 @@
 //! The columnar path for `[$match*] $group` and `[$match*] $sort {time} $group {$first/$last}`:
 //! buckets are aggregated one at a time without building row documents.
 //!
-//! Applies when the group key reads only the meta field and the time field (through
-//! `$dateTrunc` or as is) and every accumulator reads a constant, a meta path or a top-level
-//! field. Per bucket, best first:
-//! 1. taken whole, key constant over the bucket, every accumulator answerable from `control`
-//!    (counts, min/max, pre-computed sums, single-row buckets): no column is decoded (when the
-//!    key is one time bin and the accumulators read constants, [`CountLane`] only adds row
-//!    counts, including the runs of a bucket whose times span bins);
+//! Takes any `$group` key and accumulator arguments the expression language has. Per bucket,
+//! best first:
+//! 1. taken whole, key constant over the bucket (it reads only the meta value and time bins
+//!    the bucket's times share), every accumulator answerable from `control` (counts,
+//!    min/max, pre-computed sums, single-row buckets): no column is decoded (when the key is
+//!    one time bin and the accumulators read constants, [`CountLane`] only adds row counts,
+//!    including the runs of a bucket whose times span bins);
 //! 2. otherwise the needed columns are decoded into typed vectors, rows are tested column-wise
 //!    when the bucket needs testing, and consecutive rows of one group feed the accumulators
 //!    in one typed loop;
-//! 3. buckets whose rows carry their own meta values, or whose filter needs documents, are
-//!    unpacked into small documents of the needed fields.
+//! 3. a key that reads measurement fields, or meta values that differ by row, finds each
+//!    row's group from the row's decoded fields; arguments other than constants, meta paths
+//!    and top-level fields are evaluated row by row on them.
 //!
 //! Buckets are visited in file order (each page is decompressed once) unless `$first`/`$last`
 //! need arrival order; rows within a bucket keep theirs. The answers are the document path's,
@@ -30,7 +31,6 @@ use super::columns::{self, Col, TimeCol};
 use super::countlane::{self, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
-use super::filter::Filter;
 use super::fromstats::{Feed, StatArg, StatContext};
 use super::group::{GroupDocs, GroupSpec, GroupTable, OwnedRealize};
 use super::keycache::KeyCache;
@@ -46,7 +46,8 @@ use crate::catalog::is_hidden;
 use crate::codec::decode_date_progression;
 use crate::error::Result;
 use crate::segment::MetaFields;
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, DateTime};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Where an accumulator's argument comes from.
@@ -56,6 +57,10 @@ enum Arg {
     Meta(String),
     /// `columns[i]`, a top-level field.
     Column(usize),
+    /// Any other expression of the row (a path below a measurement field, a document or
+    /// array of paths, a `$dateTrunc` of a field), evaluated row by row on the decoded
+    /// columns.
+    Row(Expr),
 }
 
 /// A column as the bin lane reads it: dates stored as a progression (regular times) as
@@ -118,31 +123,46 @@ impl Leaf {
     }
 }
 
-/// A row of a bucket as the key expression sees it: the bucket's meta value and a time.
+/// A row of a bucket as the key and the accumulators see it: its meta value and time, and
+/// for a row read on its own, its decoded columns.
 struct BucketRow<'a> {
     time_field: &'a str,
     meta_field: Option<&'a str>,
-    meta: Option<&'a Bson>,
+    meta: Option<Cow<'a, Bson>>,
     time: Option<i64>,
+    /// The columns' names, the columns and the row.
+    cols: Option<(&'a [String], &'a [Col], usize)>,
+}
+
+impl BucketRow<'_> {
+    /// The row's value of top-level field `head`, among its columns.
+    fn column(&self, head: &str) -> Option<Cow<'_, Bson>> {
+        let (names, cols, r) = self.cols?;
+        cols.get(names.iter().position(|n| n == head)?)?.value(r)
+    }
 }
 
 impl Row for BucketRow<'_> {
     fn path(&self, p: &str) -> Option<Bson> {
-        if p == self.time_field {
-            return self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
-        }
-        path_in_value(self.meta?, meta_rest(p, self.meta_field?)?)
+        let mut out = None;
+        self.visit(p, &mut |v| out = v.cloned());
+        out
     }
 
     fn visit(&self, p: &str, f: &mut dyn FnMut(Option<&Bson>)) {
-        if p == self.time_field {
-            let t = self.time.map(|t| Bson::DateTime(DateTime::from_millis(t)));
-            return f(t.as_ref());
+        if let (true, Some(t)) = (p == self.time_field, self.time) {
+            return f(Some(&Bson::DateTime(DateTime::from_millis(t))));
         }
-        let rest = self.meta_field.and_then(|m| meta_rest(p, m));
-        match (self.meta, rest) {
-            (Some(m), Some(rest)) => visit_in_value(m, rest, f),
-            _ => f(None),
+        if let Some(rest) = self.meta_field.and_then(|m| meta_rest(p, m)) {
+            return match &self.meta {
+                Some(m) => visit_in_value(m, rest, f),
+                None => f(None),
+            };
+        }
+        let (head, rest) = p.split_once('.').unwrap_or((p, ""));
+        match self.column(head) {
+            Some(v) => visit_in_value(&v, rest, f),
+            None => f(None),
         }
     }
 }
@@ -164,6 +184,10 @@ pub(crate) struct FastGroup {
     leaves: Vec<Leaf>,
     /// The key or an argument reads the meta value.
     reads_meta: bool,
+    /// The key reads measurement fields: each row's group is found from its own values.
+    by_rows: bool,
+    /// `columns[i]` when the key is that top-level field alone.
+    key_col: Option<usize>,
     /// The meta fields the key reads.
     key_meta: MetaFields,
     /// Columns to decode.
@@ -174,18 +198,8 @@ pub(crate) struct FastGroup {
     /// Positions in `columns` of the row filter's columns.
     filter_cols: Vec<usize>,
     row_filter: RowFilter,
-    /// Fields for row documents when a bucket needs them.
-    doc_fields: Vec<String>,
-    filter: Filter,
     time_field: String,
     meta_field: Option<String>,
-}
-
-fn time_of(d: &Document, f: &str) -> Option<i64> {
-    match d.get(f) {
-        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
-        _ => None,
-    }
 }
 
 fn column_index(columns: &mut Vec<String>, name: &str) -> usize {
@@ -364,15 +378,41 @@ impl FastGroup {
         };
         let mut leaves = Vec::new();
         let mut key_paths = Vec::new();
-        if !key_ok(&spec.id, time, meta, &mut leaves, &mut key_paths) {
-            return Err(format!(
-                "the group key reads fields other than the meta field and '{time}' (as is \
-                 or through $dateTrunc)"
-            ));
-        }
-        let mut reads_meta = !key_paths.is_empty();
-        let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
         let mut columns = Vec::new();
+        // The columns a row-wise expression reads (bookkeeping columns are not fields of the
+        // measurements); true when it reads the meta value.
+        let row_reads = |e: &Expr, columns: &mut Vec<String>| {
+            let mut paths = Vec::new();
+            e.paths(&mut paths);
+            let mut reads_meta = false;
+            for p in paths {
+                match meta.and_then(|m| meta_rest(p, m)) {
+                    Some(_) => reads_meta = true,
+                    None => {
+                        let head = p.split('.').next().unwrap_or(p);
+                        if !is_hidden(head) {
+                            column_index(columns, head);
+                        }
+                    }
+                }
+            }
+            reads_meta
+        };
+        // A key of measurement fields is found row by row.
+        let by_rows = !key_ok(&spec.id, time, meta, &mut leaves, &mut key_paths);
+        let mut reads_meta = match by_rows {
+            true => {
+                leaves.clear();
+                key_paths.clear();
+                row_reads(&spec.id, &mut columns)
+            }
+            false => !key_paths.is_empty(),
+        };
+        let key_col = match &spec.id {
+            Expr::Path(p) if by_rows => columns.iter().position(|c| c == p),
+            _ => None,
+        };
+        let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
         let mut args = Vec::with_capacity(spec.accs.len());
         for a in &spec.accs {
             args.push(match &a.arg {
@@ -382,27 +422,24 @@ impl FastGroup {
                         reads_meta = true;
                         Arg::Meta(rest.to_string())
                     }
-                    // Bookkeeping columns are not fields of the measurements.
                     None if !p.contains('.') && !is_hidden(p) => {
                         Arg::Column(column_index(&mut columns, p))
                     }
                     None => {
-                        return Err(format!(
-                            "'{}' reads '{p}', a path below a measurement field",
-                            a.name
-                        ))
+                        reads_meta |= row_reads(&a.arg, &mut columns);
+                        Arg::Row(a.arg.clone())
                     }
                 },
-                _ => {
-                    return Err(format!(
-                        "'{}' takes an expression, not a field path or a constant",
-                        a.name
-                    ))
+                e => {
+                    reads_meta |= row_reads(e, &mut columns);
+                    Arg::Row(e.clone())
                 }
             });
         }
-        let time_col =
-            (!leaves.is_empty() || picks.is_some()).then(|| column_index(&mut columns, time));
+        let time_col = match !leaves.is_empty() || picks.is_some() {
+            true => Some(column_index(&mut columns, time)),
+            false => columns.iter().position(|c| c == time),
+        };
         let group_cols = vec![true; columns.len()];
         let row_filter = RowFilter::new(&plan.filter, meta);
         let filter_cols = row_filter
@@ -410,30 +447,20 @@ impl FastGroup {
             .iter()
             .map(|c| column_index(&mut columns, c))
             .collect();
-        // Row documents need every top-level field the filter reads, besides the columns.
-        let mut doc_fields = columns.clone();
-        let mut paths = Vec::new();
-        plan.filter.paths(&mut paths);
-        for p in paths {
-            let head = p.split('.').next().unwrap_or_default();
-            if meta != Some(head) {
-                column_index(&mut doc_fields, head);
-            }
-        }
         let fg = FastGroup {
             spec: spec.clone(),
             args,
             picks,
             leaves,
             reads_meta,
+            by_rows,
+            key_col,
             key_meta,
             group_cols,
             columns,
             time_col,
             filter_cols,
             row_filter,
-            doc_fields,
-            filter: plan.filter.clone(),
             time_field: time.to_string(),
             meta_field: meta.map(str::to_string),
         };
@@ -444,8 +471,9 @@ impl FastGroup {
         BucketRow {
             time_field: &self.time_field,
             meta_field: self.meta_field.as_deref(),
-            meta,
+            meta: meta.map(Cow::Borrowed),
             time,
+            cols: None,
         }
     }
 
@@ -504,6 +532,7 @@ impl FastGroup {
                 Arg::Column(c) => StatArg::Column(self.columns.get(*c)?),
                 Arg::Const(v) => StatArg::Const(v),
                 Arg::Meta(m) => StatArg::Meta(m),
+                Arg::Row(_) => return None,
             };
             out.push(ctx.feed(a.op, &arg)?);
         }
@@ -604,7 +633,7 @@ impl FastGroup {
     /// answered by [`CountLane`]: a key of at most one time leaf and no meta value, and
     /// accumulators of constants that give the same answer fed in one go.
     fn lane_consts(&self) -> Option<Vec<&Bson>> {
-        if self.reads_meta || self.picks.is_some() || self.leaves.len() > 1 {
+        if self.reads_meta || self.by_rows || self.picks.is_some() || self.leaves.len() > 1 {
             return None;
         }
         self.spec
@@ -692,6 +721,7 @@ impl FastGroup {
     /// reads no meta value, and no picks.
     fn bin_lane(&self) -> bool {
         !self.reads_meta
+            && !self.by_rows
             && self.picks.is_none()
             && self.leaves.len() == 1
             && self.time_col.is_some()
@@ -811,7 +841,7 @@ impl FastGroup {
                     col(*c).map_or(Values::Missing, Col::values),
                     at(*c).and_then(|(_, bound)| bound),
                 ),
-                Arg::Meta(_) => return Ok(false),
+                Arg::Meta(_) | Arg::Row(_) => return Ok(false),
             };
             match held.get_mut(k) {
                 Some(slot) if self.args.len() <= LANE_INPUTS => *slot = input,
@@ -905,8 +935,13 @@ impl FastGroup {
             true => 1,
             false => parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
         };
+        let rows = match (self.by_rows, self.args.iter().any(|a| matches!(a, Arg::Row(_)))) {
+            (true, _) => ", each row's group found from its decoded fields",
+            (false, true) => ", expressions evaluated row by row on the decoded fields",
+            _ => "",
+        };
         ex.operators.push(format!(
-            "$group: hash aggregate on typed columns, {} ({} thread{}); buckets whose \
+            "$group: hash aggregate on typed columns{rows}, {} ({} thread{}); buckets whose \
              statistics answer the group are not decoded",
             match (&self.picks, self.arrival_order()) {
                 (Some(_), _) => "$first/$last kept by time, buckets read likeliest winner first \
@@ -1036,7 +1071,6 @@ impl FastGroup {
     /// table.
     fn visit_into(&self, v: &mut Visitor<'_>, scans: &Scans, order: &[usize]) -> Result<()> {
         let col_names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
-        let doc_names: Vec<&str> = self.doc_fields.iter().map(String::as_str).collect();
         // The columns the bin lane reads, and their positions among `col_names`.
         let (mut lane_names, mut lane_slots) = (Vec::new(), Vec::new());
         for (c, name) in col_names.iter().enumerate() {
@@ -1076,7 +1110,7 @@ impl FastGroup {
             let meta_ok = !(self.reads_meta && meta_varies);
             let hi = self.time_hi(&st);
             // The key's bins when the key is constant over the bucket.
-            let key_const = meta_ok && self.const_bins(&st, hi, bins);
+            let key_const = meta_ok && !self.by_rows && self.const_bins(&st, hi, bins);
             // The gathered bounds serve the filter's judgements and the answers from
             // statistics; a whole bucket whose key varies uses neither, and gathering a
             // segment's bounds costs a pass over its directory.
@@ -1128,8 +1162,6 @@ impl FastGroup {
                 tally.from_stats += 1;
                 continue;
             }
-            // Rows carry their own meta values, which the key or an accumulator reads.
-            let docs_needed = !meta_ok;
             if let (Some(groups), true) = (bin_lane.as_mut(), whole && !key_const) {
                 let mut sink = (&mut *table, &mut *cache, groups);
                 let lane = (&lane_names[..], &lane_slots[..]);
@@ -1137,13 +1169,9 @@ impl FastGroup {
                     continue;
                 }
             }
-            if docs_needed {
-                self.feed_docs(table, scan, idx, whole, &doc_names)?;
-            } else {
-                let key = key_const.then_some((hi, part, bins.as_slice()));
-                let mut sink = (&mut *table, &mut *cache);
-                self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
-            }
+            let key = key_const.then_some((hi, part, bins.as_slice()));
+            let mut sink = (&mut *table, &mut *cache);
+            self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
         }
         Ok(())
     }
@@ -1191,6 +1219,13 @@ impl FastGroup {
                 *x = col;
             }
         }
+        // The rows' own meta values, where they have them and the filter, the key or an
+        // accumulator reads them.
+        let meta_read = self.reads_meta || (!whole && self.row_filter.reads_meta());
+        let own_meta = match meta_read && st.meta_varies() {
+            true => columns::load(&scan.src, &[META_COLUMN])?.pop(),
+            false => None,
+        };
         let sel: Vec<u32> = if whole {
             (0..n as u32).collect()
         } else {
@@ -1199,11 +1234,6 @@ impl FastGroup {
                 .iter()
                 .map(|&c| cols.get(c).unwrap_or(&Col::Missing))
                 .collect();
-            // The rows' own meta values, where they have them and the filter reads them.
-            let own_meta = match self.row_filter.reads_meta() && st.meta_varies() {
-                true => columns::load(&scan.src, &[META_COLUMN])?.pop(),
-                false => None,
-            };
             self.row_filter
                 .select(st.meta, own_meta.as_ref(), &fcols, n, settled)
         };
@@ -1226,9 +1256,52 @@ impl FastGroup {
             _ => Default::default(),
         };
         let time = |r: u32| times.get(r as usize).copied().flatten();
+        // Rows read on their own: their meta values and their columns as the key and the
+        // accumulators see them.
+        let own_meta = own_meta.filter(|_| self.reads_meta);
+        let meta_at = |r: u32| match own_meta.as_ref().and_then(|c| c.value(r as usize)) {
+            Some(m) => Some(m),
+            None => st.meta.map(Cow::Borrowed),
+        };
+        let row_at = |r: u32| BucketRow {
+            time_field: &self.time_field,
+            meta_field: self.meta_field.as_deref(),
+            meta: meta_at(r),
+            time: time(r),
+            cols: Some((&self.columns, &cols, r as usize)),
+        };
         // Runs of consecutive selected rows in one group: (group, range of `sel`).
         let mut runs: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
         match (key, dense_times) {
+            // The key reads what differs by row: each row's group is found from its values.
+            _ if self.by_rows || own_meta.is_some() => {
+                // A key of one typed column finds most rows' groups by value.
+                let key_col = self.key_col.and_then(|c| cols.get(c));
+                let mut last: Option<((u8, u64), u32)> = None;
+                for (k, &r) in sel.iter().enumerate() {
+                    let v = key_col.and_then(|c| c.typed_bits(r as usize));
+                    let g = match (v, last) {
+                        (Some(v), Some((lv, g))) if v == lv => g,
+                        (Some(v), _) => {
+                            let g = match cache.by_value(v) {
+                                Some(g) => g,
+                                None => {
+                                    let g = table.slot_expr(&self.spec.id, &row_at(r))?;
+                                    cache.put_value(v, g);
+                                    g
+                                }
+                            };
+                            last = Some((v, g));
+                            g
+                        }
+                        (None, _) => table.slot_expr(&self.spec.id, &row_at(r))?,
+                    };
+                    match runs.last_mut() {
+                        Some((last, range)) if *last == g => range.end = k + 1,
+                        _ => runs.push((g, k..k + 1)),
+                    }
+                }
+            }
             (Some((hi, part, starts)), _) => {
                 let g = self.group_of(table, cache, part, starts, st.meta, hi, true)?;
                 runs.push((g.unwrap_or(0), 0..sel.len()));
@@ -1285,11 +1358,15 @@ impl FastGroup {
             }
         }
         let metas = self.meta_args(st);
+        let row_meta = |rest: &str, r: u32| meta_at(r).and_then(|m| path_in_value(&m, rest));
         let value_at = |arg: &Arg, meta: &Option<Bson>, r: u32| -> Option<Bson> {
             match arg {
                 Arg::Const(v) => Some(v.clone()),
+                Arg::Meta(rest) if own_meta.is_some() => row_meta(rest, r),
                 Arg::Meta(_) => meta.clone(),
                 Arg::Column(c) => cols.get(*c).and_then(|c| c.values().get(r as usize)),
+                // Evaluated before the pick (it may fail).
+                Arg::Row(_) => None,
             }
         };
         for (g, range) in runs {
@@ -1300,10 +1377,20 @@ impl FastGroup {
                     for ((acc, arg), meta) in accs.iter_mut().zip(&self.args).zip(&metas) {
                         match arg {
                             Arg::Const(v) => acc.feed_n(Some(v), rows.len() as u64),
+                            Arg::Meta(rest) if own_meta.is_some() => {
+                                for &r in rows {
+                                    acc.feed(row_meta(rest, r).as_ref());
+                                }
+                            }
                             Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows.len() as u64),
                             Arg::Column(c) => {
                                 let vals = cols.get(*c).map_or(Col::Missing.values(), Col::values);
                                 acc.feed_rows(&vals, rows);
+                            }
+                            Arg::Row(e) => {
+                                for &r in rows {
+                                    acc.feed(e.eval(&row_at(r))?.as_ref());
+                                }
                             }
                         }
                     }
@@ -1326,7 +1413,11 @@ impl FastGroup {
                         };
                         let pos = ((idx as u64) << 32) | u64::from(r);
                         let t = time(r).unwrap_or(i64::MIN);
-                        acc.pick(t, pos, || value_at(arg, meta, r));
+                        let eager = match arg {
+                            Arg::Row(e) => Some(e.eval(&row_at(r))?),
+                            _ => None,
+                        };
+                        acc.pick(t, pos, || eager.unwrap_or_else(|| value_at(arg, meta, r)));
                     }
                 }
             }
@@ -1414,7 +1505,8 @@ impl FastGroup {
     /// The bucket's times as runs of equal times, when they are all the columns the group
     /// reads (counts, constants and meta values per time bin) and are stored as runs.
     fn time_runs(&self, scan: &Scan) -> Result<Option<Vec<(i64, u32)>>> {
-        if self.leaves.is_empty() || self.args.iter().any(|a| matches!(a, Arg::Column(_))) {
+        let per_row = |a: &Arg| matches!(a, Arg::Column(_) | Arg::Row(_));
+        if self.leaves.is_empty() || self.by_rows || self.args.iter().any(per_row) {
             return Ok(None);
         }
         match self.time_col.and_then(|c| self.columns.get(c)) {
@@ -1439,7 +1531,7 @@ impl FastGroup {
                 match arg {
                     Arg::Const(v) => acc.feed_n(Some(v), rows),
                     Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows),
-                    Arg::Column(_) => {}
+                    Arg::Column(_) | Arg::Row(_) => {}
                 }
             }
         };
@@ -1481,35 +1573,6 @@ impl FastGroup {
         }
         if let Some((g, rows)) = cur {
             feed(table, g, rows);
-        }
-        Ok(())
-    }
-
-    /// Feeds a bucket through small row documents (rows with their own meta values, or
-    /// filters that columns cannot test).
-    fn feed_docs(
-        &self,
-        table: &mut GroupTable,
-        scan: &Scan,
-        idx: usize,
-        whole: bool,
-        names: &[&str],
-    ) -> Result<()> {
-        let docs = columns::row_docs(&scan.src, names, self.meta_field.as_deref())?;
-        for (r, d) in docs.iter().enumerate() {
-            if !whole && !self.filter.matches(d) {
-                continue;
-            }
-            let g = table.slot_expr(&self.spec.id, d)?;
-            let pos = ((idx as u64) << 32) | r as u64;
-            let t = time_of(d, &self.time_field).unwrap_or(i64::MIN);
-            for (acc, a) in table.accs(g).iter_mut().zip(&self.spec.accs) {
-                let v = a.arg.eval(d)?;
-                match &self.picks {
-                    None => acc.feed(v.as_ref()),
-                    Some(_) => acc.pick(t, pos, || v),
-                }
-            }
         }
         Ok(())
     }

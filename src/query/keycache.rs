@@ -97,6 +97,10 @@ pub struct KeyCache {
     numbered_room: usize,
     /// Meta projections by source (see [`KeyCache::projected`]).
     projections: foldhash::HashMap<usize, Arc<MetaProjection>>,
+    /// Groups of a key that is one typed column, by the value's type and bits (see
+    /// [`crate::query::columns::Col::typed_bits`]): numerically equal values of two types
+    /// are two entries of one group.
+    by_value: foldhash::HashMap<(u8, u64), u32>,
     /// Parts handed out so far (part 0 is the key that does not read meta).
     parts_made: u32,
     buf: Vec<u8>,
@@ -221,6 +225,16 @@ impl KeyCache {
         if let Some(p) = parts.get_mut(i) {
             *p = part;
         }
+    }
+
+    /// The group of a key that is one typed column, by the value (see `by_value`).
+    pub fn by_value(&self, v: (u8, u64)) -> Option<u32> {
+        self.by_value.get(&v).copied()
+    }
+
+    /// Remembers the group of a typed column's value.
+    pub fn put_value(&mut self, v: (u8, u64), g: u32) {
+        self.by_value.insert(v, g);
     }
 
     /// Numbers the bins of a key of one time leaf: bins `[origin + k * width, origin + (k +

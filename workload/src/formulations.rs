@@ -473,7 +473,38 @@ fn host_latest(cfg: &Devops) -> Question {
     }
 }
 
-/// The devops questions: the 15 TSBS cpu-only query types, then `host-latest-10`.
+/// How many measurements have each value of `usage_user`: a group keyed on a measurement
+/// field rather than the meta value or time.
+fn usage_histogram() -> Question {
+    let group = |n: Bson| doc! {"$group": {"_id": "$usage_user", "n": n}};
+    let sort = doc! {"$sort": {"_id": 1}};
+    Question {
+        data: "devops",
+        name: "usage-histogram".into(),
+        ordered: true,
+        forms: vec![
+            (
+                "sum-1",
+                Form::Aggregate(vec![group(doc! {"$sum": 1}.into()), sort.clone()]),
+            ),
+            (
+                "count",
+                Form::Aggregate(vec![group(doc! {"$count": {}}.into()), sort.clone()]),
+            ),
+            (
+                "project-first",
+                Form::Aggregate(vec![
+                    doc! {"$project": {"usage_user": 1, "_id": 0}},
+                    group(doc! {"$count": {}}.into()),
+                    sort,
+                ]),
+            ),
+        ],
+    }
+}
+
+/// The devops questions: the 15 TSBS cpu-only query types, then `host-latest-10` and
+/// `usage-histogram`.
 pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     let mut out = Vec::new();
     for (m, h, t) in [
@@ -512,6 +543,7 @@ pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     out.push(lastpoint());
     out.push(groupby_orderby_limit(cfg));
     out.push(host_latest(cfg));
+    out.push(usage_histogram());
     out
 }
 
