@@ -536,6 +536,18 @@ fn random_pipelines() -> Vec<Vec<Document>> {
         }},
     ]);
     for dir in [1, -1] {
+        // A sort on other keys than time before `$first`/`$last`: `$top`/`$bottom` by them.
+        ps.push(vec![
+            doc! {"$sort": {"a": dir, "m.z": -dir, "t": 1}},
+            doc! {"$group": {
+                "_id": "$m.h",
+                "f": {"$first": "$c"}, "l": {"$last": ["$t", "$b"]}, "n": {"$count": {}},
+            }},
+        ]);
+        ps.push(vec![
+            doc! {"$sort": {"a": dir}},
+            doc! {"$group": {"_id": "$b", "f": {"$first": "$t"}, "l": {"$last": "$x"}}},
+        ]);
         ps.push(vec![
             doc! {"$sort": {"t": dir}},
             doc! {"$group": {

@@ -59,7 +59,7 @@ fn devops_forms_agree() {
         &docs,
     );
     let questions = devops_matrix(&cfg);
-    assert_eq!(questions.len(), 17);
+    assert_eq!(questions.len(), 18);
     check(&c, &questions);
 
     // The documented last-point form says how it was rewritten, and reads only each series'
@@ -91,8 +91,8 @@ fn devops_forms_agree() {
             "{ex:?}"
         );
     }
-    // A group whose output is sorted on `_id` is ordered from its keys; one that reads an
-    // expression runs over documents and says why; a rewrite that cannot apply says so.
+    // A group whose output is sorted on `_id` is ordered from its keys; `$top`/`$bottom` by
+    // other keys than time run on columns, row by row; a rewrite that cannot apply says so.
     let ex = c
         .explain_aggregate(vec![
             doc! {"$group": {"_id": {"h": "$tags.hostname"}, "n": {"$sum": 1}}},
@@ -118,6 +118,38 @@ fn devops_forms_agree() {
             .any(|r| r.starts_with("not applied: $top/$bottom")),
         "{ex:?}"
     );
+    assert!(
+        ex.operators
+            .iter()
+            .any(|o| o.starts_with("$group: hash aggregate on typed columns, expressions")),
+        "{ex:?}"
+    );
+    // A `$first` after a `$sort` on other keys than time becomes `$top` by them, on columns.
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$sort": {"usage_user": -1}},
+            doc! {"$group": {"_id": "$tags.hostname", "u": {"$first": "$usage_user"}}},
+        ])
+        .unwrap();
+    assert!(
+        ex.rewrites
+            .iter()
+            .any(|r| r.starts_with("$sort on usage_user and $first/$last became $top")),
+        "{ex:?}"
+    );
+    assert!(
+        ex.operators
+            .iter()
+            .any(|o| o.starts_with("$group: hash aggregate on typed columns, expressions")),
+        "{ex:?}"
+    );
+    // A `$group` after a `$project` that computes a field runs over documents, and says why.
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$project": {"h": "$tags.hostname", "u": "$usage_user"}},
+            doc! {"$group": {"_id": "$h", "u": {"$max": "$u"}}},
+        ])
+        .unwrap();
     assert!(
         ex.operators
             .iter()

@@ -95,6 +95,9 @@ def questions():
                 f"ORDER BY time DESC LIMIT 10"))
     out.append(("usage-histogram",
                 "SELECT usage_user, count(*) AS n FROM cpu GROUP BY 1 ORDER BY 1"))
+    out.append(("busiest-time",
+                "SELECT DISTINCT ON (\"tags.hostname\") \"tags.hostname\", time, usage_user "
+                "FROM cpu ORDER BY \"tags.hostname\", usage_user DESC, time"))
     out.append(("count-per-period",
                 "SELECT date_trunc('minute', timestamp) AS minute, count(*) FROM s004 "
                 "GROUP BY 1 ORDER BY 1"))

@@ -192,20 +192,19 @@ impl Engine {
         columnar: bool,
     ) -> Result<(Output, Explain)> {
         let mut p = Pipeline::parse(pipeline)?;
-        // The unpacked path is the reference the rewrites are checked against: it runs the
-        // pipeline as written.
-        let rewrites = if columnar {
-            rewrite(&mut p)
-        } else {
-            Vec::new()
-        };
         let threads = self.query_threads();
-        let (plan, route, scans, ex) = self.with_coll(id, name, |c| {
+        let (plan, route, scans, ex, rewrites) = self.with_coll(id, name, |c| {
             let s = c.schema();
+            // The unpacked path is the reference the rewrites are checked against: it runs the
+            // pipeline as written.
+            let rewrites = match columnar {
+                true => rewrite(&mut p, s.time()),
+                false => Vec::new(),
+            };
             let plan = Plan::new(p.filter.clone(), s.time(), s.meta());
             let route = agg::Route::of(&plan, &p.stages, columnar);
             let (scans, ex) = select_in(c, &plan, route.order(), threads);
-            (plan, route, scans, ex)
+            (plan, route, scans, ex, rewrites)
         })?;
         let memory = self.sort_memory();
         let (out, mut ex) = agg::execute(scans, ex, plan, &p.stages, route, threads, &memory)?;

@@ -460,6 +460,24 @@ impl Acc {
         }
     }
 
+    /// Whether a row whose `$top`/`$bottom` sort values are `keys` would replace the one the
+    /// accumulator holds (true for other accumulators): a caller skips building the input of
+    /// a row that cannot win.
+    pub fn top_takes(&self, keys: &[Bson]) -> bool {
+        let Acc::Top {
+            descending,
+            bottom,
+            best: Some(b),
+        } = self
+        else {
+            return true;
+        };
+        match cmp_keys(keys, &b.0, *descending) {
+            Ordering::Less => !*bottom,
+            Ordering::Equal | Ordering::Greater => *bottom,
+        }
+    }
+
     /// Offers the value of the row at (`time`, `pos`) to a pick; `value` is only evaluated when
     /// the row wins.
     pub fn pick(&mut self, time: i64, pos: u64, value: impl FnOnce() -> Option<Bson>) {

@@ -32,7 +32,7 @@ use super::countlane::{self, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
 use super::fromstats::{Feed, StatArg, StatContext};
-use super::group::{GroupDocs, GroupSpec, GroupTable, OwnedRealize};
+use super::group::{top_input, GroupDocs, GroupSpec, GroupTable, OwnedRealize};
 use super::keycache::KeyCache;
 use super::parallel;
 use super::pipeline::Stage;
@@ -46,7 +46,8 @@ use crate::catalog::is_hidden;
 use crate::codec::decode_date_progression;
 use crate::error::Result;
 use crate::segment::MetaFields;
-use bson::{Bson, DateTime};
+use super::sort::sort_value;
+use bson::{Bson, DateTime, Document};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -61,6 +62,10 @@ enum Arg {
     /// array of paths, a `$dateTrunc` of a field), evaluated row by row on the decoded
     /// columns.
     Row(Expr),
+    /// `$top`/`$bottom` (sortBy paths, then the output; descending keys as bits), fed row by
+    /// row; with the columns of its sort keys when they are all top-level fields, which tell
+    /// most rows that they cannot win before their input is built.
+    Top(Vec<Expr>, u32, Option<Vec<usize>>),
 }
 
 /// A column as the bin lane reads it: dates stored as a progression (regular times) as
@@ -139,6 +144,18 @@ impl BucketRow<'_> {
     fn column(&self, head: &str) -> Option<Cow<'_, Bson>> {
         let (names, cols, r) = self.cols?;
         cols.get(names.iter().position(|n| n == head)?)?.value(r)
+    }
+
+    /// The value `$sort` sorts the row by on `path` (see [`sort_value`]).
+    fn sort_value(&self, path: &str, asc: bool) -> Bson {
+        let head = path.split('.').next().unwrap_or(path);
+        let mut one = Document::new();
+        self.visit(head, &mut |v| {
+            if let Some(v) = v {
+                one.insert(head, v.clone());
+            }
+        });
+        sort_value(&one, path, asc).into_owned()
     }
 }
 
@@ -313,6 +330,21 @@ fn first_seen(starts: &[(usize, usize)], len: usize) -> Vec<u64> {
 /// it saves (most buckets are answered from their statistics in well under a microsecond).
 const BUCKETS_PER_WORKER: usize = 1024;
 
+/// Whether row `r`, whose `$top`/`$bottom` sort values are in the columns `cols[q[k]]`, may
+/// replace what `acc` holds: false only when every value is a plain one (an array sorts by an
+/// element) and loses. `keys` is scratch space.
+fn top_may_take(acc: &Acc, q: &[usize], cols: &[Col], r: usize, keys: &mut Vec<Bson>) -> bool {
+    keys.clear();
+    for &c in q {
+        match cols.get(c).and_then(|col| col.value(r)) {
+            None => keys.push(Bson::Null),
+            Some(v) if matches!(*v, Bson::Array(_)) => return true,
+            Some(v) => keys.push(v.into_owned()),
+        }
+    }
+    acc.top_takes(keys)
+}
+
 /// The row among `rows` kept by a pick: (latest or earliest time, later or earlier row).
 fn best_row(times: &[Option<i64>], rows: &[u32], max_time: bool, late: bool) -> u32 {
     let t = |r: u32| times.get(r as usize).copied().flatten().unwrap_or(i64::MIN);
@@ -353,12 +385,6 @@ impl FastGroup {
                 ))
             }
         };
-        // `$top`/`$bottom` run over documents unless a rewrite made them picks.
-        if spec.accs.iter().any(|a| matches!(a.op, AccOp::Top { .. })) {
-            return Err("$top/$bottom with different sortBy keys, or beside $first/$last, \
-                        are evaluated over documents"
-                .into());
-        }
         let picks = match sort {
             None => None,
             Some(asc) => Some(
@@ -415,7 +441,20 @@ impl FastGroup {
         let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
         let mut args = Vec::with_capacity(spec.accs.len());
         for a in &spec.accs {
-            args.push(match &a.arg {
+            args.push(match (&a.arg, a.op) {
+                (Expr::Array(items), AccOp::Top { descending, .. }) => {
+                    reads_meta |= row_reads(&a.arg, &mut columns);
+                    let keys = items.split_last().map_or(&[][..], |(_, k)| k);
+                    let quick = keys
+                        .iter()
+                        .map(|k| match k {
+                            Expr::Path(p) => columns.iter().position(|c| c == p),
+                            _ => None,
+                        })
+                        .collect();
+                    Arg::Top(items.clone(), descending, quick)
+                }
+                (arg, _) => match arg {
                 Expr::Const(v) => Arg::Const(v.clone()),
                 Expr::Path(p) => match meta.and_then(|m| meta_rest(p, m)) {
                     Some(rest) => {
@@ -434,7 +473,7 @@ impl FastGroup {
                     reads_meta |= row_reads(e, &mut columns);
                     Arg::Row(e.clone())
                 }
-            });
+            }});
         }
         let time_col = match !leaves.is_empty() || picks.is_some() {
             true => Some(column_index(&mut columns, time)),
@@ -532,7 +571,7 @@ impl FastGroup {
                 Arg::Column(c) => StatArg::Column(self.columns.get(*c)?),
                 Arg::Const(v) => StatArg::Const(v),
                 Arg::Meta(m) => StatArg::Meta(m),
-                Arg::Row(_) => return None,
+                Arg::Row(_) | Arg::Top(..) => return None,
             };
             out.push(ctx.feed(a.op, &arg)?);
         }
@@ -841,7 +880,7 @@ impl FastGroup {
                     col(*c).map_or(Values::Missing, Col::values),
                     at(*c).and_then(|(_, bound)| bound),
                 ),
-                Arg::Meta(_) | Arg::Row(_) => return Ok(false),
+                Arg::Meta(_) | Arg::Row(_) | Arg::Top(..) => return Ok(false),
             };
             match held.get_mut(k) {
                 Some(slot) if self.args.len() <= LANE_INPUTS => *slot = input,
@@ -878,7 +917,7 @@ impl FastGroup {
                 .spec
                 .accs
                 .iter()
-                .any(|a| matches!(a.op, AccOp::First | AccOp::Last))
+                .any(|a| matches!(a.op, AccOp::First | AccOp::Last | AccOp::Top { .. }))
     }
 
     /// The order in which to visit `scans` (indexes into it). Reading buckets in file order
@@ -935,7 +974,8 @@ impl FastGroup {
             true => 1,
             false => parallel::workers(scans.len(), BUCKETS_PER_WORKER, threads),
         };
-        let rows = match (self.by_rows, self.args.iter().any(|a| matches!(a, Arg::Row(_)))) {
+        let row_args = (self.args.iter()).any(|a| matches!(a, Arg::Row(_) | Arg::Top(..)));
+        let rows = match (self.by_rows, row_args) {
             (true, _) => ", each row's group found from its decoded fields",
             (false, true) => ", expressions evaluated row by row on the decoded fields",
             _ => "",
@@ -946,7 +986,7 @@ impl FastGroup {
             match (&self.picks, self.arrival_order()) {
                 (Some(_), _) => "$first/$last kept by time, buckets read likeliest winner first \
                                  and skipped once they cannot win",
-                (None, true) => "buckets read in _id order for $first/$last",
+                (None, true) => "buckets read in _id order for $first/$last/$top/$bottom",
                 (None, false) => "buckets read in file order",
             },
             threads,
@@ -1358,6 +1398,7 @@ impl FastGroup {
             }
         }
         let metas = self.meta_args(st);
+        let mut keys = Vec::new();
         let row_meta = |rest: &str, r: u32| meta_at(r).and_then(|m| path_in_value(&m, rest));
         let value_at = |arg: &Arg, meta: &Option<Bson>, r: u32| -> Option<Bson> {
             match arg {
@@ -1366,7 +1407,7 @@ impl FastGroup {
                 Arg::Meta(_) => meta.clone(),
                 Arg::Column(c) => cols.get(*c).and_then(|c| c.values().get(r as usize)),
                 // Evaluated before the pick (it may fail).
-                Arg::Row(_) => None,
+                Arg::Row(_) | Arg::Top(..) => None,
             }
         };
         for (g, range) in runs {
@@ -1390,6 +1431,18 @@ impl FastGroup {
                             Arg::Row(e) => {
                                 for &r in rows {
                                     acc.feed(e.eval(&row_at(r))?.as_ref());
+                                }
+                            }
+                            Arg::Top(items, desc, quick) => {
+                                for &r in rows {
+                                    if let Some(q) = quick {
+                                        if !top_may_take(acc, q, &cols, r as usize, &mut keys) {
+                                            continue;
+                                        }
+                                    }
+                                    let row = row_at(r);
+                                    let sort = |p: &str, asc| row.sort_value(p, asc);
+                                    acc.feed(Some(&top_input(items, *desc, &row, sort)?));
                                 }
                             }
                         }
@@ -1505,7 +1558,7 @@ impl FastGroup {
     /// The bucket's times as runs of equal times, when they are all the columns the group
     /// reads (counts, constants and meta values per time bin) and are stored as runs.
     fn time_runs(&self, scan: &Scan) -> Result<Option<Vec<(i64, u32)>>> {
-        let per_row = |a: &Arg| matches!(a, Arg::Column(_) | Arg::Row(_));
+        let per_row = |a: &Arg| matches!(a, Arg::Column(_) | Arg::Row(_) | Arg::Top(..));
         if self.leaves.is_empty() || self.by_rows || self.args.iter().any(per_row) {
             return Ok(None);
         }
@@ -1531,7 +1584,7 @@ impl FastGroup {
                 match arg {
                     Arg::Const(v) => acc.feed_n(Some(v), rows),
                     Arg::Meta(_) => acc.feed_n(meta.as_ref(), rows),
-                    Arg::Column(_) | Arg::Row(_) => {}
+                    Arg::Column(_) | Arg::Row(_) | Arg::Top(..) => {}
                 }
             }
         };

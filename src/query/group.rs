@@ -119,6 +119,26 @@ impl Drop for GroupTable {
     }
 }
 
+/// What a `$top`/`$bottom` accumulator is fed for a row: `[sort value..., output]`, the sort
+/// values read as `$sort` reads them (`sort(path, ascending)`), for the argument `items` (the
+/// sortBy paths, then the output) and bits `descending`.
+pub(crate) fn top_input(
+    items: &[Expr],
+    descending: u32,
+    row: &dyn Row,
+    sort: impl Fn(&str, bool) -> Bson,
+) -> Result<Bson> {
+    let mut vals = Vec::with_capacity(items.len());
+    let last = items.len().saturating_sub(1);
+    for (k, e) in items.iter().enumerate() {
+        vals.push(match e {
+            Expr::Path(p) if k < last => sort(p, k >= 32 || descending & (1 << k) == 0),
+            _ => e.eval(row)?.unwrap_or(Bson::Null),
+        });
+    }
+    Ok(Bson::Array(vals))
+}
+
 impl GroupTable {
     /// An empty table whose groups start with `fresh` states for the output fields `names`.
     pub fn new(names: Vec<String>, fresh: Vec<Acc>) -> GroupTable {
@@ -323,20 +343,9 @@ impl GroupTable {
         let g = self.slot_expr(&spec.id, d)?;
         for (i, a) in spec.accs.iter().enumerate() {
             let v = match (a.op, &a.arg) {
-                // `$top`/`$bottom` keys are what `$sort` sorts by, read from the document.
                 (AccOp::Top { descending, .. }, Expr::Array(items)) => {
-                    let mut vals = Vec::with_capacity(items.len());
-                    let last = items.len().saturating_sub(1);
-                    for (k, e) in items.iter().enumerate() {
-                        vals.push(match e {
-                            Expr::Path(p) if k < last => {
-                                let asc = k >= 32 || descending & (1 << k) == 0;
-                                sort_value(d, p, asc).into_owned()
-                            }
-                            _ => e.eval(d)?.unwrap_or(Bson::Null),
-                        });
-                    }
-                    Some(Bson::Array(vals))
+                    let sort = |p: &str, asc: bool| sort_value(d, p, asc).into_owned();
+                    Some(top_input(items, descending, d, sort)?)
                 }
                 _ => a.arg.eval(d)?,
             };

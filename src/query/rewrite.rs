@@ -20,7 +20,12 @@
 //! - `$top`/`$bottom` sharing one `sortBy`, in a `$group` without `$first`/`$last`, become a
 //!   `$sort` on that key before the group and `$first`/`$last`: the last point written with
 //!   `$top {sortBy: {time: -1}}` is then the sort on time the group operator answers from
-//!   each series' newest bucket.
+//!   each series' newest bucket. Only where that sort comes down to time alone.
+//! - The other way round: a `$sort` left on other keys than time alone, directly before a
+//!   `$group` with `$first`/`$last` (and no `$top`/`$bottom`, whose ties the sort orders),
+//!   goes, and `$first`/`$last` become `$top`/`$bottom` by the sort's keys: the first
+//!   document of a stable sort is the top one, ties in arrival order, so the group keeps each
+//!   group's first rows by key as it reads them instead of sorting every document.
 
 use super::accum::AccOp;
 use super::expr::Expr;
@@ -31,12 +36,13 @@ use super::project::Project;
 
 /// Applies every rewrite to `p`; returns one line per rewrite applied, and one starting "not
 /// applied:" for each that a user might expect and that could not apply, for `explain`.
-pub fn rewrite(p: &mut Pipeline) -> Vec<String> {
+pub fn rewrite(p: &mut Pipeline, time_field: &str) -> Vec<String> {
     let mut notes = Vec::new();
     move_matches_earlier(p, &mut notes);
     drop_projects_before_groups(p, &mut notes);
-    tops_become_sorted_picks(p, &mut notes);
+    tops_become_sorted_picks(p, time_field, &mut notes);
     drop_sort_keys_fixed_by_group(p, &mut notes);
+    sorted_picks_become_tops(p, time_field, &mut notes);
     notes
 }
 
@@ -61,8 +67,10 @@ fn top_parts(descending: u32, arg: &Expr) -> Option<(Vec<(String, bool)>, &Expr)
 /// that key before the group, then `$first`/`$last` of the output. The first (last) document
 /// of a stable sort is what `$top` (`$bottom`) keeps, ties included. A `$sort` already
 /// before the group joins the new one as its later keys (a stable sort by B after one by A
-/// is a sort by B then A).
-fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
+/// is a sort by B then A). Only where the sort comes down to the time field once the keys the
+/// group key fixes are left out: that sort the group operator answers with picks, any other
+/// it would sort documents for, where it takes `$top`/`$bottom` row by row.
+fn tops_become_sorted_picks(p: &mut Pipeline, time_field: &str, notes: &mut Vec<String>) {
     for i in 0..p.stages.len() {
         let Some(Stage::Group(g)) = p.stages.get(i) else {
             continue;
@@ -91,13 +99,27 @@ fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
         let (true, Some(mut keys)) = (ok, sort_by) else {
             if g.accs.iter().any(|a| matches!(a.op, AccOp::Top { .. })) {
                 notes.push(
-                    "not applied: $top/$bottom stay accumulators over documents, as the \
-                     $group has $first/$last or $top/$bottom of different sortBy keys"
+                    "not applied: $top/$bottom stay accumulators, as the $group has \
+                     $first/$last or $top/$bottom of different sortBy keys"
                         .into(),
                 );
             }
             continue;
         };
+        let before = match i.checked_sub(1).and_then(|k| p.stages.get(k)) {
+            Some(Stage::Sort(before)) => before.as_slice(),
+            _ => &[],
+        };
+        let fixed = fixed_paths(g);
+        let mut rest = keys.iter().chain(before).map(|(k, _)| k.as_str());
+        let rest: Vec<&str> = rest.by_ref().filter(|k| !fixed.iter().any(|f| fixes(f, k))).collect();
+        if rest.first() != Some(&time_field) || rest.iter().any(|k| *k != time_field) {
+            notes.push(format!(
+                "not applied: $top/$bottom stay accumulators, as their sort is not on '{time_field}' \
+                 alone once the keys the $group key fixes are left out"
+            ));
+            continue;
+        }
         let names: Vec<&str> = g.accs.iter().map(|a| a.name.as_str()).collect();
         let mut accs = Vec::with_capacity(g.accs.len());
         // Outputs that are arrays of paths become one pick per path, put back together by a
@@ -187,7 +209,58 @@ fn tops_become_sorted_picks(p: &mut Pipeline, notes: &mut Vec<String>) {
             *s = Stage::Sort(keys);
         }
         // One group per pass: the indices after it moved.
-        return tops_become_sorted_picks(p, notes);
+        return tops_become_sorted_picks(p, time_field, notes);
+    }
+}
+
+/// A `$sort` on other keys than `time_field` alone directly before a `$group` with
+/// `$first`/`$last` and no `$top`/`$bottom`: the sort goes, and `$first` (`$last`) becomes
+/// `$top` (`$bottom`) by its keys (see the module's notes).
+fn sorted_picks_become_tops(p: &mut Pipeline, time_field: &str, notes: &mut Vec<String>) {
+    let mut i = 0;
+    while i + 1 < p.stages.len() {
+        let (Some(Stage::Sort(keys)), Some(Stage::Group(g))) = (p.stages.get(i), p.stages.get(i + 1))
+        else {
+            i += 1;
+            continue;
+        };
+        let on_time = matches!(keys.as_slice(), [(k, _)] if k == time_field);
+        let ops = || g.accs.iter().map(|a| a.op);
+        let picks = ops().any(|op| matches!(op, AccOp::First | AccOp::Last));
+        let tops = ops().any(|op| matches!(op, AccOp::Top { .. }));
+        if on_time || !picks || tops || keys.is_empty() || keys.len() > 32 {
+            i += 1;
+            continue;
+        }
+        let descending = (keys.iter().enumerate())
+            .filter(|(_, (_, asc))| !asc)
+            .fold(0u32, |d, (k, _)| d | 1 << k);
+        let by: Vec<Expr> = keys.iter().map(|(k, _)| Expr::Path(k.clone())).collect();
+        let mut g = g.clone();
+        for a in &mut g.accs {
+            let bottom = match a.op {
+                AccOp::First => false,
+                AccOp::Last => true,
+                _ => continue,
+            };
+            let mut items = by.clone();
+            items.push(std::mem::replace(&mut a.arg, Expr::Const(bson::Bson::Null)));
+            a.op = AccOp::Top { descending, bottom };
+            a.arg = Expr::Array(items);
+        }
+        notes.push(format!(
+            "$sort on {} and $first/$last became $top/$bottom by those keys: the $group keeps \
+             each group's first rows by key instead of a sort of every document",
+            keys.iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        p.stages.remove(i);
+        if let Some(s) = p.stages.get_mut(i) {
+            *s = Stage::Group(g);
+        }
+        i += 1;
     }
 }
 
@@ -387,9 +460,14 @@ mod tests {
     use super::*;
     use bson::{doc, Document};
 
+    /// `stages` rewritten for a collection whose time field is `t`.
     fn rewritten(stages: &[Document]) -> (Pipeline, Vec<String>) {
+        rewritten_on(stages, "t")
+    }
+
+    fn rewritten_on(stages: &[Document], time_field: &str) -> (Pipeline, Vec<String>) {
         let mut p = Pipeline::parse(stages).unwrap();
-        let notes = rewrite(&mut p);
+        let notes = rewrite(&mut p, time_field);
         (p, notes)
     }
 
@@ -420,14 +498,29 @@ mod tests {
         // After a sort: one sort, the new key first, then the old ones it does not repeat;
         // the key the group fixes is dropped after that.
         let (p, _) = rewritten(&[
-            doc! {"$sort": {"h": 1, "t": -1, "x": 1}},
+            doc! {"$sort": {"h": 1, "t": -1}},
             doc! {"$group": {"_id": "$h", "a": top(doc! {"t": 1}, "$top")}},
         ]);
         assert_eq!(p.stages.len(), 2);
-        assert_eq!(
-            sort_of(&p),
-            Some(vec![("t".to_string(), true), ("x".to_string(), true)])
-        );
+        assert_eq!(sort_of(&p), Some(vec![("t".to_string(), true)]));
+        // A sort that would keep another key than time, and a sortBy on another field: the
+        // group operator takes `$top` row by row where it would sort documents.
+        for (sort, by) in [
+            (doc! {"h": 1, "t": -1, "x": 1}, doc! {"t": 1}),
+            (doc! {}, doc! {"x": 1}),
+            (doc! {}, doc! {"t": 1, "x": -1}),
+        ] {
+            let mut stages = vec![doc! {"$group": {"_id": "$h", "a": top(by, "$top")}}];
+            if !sort.is_empty() {
+                stages.insert(0, doc! {"$sort": sort});
+            }
+            let (p, notes) = rewritten(&stages);
+            assert_eq!(p.stages.len(), stages.len());
+            assert!(
+                notes.iter().any(|n| n.starts_with("not applied: $top")),
+                "{notes:?}"
+            );
+        }
 
         // An output of several paths: one pick each, put back together after the group.
         let (p, _) = rewritten(&[doc! {"$group": {
@@ -463,6 +556,7 @@ mod tests {
 
     #[test]
     fn sort_keys_the_group_key_fixes_are_dropped() {
+        let rewritten = |stages: &[Document]| rewritten_on(stages, "time");
         let (p, notes) = rewritten(&[
             doc! {"$sort": {"tags.hostname": 1, "time": -1}},
             doc! {"$group": {"_id": "$tags.hostname", "u": {"$first": "$usage_user"}}},
@@ -476,12 +570,27 @@ mod tests {
             doc! {"$group": {"_id": {"t": "$tags"}, "u": {"$last": "$u"}}},
         ]);
         assert_eq!(sort_of(&p), Some(vec![("time".to_string(), true)]));
+        // Keys left beside time: `$last` becomes `$bottom` by them, and the sort goes.
         let (p, notes) = rewritten(&[
-            doc! {"$sort": {"tags": 1, "time": 1}},
-            doc! {"$group": {"_id": "$tags.hostname", "u": {"$last": "$u"}}},
+            doc! {"$sort": {"tags": 1, "time": -1}},
+            doc! {"$group": {"_id": "$tags.hostname", "u": {"$last": "$u"}, "n": {"$sum": 1}}},
         ]);
-        assert_eq!(sort_of(&p).map(|k| k.len()), Some(2));
-        assert!(notes.is_empty());
+        assert_eq!(sort_of(&p), None);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("$sort on tags, time and $first/$last became"));
+        let Some(Stage::Group(g)) = p.stages.first() else {
+            panic!("{:?}", p.stages.len())
+        };
+        assert_eq!(g.accs[0].op, AccOp::Top { descending: 0b10, bottom: true });
+        assert_eq!(
+            g.accs[0].arg,
+            Expr::Array(vec![
+                Expr::Path("tags".into()),
+                Expr::Path("time".into()),
+                Expr::Path("u".into())
+            ])
+        );
+        assert_eq!(g.accs[1].op, AccOp::Sum);
     }
 
     #[test]
@@ -510,8 +619,9 @@ mod tests {
             doc! {"$sort": {"a.0": 1, "t": 1}},
             doc! {"$group": {"_id": "$a.0", "u": {"$first": "$u"}}},
         ]);
-        assert_eq!(sort_of(&p).map(|k| k.len()), Some(2));
-        assert!(notes.is_empty());
+        assert_eq!(sort_of(&p), None);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("$sort on a.0, t and"), "{notes:?}");
     }
 
     #[test]

@@ -503,8 +503,49 @@ fn usage_histogram() -> Question {
     }
 }
 
-/// The devops questions: the 15 TSBS cpu-only query types, then `host-latest-10` and
-/// `usage-histogram`.
+/// When each host was busiest: the earliest time of its highest `usage_user`, by a sort on
+/// a measurement field rather than time.
+fn busiest_time() -> Question {
+    let out = Bson::Array(vec!["$time".into(), "$usage_user".into()]);
+    let group = |acc: Document| doc! {"$group": {"_id": "$tags.hostname", "m": acc}};
+    let pick = |op: &str, by: Document| doc! {op: {"sortBy": by, "output": out.clone()}};
+    let (desc, asc) = (
+        doc! {"usage_user": -1, "time": 1},
+        doc! {"usage_user": 1, "time": -1},
+    );
+    Question {
+        data: "devops",
+        name: "busiest-time".into(),
+        ordered: false,
+        forms: vec![
+            (
+                "top",
+                Form::Aggregate(vec![group(pick("$top", desc.clone()))]),
+            ),
+            (
+                "bottom",
+                Form::Aggregate(vec![group(pick("$bottom", asc.clone()))]),
+            ),
+            (
+                "sort-first",
+                Form::Aggregate(vec![
+                    doc! {"$sort": desc},
+                    group(doc! {"$first": out.clone()}),
+                ]),
+            ),
+            (
+                "sort-last",
+                Form::Aggregate(vec![
+                    doc! {"$sort": asc},
+                    group(doc! {"$last": out.clone()}),
+                ]),
+            ),
+        ],
+    }
+}
+
+/// The devops questions: the 15 TSBS cpu-only query types, then `host-latest-10`,
+/// `usage-histogram` and `busiest-time`.
 pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     let mut out = Vec::new();
     for (m, h, t) in [
@@ -544,6 +585,7 @@ pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     out.push(groupby_orderby_limit(cfg));
     out.push(host_latest(cfg));
     out.push(usage_histogram());
+    out.push(busiest_time());
     out
 }
 
