@@ -556,6 +556,18 @@ fn random_pipelines() -> Vec<Vec<Document>> {
             }},
         ]);
     }
+    // A `$project` of computed fields before a `$group`: folded into it.
+    ps.push(vec![
+        doc! {"$project": {"h": "$m.h", "v": "$a", "k": "const", "c": 1}},
+        doc! {"$group": {
+            "_id": {"h": "$h", "k": "$k"},
+            "s": {"$sum": "$v"}, "mx": {"$max": "$c"}, "n": {"$count": {}},
+        }},
+    ]);
+    ps.push(vec![
+        doc! {"$project": {"_id": 0, "w": "$b", "t": 1}},
+        doc! {"$group": {"_id": "$w", "t": {"$max": "$t"}, "i": {"$max": "$_id"}}},
+    ]);
     // The engine's bookkeeping columns are not fields of the measurements.
     ps.push(vec![
         doc! {"$match": {"\u{1}seq": {"$gte": 0}}},

@@ -143,11 +143,24 @@ fn devops_forms_agree() {
             .any(|o| o.starts_with("$group: hash aggregate on typed columns, expressions")),
         "{ex:?}"
     );
-    // A `$group` after a `$project` that computes a field runs over documents, and says why.
+    // A `$project` of computed fields folds into the `$group` after it; one whose fields the
+    // group reads below stays, and the group runs over documents, saying why.
     let ex = c
         .explain_aggregate(vec![
             doc! {"$project": {"h": "$tags.hostname", "u": "$usage_user"}},
             doc! {"$group": {"_id": "$h", "u": {"$max": "$u"}}},
+        ])
+        .unwrap();
+    assert!(
+        ex.rewrites
+            .iter()
+            .any(|r| r.starts_with("$project before $group folded")),
+        "{ex:?}"
+    );
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$project": {"h": "$tags", "u": "$usage_user"}},
+            doc! {"$group": {"_id": "$h.hostname", "u": {"$max": "$u"}}},
         ])
         .unwrap();
     assert!(

@@ -6,13 +6,16 @@ use super::options::Projection;
 use crate::error::{Error, Result};
 use bson::{Bson, Document};
 
+/// A computed field: its name and expression.
+pub type Computed = (String, Expr);
+
 /// A parsed `$project`.
 #[derive(Debug, Clone)]
 pub struct Project {
     /// Inclusion or exclusion part; `None` when only computed fields are output.
     base: Option<Projection>,
     /// Computed fields, in the order given.
-    computed: Vec<(String, Expr)>,
+    computed: Vec<Computed>,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -91,6 +94,16 @@ impl Project {
             return None;
         }
         self.base.as_ref()?.kept()
+    }
+
+    /// The paths the stage keeps as they are and its computed fields, unless it leaves paths
+    /// out (an exclusion).
+    pub fn kept_and_computed(&self) -> Option<(Vec<&str>, &[Computed])> {
+        let kept = match &self.base {
+            Some(b) => b.kept()?,
+            None => Vec::new(),
+        };
+        Some((kept, &self.computed))
     }
 
     /// A stage that keeps `_id` and computes `fields` in order (what a rewrite appends).

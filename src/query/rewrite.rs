@@ -334,30 +334,81 @@ fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
     }
 }
 
+/// `e` with each path that names one of `computed` replaced by its expression.
+fn substitute(e: &Expr, computed: &[(String, Expr)]) -> Expr {
+    let sub = |x: &Expr| substitute(x, computed);
+    match e {
+        Expr::Path(p) => match computed.iter().find(|(n, _)| n == p) {
+            Some((_, x)) => x.clone(),
+            None => e.clone(),
+        },
+        Expr::Doc(fields) => Expr::Doc(fields.iter().map(|(k, x)| (k.clone(), sub(x))).collect()),
+        Expr::Array(items) => Expr::Array(items.iter().map(sub).collect()),
+        Expr::DateTrunc(t) => {
+            let mut t = (**t).clone();
+            t.date = sub(&t.date);
+            Expr::DateTrunc(Box::new(t))
+        }
+        Expr::Const(_) => e.clone(),
+    }
+}
+
+/// The `$group` `g` reading through the `$project` `pr` before it: its computed fields
+/// replaced by their expressions. `None` unless every path the group reads is a computed
+/// field itself (a path below one could cross arrays differently) or kept as it is.
+fn group_through(pr: &Project, g: &GroupSpec) -> Option<GroupSpec> {
+    let (kept, computed) = pr.kept_and_computed()?;
+    let mut reads = Vec::new();
+    g.id.paths(&mut reads);
+    for a in &g.accs {
+        a.arg.paths(&mut reads);
+    }
+    let plain = |p: &str| !p.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()));
+    let ok = reads.iter().all(|r| {
+        computed.iter().any(|(n, _)| n == r)
+            || (plain(r)
+                && kept.iter().any(|k| plain(k) && fixes(k, r))
+                && !computed.iter().any(|(n, _)| fixes(n, r)))
+    });
+    if !ok {
+        return None;
+    }
+    let mut g = g.clone();
+    g.id = substitute(&g.id, computed);
+    for a in &mut g.accs {
+        a.arg = substitute(&a.arg, computed);
+    }
+    Some(g)
+}
+
 fn drop_projects_before_groups(p: &mut Pipeline, notes: &mut Vec<String>) {
     let mut i = 0;
     while i + 1 < p.stages.len() {
-        let drop = match (p.stages.get(i), p.stages.get(i + 1)) {
-            (Some(Stage::Project(pr)), Some(Stage::Group(g))) => {
-                let mut reads = Vec::new();
-                g.id.paths(&mut reads);
-                for a in &g.accs {
-                    a.arg.paths(&mut reads);
-                }
-                project_keeps(pr, &reads)
-            }
-            _ => false,
+        let through = match (p.stages.get(i), p.stages.get(i + 1)) {
+            (Some(Stage::Project(pr)), Some(Stage::Group(g))) => group_through(pr, g),
+            _ => None,
         };
-        if drop {
+        if let Some(g) = through {
+            let computes = matches!(p.stages.get(i), Some(Stage::Project(pr))
+                if pr.kept_and_computed().is_some_and(|(_, c)| !c.is_empty()));
             p.stages.remove(i);
-            notes.push("$project before $group dropped: the group reads only what it keeps".into());
+            if let Some(s) = p.stages.get_mut(i) {
+                *s = Stage::Group(g);
+            }
+            notes.push(match computes {
+                true => "$project before $group folded into it: the group reads the computed \
+                         fields' paths and constants directly"
+                    .into(),
+                false => "$project before $group dropped: the group reads only what it keeps"
+                    .into(),
+            });
         } else {
             if let (Some(Stage::Project(_)), Some(Stage::Group(_))) =
                 (p.stages.get(i), p.stages.get(i + 1))
             {
                 notes.push(
-                    "not applied: a $project before a $group stays, as it computes fields or \
-                     leaves out one the group reads"
+                    "not applied: a $project before a $group stays, as it leaves out a field \
+                     the group reads, or the group reads below a computed field"
                         .into(),
                 );
             }
@@ -646,8 +697,12 @@ mod tests {
                 doc! {"$group": {"_id": "$tags", "n": {"$count": {}}}},
             ],
             vec![
+                doc! {"$project": {"h": "$tags"}},
+                doc! {"$group": {"_id": "$h.hostname", "n": {"$count": {}}}},
+            ],
+            vec![
                 doc! {"$project": {"h": "$tags.hostname"}},
-                doc! {"$group": {"_id": "$h", "n": {"$count": {}}}},
+                doc! {"$group": {"_id": "$h", "m": {"$max": "$u"}}},
             ],
             vec![
                 doc! {"$project": {"_id": 0, "u": 1}},
@@ -662,6 +717,27 @@ mod tests {
                 "{notes:?}"
             );
         }
+    }
+
+    #[test]
+    fn computed_fields_fold_into_the_group_after_them() {
+        let (p, notes) = rewritten(&[
+            doc! {"$project": {"h": "$tags.hostname", "u": 1, "c": "x", "l": {"$literal": "$y"}}},
+            doc! {"$group": {"_id": {"h": "$h", "c": "$c"}, "m": {"$max": "$u"}, "f": {"$min": "$l"}}},
+        ]);
+        let [Stage::Group(g)] = p.stages.as_slice() else {
+            panic!("{notes:?}")
+        };
+        assert_eq!(
+            g.id,
+            Expr::Doc(vec![
+                ("h".into(), Expr::Path("tags.hostname".into())),
+                ("c".into(), Expr::Const("x".into())),
+            ])
+        );
+        assert_eq!(g.accs[0].arg, Expr::Path("u".into()));
+        assert_eq!(g.accs[1].arg, Expr::Const("$y".into()));
+        assert!(notes[0].starts_with("$project before $group folded"), "{notes:?}");
     }
 
     #[test]
