@@ -132,10 +132,15 @@ const BYTE_CODES: [ByteCodes; 256] = {
 pub(crate) const STACK_Q: usize = 2048;
 
 /// Bytes of quotient buffer [`decode_split`] needs for `n` codes: one per code and room for
-/// the 8-byte store of the last byte's codes.
+/// the stores of a word of the unary stream that starts before the last code (see
+/// [`decode_words`]).
 pub(crate) fn quotient_room(n: usize) -> usize {
-    n + 8
+    n + WORD_ROOM
 }
+
+/// Bytes that [`decode_words`] may store from the first code of a word on: 7 bytes of at most
+/// 8 codes each, then the 8-byte store of the last.
+const WORD_ROOM: usize = 72;
 
 /// Decodes `out.len()` residuals from the start of `data`; returns the bytes the codes took,
 /// or `None` when `k` is out of range, a quotient is too large or the data ends first.
@@ -160,8 +165,8 @@ pub(crate) fn with_quotient_buffer<R>(n: usize, f: impl FnOnce(&mut [u8]) -> R) 
     } else if room <= 512 {
         let mut b = [0u8; 512];
         f(b.get_mut(..room).unwrap_or_default())
-    } else if room <= STACK_Q + 8 {
-        let mut b = [0u8; STACK_Q + 8];
+    } else if room <= STACK_Q + WORD_ROOM {
+        let mut b = [0u8; STACK_Q + WORD_ROOM];
         f(b.get_mut(..room).unwrap_or_default())
     } else {
         f(&mut vec![0u8; room])
@@ -226,49 +231,50 @@ pub(crate) fn decode_quotients(unary: &[u8], n: usize, q: &mut [u8]) -> Option<u
     None
 }
 
-/// The bulk of [`decode_quotients`], 8 bytes of the unary stream at a time while the codes
-/// cannot end within them: returns the bytes read, the codes found and the zero bits of the
-/// code under way, for the byte loop to go on from.
+/// The bulk of [`decode_quotients`], 8 bytes of the unary stream at a time: returns the bytes
+/// read, the codes found and the zero bits of the code under way, for the byte loop to go on
+/// from. A word in which the last code ends is left to the byte loop, which finds the byte it
+/// ends in.
 ///
 /// The byte loop checks every byte for the end of the codes, a zero byte and an overlong
 /// quotient, about 30 instructions a byte. Here a word's bytes take a branch-free step each
 /// (one table lookup, one store, the zero bits carried through a mask). An all-zero word is
-/// left to the byte loop: without one, a run of zero bytes spans at most the end of one word
-/// and the start of the next, 14 bytes, so no quotient here exceeds 7 + 14 * 8 = 119, within
-/// [`MAX_Q`], and the carry added to a byte's first gap stays within that byte.
+/// left to the byte loop too: without one, a run of zero bytes spans at most the end of one
+/// word and the start of the next, 14 bytes, so no quotient here exceeds 7 + 14 * 8 = 119,
+/// within [`MAX_Q`], and the carry added to a byte's first gap stays within that byte.
 #[inline(always)]
 fn decode_words(unary: &[u8], n: usize, q: &mut [u8]) -> (usize, usize, u64) {
     let (mut bi, mut held, mut carry) = (0usize, 0usize, 0u64);
-    // A byte ends at most 8 codes, so a word whose start has more than 64 codes to go cannot
-    // hold the last one (the byte loop finds where that ends), and its stores stay within
-    // the `n + 8` bytes of `q`.
-    while held + 64 < n {
-        let Some(word) = unary
-            .get(bi..bi + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            .filter(|&w| w != [0; 8])
-        else {
-            break;
-        };
+    // A word starts with fewer than `n` codes found, so its stores stay within the
+    // [`quotient_room`] of `q`.
+    while let Some(word) = unary
+        .get(bi..bi + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        .filter(|&w| w != [0; 8])
+    {
         let Some(window) = q
-            .get_mut(held..held + 72)
-            .and_then(|w| <&mut [u8; 72]>::try_from(w).ok())
+            .get_mut(held..held + WORD_ROOM)
+            .and_then(|w| <&mut [u8; WORD_ROOM]>::try_from(w).ok())
         else {
             break;
         };
-        let mut at = 0usize;
+        let (mut at, mut c) = (0usize, carry);
         for byte in word {
             // A byte always indexes the table: the fallback compiles away.
             let e = BYTE_CODES.get(usize::from(byte)).copied().unwrap_or(NO_CODES);
             // `at` is below 57 (7 bytes of at most 8 codes): the mask only shows it.
             let off = at & 63;
             if let Some(slot) = window.get_mut(off..off + 8) {
-                slot.copy_from_slice(&e.gaps.wrapping_add(carry).to_le_bytes());
+                slot.copy_from_slice(&e.gaps.wrapping_add(c).to_le_bytes());
             }
             at += usize::from(e.ones);
-            carry = u64::from(e.tail).wrapping_add(carry & e.keep);
+            c = u64::from(e.tail).wrapping_add(c & e.keep);
+        }
+        if held + at >= n {
+            break;
         }
         held += at;
+        carry = c;
         bi += 8;
     }
     (bi, held, carry)
