@@ -742,8 +742,51 @@ static UNZIGZAG_BYTE: [i64; 256] = {
 /// `buf` holds the heads, then slots written without being read, and `q` the residuals.
 fn undo_differencing_bytes(order: u8, buf: &mut [u64], q: &[u8]) {
     // A byte always indexes the table: the check compiles away.
-    let d = |_: u64, x: &u8| UNZIGZAG_BYTE.get(usize::from(*x)).copied().unwrap_or(0);
-    undo_differencing_by(order, buf, q.iter(), d);
+    let d = |x: u8| UNZIGZAG_BYTE.get(usize::from(x)).copied().unwrap_or(0);
+    if order == 1 {
+        if let Some((first, res)) = buf.split_first_mut() {
+            let m = res.len().min(q.len());
+            let (res, q) = (res.get_mut(..m).unwrap_or_default(), q.get(..m).unwrap_or_default());
+            let prev = undo_first_order_bytes(*first as i64, res, q, d);
+            // The last few, one at a time.
+            let done = m - m % 8;
+            let (res, q) = (res.get_mut(done..).unwrap_or_default(), q.get(done..).unwrap_or_default());
+            let mut prev = prev;
+            for (z, &x) in res.iter_mut().zip(q) {
+                prev = prev.wrapping_add(d(x));
+                *z = prev as u64;
+            }
+        }
+        return;
+    }
+    undo_differencing_by(order, buf, q.iter(), |_, x| d(*x));
+}
+
+/// First-order [`undo_differencing_bytes`] of the whole chunks of 8 residuals in `q` into
+/// `res` (as long), from the value `prev` before them; returns the last value. Each chunk's
+/// running sums are taken apart from `prev`, which then joins each with one add: the chain
+/// from one value to the next, one add a value in the plain loop, is one add a chunk, and
+/// the chunk's fixed length unrolls it.
+#[inline(always)]
+fn undo_first_order_bytes(
+    mut prev: i64,
+    res: &mut [u64],
+    q: &[u8],
+    d: impl Fn(u8) -> i64,
+) -> i64 {
+    for (out, chunk) in res.chunks_exact_mut(8).zip(q.chunks_exact(8)) {
+        let mut sums = [0i64; 8];
+        let mut acc = 0i64;
+        for (s, &x) in sums.iter_mut().zip(chunk) {
+            acc = acc.wrapping_add(d(x));
+            *s = acc;
+        }
+        for (z, s) in out.iter_mut().zip(sums) {
+            *z = prev.wrapping_add(s) as u64;
+        }
+        prev = prev.wrapping_add(acc);
+    }
+    prev
 }
 
 /// [`undo_differencing`] of residuals stored in halves: `buf` holds the heads, then the low
@@ -1168,6 +1211,27 @@ mod tests {
             encode(&vals, &mut buf);
             same_as_reference(&buf, vals.len());
             same_as_reference(&buf[..buf.len() / 2], vals.len());
+        }
+    }
+
+    proptest::proptest! {
+        /// The chunked first-order loop of [`undo_differencing_bytes`] gives what the plain
+        /// one does: any bytes, lengths around its chunks of 8, a quotient buffer longer or
+        /// shorter than the residual slots, and heads near the ends of i64 (the sums wrap).
+        #[test]
+        fn chunked_byte_differencing_matches_the_plain_loop(
+            q in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..60),
+            slots in 0usize..60,
+            head in proptest::sample::select(vec![0i64, -7, 1 << 40, i64::MAX, i64::MIN]),
+        ) {
+            let mut got = vec![0u64; slots + 1];
+            got[0] = head as u64;
+            let mut want = got.clone();
+            undo_differencing_bytes(1, &mut got, &q);
+            undo_differencing_by(1, &mut want, q.iter(), |_, x| {
+                UNZIGZAG_BYTE[usize::from(*x)]
+            });
+            proptest::prop_assert_eq!(got, want);
         }
     }
 

@@ -127,9 +127,26 @@ pub(crate) struct ByNumber {
     groups: Vec<u32>,
     /// Groups held.
     held: usize,
+    /// `d` while every bin `n` held has group `n + d`: groups made as time goes on, one per
+    /// new bin, as a scan's first series makes them. Then consecutive bins have
+    /// consecutive groups, taken as one slice (see [`BinGroups::add_runs_numbered`]).
+    shift: Option<i64>,
 }
 
 impl ByNumber {
+    /// The first of the groups of bins `n .. n + len`, when every one of those bins has a
+    /// group here and those are consecutive.
+    #[inline]
+    pub fn consecutive(&self, n: i64, len: usize) -> Option<u32> {
+        let d = self.shift?;
+        // No bin without a group in the whole range, so none in this part of it.
+        if self.held != self.groups.len() {
+            return None;
+        }
+        self.run(n, len).filter(|r| r.len() == len)?;
+        u32::try_from(n.checked_add(d)?).ok()
+    }
+
     /// The group of bin `n`.
     #[inline]
     pub fn get(&self, n: i64) -> Option<u32> {
@@ -195,6 +212,11 @@ impl ByNumber {
                     self.held += 1;
                 }
                 *slot = g;
+                let d = i64::from(g).checked_sub(n);
+                self.shift = match self.held {
+                    1 => d,
+                    _ => self.shift.filter(|&s| Some(s) == d),
+                };
                 true
             }
             None => false,
@@ -217,6 +239,13 @@ pub(crate) struct BinGroups {
     /// Integer sums not yet added to their groups, by group: (total, rows, an int64 seen).
     /// See [`BinGroups::add_run`].
     pending: Vec<(i128, u64, bool)>,
+    /// More of the pending sums, by group: (total, rows) of runs of consecutive groups added
+    /// in 64 bits (see [`BinGroups::add_runs_numbered`]), folded into `pending` before those
+    /// are read or these could leave an i64.
+    narrow: Vec<(i64, u64)>,
+    /// How far the totals in `narrow` can still move, whatever their groups, without leaving
+    /// an i64: `i64::MAX` less the bounds of the values added since the last fold.
+    narrow_room: u64,
 }
 
 /// Most bin numbers kept in [`BinGroups::numbered`] (1 MiB): bins beyond go to the hash map.
@@ -280,6 +309,15 @@ fn pend_fixed<const NARROW: bool, const N: usize>(
     }
 }
 
+/// The runs of [`BinGroups::add_consecutive`], `N` values each, added to `totals` in turn.
+#[inline(always)]
+fn add_consecutive_fixed<const N: usize>(totals: &mut [(i64, u64)], vals: &[i64]) {
+    for (t, run) in totals.iter_mut().zip(vals.chunks_exact(N)) {
+        t.0 = t.0.wrapping_add(run.iter().fold(0i64, |a, &x| a.wrapping_add(x)));
+        t.1 += N as u64;
+    }
+}
+
 impl Default for BinGroups {
     fn default() -> Self {
         BinGroups {
@@ -289,6 +327,8 @@ impl Default for BinGroups {
             groups: Default::default(),
             numbered: ByNumber::default(),
             pending: Vec::new(),
+            narrow: Vec::new(),
+            narrow_room: i64::MAX as u64,
         }
     }
 }
@@ -400,6 +440,11 @@ impl BinGroups {
             return false;
         }
         let runs = vals.len() / per_bin;
+        if let Some(g) = self.numbered.consecutive(n, runs) {
+            if self.add_consecutive(g as usize, vals, per_bin, (wide, bound)) {
+                return true;
+            }
+        }
         let Some(groups) = self.numbered.run(n, runs) else {
             return false;
         };
@@ -420,9 +465,82 @@ impl BinGroups {
         true
     }
 
+    /// [`BinGroups::add_runs_numbered`] of runs whose groups are consecutive from group `g`,
+    /// when a bound on the values keeps their totals within an i64: a run is added with no
+    /// group to look up and check, to the 64-bit total and the rows of the next group in
+    /// turn. False, having added nothing, otherwise.
+    ///
+    /// Values under the bound move any total by at most the bound times their count: while
+    /// the room left holds that, the narrow totals cannot leave an i64.
+    #[inline(always)]
+    fn add_consecutive(
+        &mut self,
+        g: usize,
+        vals: &[i64],
+        per_bin: usize,
+        (wide, bound): (bool, Option<u64>),
+    ) -> bool {
+        let runs = vals.len() / per_bin;
+        let Some(used) = bound
+            .and_then(|b| b.checked_mul(vals.len() as u64))
+            .filter(|&u| u <= i64::MAX as u64)
+        else {
+            return false;
+        };
+        if used > self.narrow_room {
+            self.fold_narrow();
+        }
+        self.narrow_room -= used;
+        let end = g + runs;
+        if self.narrow.len() < end {
+            self.narrow.resize(end, (0, 0));
+        }
+        if self.pending.len() < end {
+            self.pending.resize(end, (0, 0, false));
+        }
+        if wide {
+            for p in self.pending.get_mut(g..end).unwrap_or_default() {
+                p.2 = true;
+            }
+        }
+        let totals = self.narrow.get_mut(g..end).unwrap_or_default();
+        match per_bin {
+            2 => add_consecutive_fixed::<2>(totals, vals),
+            3 => add_consecutive_fixed::<3>(totals, vals),
+            4 => add_consecutive_fixed::<4>(totals, vals),
+            5 => add_consecutive_fixed::<5>(totals, vals),
+            6 => add_consecutive_fixed::<6>(totals, vals),
+            10 => add_consecutive_fixed::<10>(totals, vals),
+            12 => add_consecutive_fixed::<12>(totals, vals),
+            _ => {
+                for (t, run) in totals.iter_mut().zip(vals.chunks_exact(per_bin)) {
+                    t.0 = t.0.wrapping_add(run.iter().fold(0i64, |a, &x| a.wrapping_add(x)));
+                    t.1 += per_bin as u64;
+                }
+            }
+        }
+        true
+    }
+
+    /// Adds the narrow totals to the pending sums and empties them, which gives back all
+    /// their room.
+    fn fold_narrow(&mut self) {
+        if self.pending.len() < self.narrow.len() {
+            self.pending.resize(self.narrow.len(), (0, 0, false));
+        }
+        for (p, t) in self.pending.iter_mut().zip(self.narrow.iter_mut()) {
+            p.0 += i128::from(t.0);
+            p.1 += t.1;
+            *t = (0, 0);
+        }
+        self.narrow_room = i64::MAX as u64;
+    }
+
     /// Feeds the sums gathered by [`BinGroups::add_run`] to the first accumulator of their
     /// groups in `table`.
     pub fn flush_sums(&mut self, table: &mut GroupTable) {
+        self.fold_narrow();
+        self.narrow.clear();
         for (g, (total, rows, wide)) in self.pending.drain(..).enumerate() {
             if rows > 0 {
                 if let Some(acc) = table.accs(g as u32).first_mut() {
@@ -603,6 +721,82 @@ pub(crate) mod tests {
                 }
                 assert_eq!(pending, want, "runs of {per_bin}, narrow {narrow}");
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Runs of bins taken by number add up to the exact sums of their values: in 64 bits
+        /// over consecutive groups while the bounds allow, else per group in 128 bits.
+        /// Bounds near the limit fold the 64-bit totals often, values at the bound push them
+        /// to it, int64 runs mark their groups; groups made in reverse are not consecutive,
+        /// and a bin without a group leaves the groups around it to the general path.
+        #[test]
+        fn numbered_runs_add_up_to_their_exact_sums(
+            calls in proptest::collection::vec(
+                (0i64..8, 1usize..8, 1usize..13, 0u32..6, proptest::bool::ANY, proptest::bool::ANY),
+                1..30,
+            ),
+            reverse in proptest::bool::ANY,
+            hole in proptest::option::of(0i64..20),
+        ) {
+            let mut g = BinGroups::default();
+            let mut made = 0u32;
+            let order: Vec<i64> = match reverse {
+                true => (0..20).rev().collect(),
+                false => (0..20).collect(),
+            };
+            let mut group_of = [u32::MAX; 20];
+            for &n in order.iter().filter(|&&n| Some(n) != hole) {
+                group_of[n as usize] = g
+                    .numbered(n, (n * 10, n * 10 + 10), |_| {
+                        made += 1;
+                        Ok(made - 1)
+                    })
+                    .unwrap();
+            }
+            proptest::prop_assert_eq!(
+                g.numbered.consecutive(0, 5).is_some(),
+                // A missing last bin is no hole: the slots end before it.
+                !reverse && hole.is_none_or(|h| h == 19)
+            );
+            let mut want = vec![(0i128, 0u64, false); 20];
+            for (c, &(from, runs, per_bin, scale, wide, at_bound)) in calls.iter().enumerate() {
+                // Bounds from small to a run's worth of i64, and none.
+                let bound = match scale {
+                    0 => Some(100u64),
+                    1 => Some(1 << 40),
+                    2 => Some(i64::MAX as u64 / (runs * per_bin) as u64),
+                    3 => Some(i64::MAX as u64 / per_bin as u64),
+                    4 => Some(i64::MAX as u64),
+                    _ => None,
+                };
+                let top = bound.unwrap_or(i64::MAX as u64);
+                let vals: Vec<i64> = (0..runs * per_bin)
+                    .map(|i| {
+                        let v = match at_bound {
+                            true => top as i64,
+                            false => (top / 3) as i64 - i as i64,
+                        };
+                        if (i + c) % 3 == 0 { -v } else { v }
+                    })
+                    .collect();
+                let bins = from as usize..from as usize + runs;
+                let all_held = bins.clone().all(|b| group_of[b] != u32::MAX);
+                let added = g.add_runs_numbered(from, &vals, per_bin, (wide, bound));
+                proptest::prop_assert_eq!(added, all_held);
+                if !added {
+                    continue;
+                }
+                for (b, run) in bins.zip(vals.chunks_exact(per_bin)) {
+                    let w = &mut want[group_of[b] as usize];
+                    w.0 += run.iter().map(|&x| i128::from(x)).sum::<i128>();
+                    w.1 += per_bin as u64;
+                    w.2 |= wide;
+                }
+            }
+            g.fold_narrow();
+            g.pending.resize(20, (0, 0, false));
+            proptest::prop_assert_eq!(&g.pending, &want);
         }
     }
 
