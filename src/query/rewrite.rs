@@ -213,14 +213,21 @@ fn tops_become_sorted_picks(p: &mut Pipeline, time_field: &str, notes: &mut Vec<
     }
 }
 
+/// The keys of a `$sort` at stage `i` directly followed by a `$group`, and the group.
+fn sort_then_group(p: &Pipeline, i: usize) -> Option<(&Vec<(String, bool)>, &GroupSpec)> {
+    match (p.stages.get(i), p.stages.get(i + 1)) {
+        (Some(Stage::Sort(keys)), Some(Stage::Group(g))) => Some((keys, g)),
+        _ => None,
+    }
+}
+
 /// A `$sort` on other keys than `time_field` alone directly before a `$group` with
 /// `$first`/`$last` and no `$top`/`$bottom`: the sort goes, and `$first` (`$last`) becomes
 /// `$top` (`$bottom`) by its keys (see the module's notes).
 fn sorted_picks_become_tops(p: &mut Pipeline, time_field: &str, notes: &mut Vec<String>) {
     let mut i = 0;
     while i + 1 < p.stages.len() {
-        let (Some(Stage::Sort(keys)), Some(Stage::Group(g))) = (p.stages.get(i), p.stages.get(i + 1))
-        else {
+        let Some((keys, g)) = sort_then_group(p, i) else {
             i += 1;
             continue;
         };
@@ -420,8 +427,7 @@ fn drop_projects_before_groups(p: &mut Pipeline, notes: &mut Vec<String>) {
 fn drop_sort_keys_fixed_by_group(p: &mut Pipeline, notes: &mut Vec<String>) {
     let mut i = 0;
     while i + 1 < p.stages.len() {
-        let (Some(Stage::Sort(keys)), Some(Stage::Group(g))) = (p.stages.get(i), p.stages.get(i + 1))
-        else {
+        let Some((keys, g)) = sort_then_group(p, i) else {
             i += 1;
             continue;
         };
