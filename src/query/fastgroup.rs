@@ -441,6 +441,11 @@ impl FastGroup {
         let key_meta = MetaFields::of_paths(key_paths.iter().map(String::as_str));
         let mut args = Vec::with_capacity(spec.accs.len());
         for a in &spec.accs {
+            // The part below the meta field of an argument that is a meta path.
+            let in_meta = match &a.arg {
+                Expr::Path(p) => meta.and_then(|m| meta_rest(p, m)),
+                _ => None,
+            };
             args.push(match (&a.arg, a.op) {
                 (Expr::Array(items), AccOp::Top { descending, .. }) => {
                     reads_meta |= row_reads(&a.arg, &mut columns);
@@ -454,26 +459,19 @@ impl FastGroup {
                         .collect();
                     Arg::Top(items.clone(), descending, quick)
                 }
-                (arg, _) => match arg {
-                Expr::Const(v) => Arg::Const(v.clone()),
-                Expr::Path(p) => match meta.and_then(|m| meta_rest(p, m)) {
-                    Some(rest) => {
-                        reads_meta = true;
-                        Arg::Meta(rest.to_string())
-                    }
-                    None if !p.contains('.') && !is_hidden(p) => {
-                        Arg::Column(column_index(&mut columns, p))
-                    }
-                    None => {
-                        reads_meta |= row_reads(&a.arg, &mut columns);
-                        Arg::Row(a.arg.clone())
-                    }
-                },
-                e => {
+                (Expr::Const(v), _) => Arg::Const(v.clone()),
+                (Expr::Path(_), _) if in_meta.is_some() => {
+                    reads_meta = true;
+                    Arg::Meta(in_meta.unwrap_or_default().to_string())
+                }
+                (Expr::Path(p), _) if !p.contains('.') && !is_hidden(p) => {
+                    Arg::Column(column_index(&mut columns, p))
+                }
+                (e, _) => {
                     reads_meta |= row_reads(e, &mut columns);
                     Arg::Row(e.clone())
                 }
-            }});
+            });
         }
         let time_col = match !leaves.is_empty() || picks.is_some() {
             true => Some(column_index(&mut columns, time)),

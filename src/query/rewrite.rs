@@ -111,9 +111,10 @@ fn tops_become_sorted_picks(p: &mut Pipeline, time_field: &str, notes: &mut Vec<
             _ => &[],
         };
         let fixed = fixed_paths(g);
-        let mut rest = keys.iter().chain(before).map(|(k, _)| k.as_str());
-        let rest: Vec<&str> = rest.by_ref().filter(|k| !fixed.iter().any(|f| fixes(f, k))).collect();
-        if rest.first() != Some(&time_field) || rest.iter().any(|k| *k != time_field) {
+        let mut rest = (keys.iter().chain(before).map(|(k, _)| k.as_str()))
+            .filter(|k| !fixed.iter().any(|f| fixes(f, k)))
+            .peekable();
+        if rest.peek().is_none() || rest.any(|k| k != time_field) {
             notes.push(format!(
                 "not applied: $top/$bottom stay accumulators, as their sort is not on '{time_field}' \
                  alone once the keys the $group key fixes are left out"
@@ -276,10 +277,14 @@ fn project_keeps(project: &Project, reads: &[&str]) -> bool {
     let Some(kept) = project.kept() else {
         return false;
     };
+    reads.iter().all(|r| kept_as_is(&kept, r))
+}
+
+/// Whether a projection keeping `kept` passes path `read` through unchanged: a path with a
+/// numeric component might name an array element, which a kept path does not follow.
+fn kept_as_is(kept: &[&str], read: &str) -> bool {
     let plain = |p: &str| !p.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()));
-    reads
-        .iter()
-        .all(|r| plain(r) && kept.iter().any(|k| plain(k) && fixes(k, r)))
+    plain(read) && kept.iter().any(|k| plain(k) && fixes(k, read))
 }
 
 fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
@@ -370,12 +375,9 @@ fn group_through(pr: &Project, g: &GroupSpec) -> Option<GroupSpec> {
     for a in &g.accs {
         a.arg.paths(&mut reads);
     }
-    let plain = |p: &str| !p.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()));
     let ok = reads.iter().all(|r| {
         computed.iter().any(|(n, _)| n == r)
-            || (plain(r)
-                && kept.iter().any(|k| plain(k) && fixes(k, r))
-                && !computed.iter().any(|(n, _)| fixes(n, r)))
+            || (kept_as_is(&kept, r) && !computed.iter().any(|(n, _)| fixes(n, r)))
     });
     if !ok {
         return None;
