@@ -2,7 +2,7 @@
 //! checked against MongoDB's documented behaviour.
 
 use tsbucket::bson::{doc, oid::ObjectId, Bson, DateTime, Document};
-use tsbucket::{Database, Error, FindOptions, Granularity, TimeseriesOptions};
+use tsbucket::{Database, DbOptions, Error, FindOptions, Granularity, TimeseriesOptions};
 
 fn at(s: &str) -> DateTime {
     DateTime::parse_rfc3339_str(s).unwrap()
@@ -1204,4 +1204,45 @@ fn names_repeated_inside_embedded_documents_are_refused_and_nothing_is_written()
     let c = db.collection("c").unwrap();
     assert_eq!(c.count_documents(doc! {}).unwrap(), 6);
     assert_eq!(c.count_documents(doc! {"x.dupA": 1}).unwrap(), 5);
+}
+
+#[test]
+fn the_directory_opens_again_as_soon_as_the_last_handle_is_dropped() {
+    // The flusher is woken by nearly every insert here, so it often holds the engine for a
+    // moment when the handles go; the directory must be free all the same.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || DbOptions {
+        flush_threshold_bytes: 1,
+        ..DbOptions::default()
+    };
+    let options = || TimeseriesOptions::new("t").meta_field("m");
+    let mut total = 0;
+    for round in 0..150i64 {
+        let db = Database::open_with(dir.path(), opts()).unwrap();
+        let c = match round {
+            0 => db.create_collection("c", options()).unwrap(),
+            _ => db.collection("c").unwrap(),
+        };
+        for i in 0..4 {
+            let t = round * 100 + i;
+            c.insert_one(&doc! {"t": DateTime::from_millis(t * 1000), "m": i % 2})
+                .unwrap();
+            total += 1;
+        }
+        // Either handle may be the last; both orders are tried.
+        if round % 2 == 0 {
+            drop(db);
+            drop(c);
+        } else {
+            drop(c);
+            drop(db);
+        }
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let n = db
+        .collection("c")
+        .unwrap()
+        .count_documents(doc! {})
+        .unwrap();
+    assert_eq!(n, total);
 }

@@ -1,10 +1,10 @@
 //! [`Collection`]: a handle to one time-series collection. A thin facade over the engine: it
 //! holds the collection's name and id, no state and no lock of its own.
 
+use super::Handles;
 use crate::engine::read::CollStats;
 use crate::engine::rewrite::{DeleteResult, UpdateResult};
 use crate::engine::write::{InsertManyResult, InsertOneResult};
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::options::TimeseriesOptions;
 use crate::query::read::{Cursor, Explain};
@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// A time-series collection. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
 pub struct Collection {
-    db: Arc<Engine>,
+    db: Arc<Handles>,
     name: String,
     id: u32,
 }
@@ -30,7 +30,7 @@ impl std::fmt::Debug for Collection {
 }
 
 impl Collection {
-    pub(crate) fn new(db: Arc<Engine>, name: String, id: u32) -> Collection {
+    pub(crate) fn new(db: Arc<Handles>, name: String, id: u32) -> Collection {
         Collection { db, name, id }
     }
 

@@ -2,6 +2,7 @@
 //! state and takes no lock of its own.
 
 use super::collection::Collection;
+use super::Handles;
 use crate::engine::ddl::{CollMod, CollectionInfo};
 use crate::engine::recover::RecoveryReport;
 use crate::engine::ttl::SweepResult;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 /// close still reads what it was opened on.
 #[derive(Clone)]
 pub struct Database {
-    inner: Arc<Engine>,
+    inner: Arc<Handles>,
 }
 
 impl std::fmt::Debug for Database {
@@ -47,7 +48,7 @@ impl Database {
     /// ([`Database::recovery_report`] says what was): an open that fails changes no file.
     pub fn open_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
         Ok(Database {
-            inner: Engine::open(path.as_ref(), opts)?,
+            inner: Handles::new(Engine::open(path.as_ref(), opts)?),
         })
     }
 
@@ -68,7 +69,7 @@ impl Database {
     /// `Error::ReadOnly`. The database must exist (`Error::Io` with `NotFound` otherwise).
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: DbOptions) -> Result<Database> {
         Ok(Database {
-            inner: Engine::open_read_only(path.as_ref(), opts)?,
+            inner: Handles::new(Engine::open_read_only(path.as_ref(), opts)?),
         })
     }
 
