@@ -3,7 +3,6 @@
 //! reference (weeks from the first `startOfWeek` on or after it); months, quarters and years
 //! in calendar months from January 2000. With `binSize` 1 this is plain truncation.
 
-use super::expr::{Expr, Row};
 use crate::error::{Error, Result};
 use bson::{Bson, DateTime};
 
@@ -34,11 +33,12 @@ pub enum Unit {
     Year,
 }
 
-/// `{$dateTrunc: {date, unit, binSize, timezone, startOfWeek}}` with constant options.
+/// `{$dateTrunc: {date, unit, binSize, timezone, startOfWeek}}` with constant options. `E` is
+/// what the date is (an expression, in a pipeline); this file knows only the calendar.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DateTrunc {
+pub struct DateTrunc<E> {
     /// The date to truncate.
-    pub date: Expr,
+    pub date: E,
     /// The unit.
     pub unit: Unit,
     /// Units per bin (positive).
@@ -85,15 +85,17 @@ fn integral(v: &Bson) -> Option<i64> {
     }
 }
 
-impl DateTrunc {
-    pub(crate) fn parse(arg: &Bson) -> Result<DateTrunc> {
+impl<E> DateTrunc<E> {
+    /// Parses the operator's argument, the date with `date`.
+    pub(crate) fn parse(arg: &Bson, date: impl Fn(&Bson) -> Result<E>) -> Result<DateTrunc<E>> {
         let Bson::Document(d) = arg else {
             return Err(bad("$dateTrunc only supports an object as its argument"));
         };
+        let parse_date = date;
         let (mut date, mut unit, mut bin, mut tz, mut sow) = (None, None, None, None, None);
         for (k, v) in d {
             match k.as_str() {
-                "date" => date = Some(Expr::parse(v)?),
+                "date" => date = Some(parse_date(v)?),
                 "unit" => unit = Some(v),
                 "binSize" => bin = Some(v),
                 "timezone" => tz = Some(v),
@@ -162,8 +164,10 @@ impl DateTrunc {
         })
     }
 
-    pub(crate) fn eval(&self, row: &dyn Row) -> Result<Option<Bson>> {
-        let ms = match self.date.eval(row)? {
+    /// The operator's value for `date`'s value: null for a missing or null date, an error for
+    /// one that is not a date, timestamp or ObjectId.
+    pub(crate) fn apply(&self, date: Option<Bson>) -> Result<Option<Bson>> {
+        let ms = match date {
             None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
             Some(Bson::DateTime(t)) => t.timestamp_millis(),
             Some(Bson::Timestamp(ts)) => i64::from(ts.time) * 1000,
@@ -224,7 +228,7 @@ impl DateTrunc {
     }
 }
 
-impl DateTrunc {
+impl<E> DateTrunc<E> {
     /// The length of every bin in milliseconds when bins have one length (units up to the
     /// week; months, quarters and years vary).
     pub fn fixed_width(&self) -> Option<i64> {
@@ -317,16 +321,19 @@ mod tests {
     use super::*;
     use bson::{doc, Document};
 
+    /// A `$dateTrunc` whose date is the value given to `apply`.
+    fn parse(mut spec: Document) -> Result<DateTrunc<()>> {
+        spec.insert("date", "$t");
+        DateTrunc::parse(&Bson::Document(spec), |_| Ok(()))
+    }
+
     fn ms(s: &str) -> i64 {
         DateTime::parse_rfc3339_str(s).unwrap().timestamp_millis()
     }
 
     fn trunc(spec: Document, date: &str) -> String {
-        let mut spec = spec;
-        spec.insert("date", "$t");
-        let e = Expr::parse(&Bson::Document(doc! {"$dateTrunc": spec})).unwrap();
-        let row = doc! {"t": DateTime::from_millis(ms(date))};
-        match e.eval(&row).unwrap() {
+        let t = parse(spec).unwrap();
+        match t.apply(Some(Bson::DateTime(DateTime::from_millis(ms(date))))).unwrap() {
             Some(Bson::DateTime(d)) => d.try_to_rfc3339_string().unwrap(),
             other => panic!("{other:?}"),
         }
@@ -426,12 +433,7 @@ mod tests {
             doc! {"unit": "minute"},
             doc! {"unit": "hour", "binSize": 5},
         ] {
-            let mut s = spec.clone();
-            s.insert("date", "$t");
-            let Expr::DateTrunc(t) = Expr::parse(&Bson::Document(doc! {"$dateTrunc": s})).unwrap()
-            else {
-                panic!()
-            };
+            let t = parse(spec.clone()).unwrap();
             let (w, o) = t.fixed_bins().unwrap();
             for ms in [0, -1, 1, 946_684_800_000, 1_428_777_123_456, -86_400_001] {
                 assert_eq!(
@@ -455,12 +457,7 @@ mod tests {
             doc! {"unit": "year", "binSize": 3},
         ];
         for spec in specs {
-            let mut s = spec.clone();
-            s.insert("date", "$t");
-            let Expr::DateTrunc(t) = Expr::parse(&Bson::Document(doc! {"$dateTrunc": s})).unwrap()
-            else {
-                panic!()
-            };
+            let t = parse(spec.clone()).unwrap();
             for ms in [
                 ms("2021-03-20T11:30:05Z"),
                 ms("1999-12-31T23:59:59.999Z"),
@@ -477,24 +474,19 @@ mod tests {
     #[test]
     fn bad_arguments_are_bad_value() {
         for spec in [
-            doc! {"$dateTrunc": {"date": "$t"}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "fortnight"}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "hour", "binSize": 0}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "hour", "binSize": 1.5}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "hour", "timezone": "Europe/Paris"}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "week", "startOfWeek": "someday"}},
-            doc! {"$dateTrunc": {"date": "$t", "unit": "hour", "extra": 1}},
-            doc! {"$dateAdd": {"startDate": "$t"}},
-            doc! {"$add": [1, 2], "$x": 1},
+            doc! {},
+            doc! {"unit": "fortnight"},
+            doc! {"unit": "hour", "binSize": 0},
+            doc! {"unit": "hour", "binSize": 1.5},
+            doc! {"unit": "hour", "timezone": "Europe/Paris"},
+            doc! {"unit": "week", "startOfWeek": "someday"},
+            doc! {"unit": "hour", "extra": 1},
         ] {
-            let e = Expr::parse(&Bson::Document(spec.clone())).unwrap_err();
+            let e = parse(spec.clone()).unwrap_err();
             assert_eq!(e.code(), Some(2), "{spec}");
         }
-        let e = Expr::parse(&Bson::Document(
-            doc! {"$dateTrunc": {"date": "$t", "unit": "hour"}},
-        ))
-        .unwrap();
-        assert!(e.eval(&doc! {"t": "x"}).is_err());
-        assert_eq!(e.eval(&doc! {}).unwrap(), Some(Bson::Null));
+        let t = parse(doc! {"unit": "hour"}).unwrap();
+        assert!(t.apply(Some(Bson::from("x"))).is_err());
+        assert_eq!(t.apply(None).unwrap(), Some(Bson::Null));
     }
 }

@@ -21,7 +21,7 @@ pub enum Expr {
     /// `[expr, ...]`.
     Array(Vec<Expr>),
     /// `$dateTrunc`.
-    DateTrunc(Box<DateTrunc>),
+    DateTrunc(Box<DateTrunc<Expr>>),
 }
 
 /// Where expressions read field paths from.
@@ -138,7 +138,10 @@ impl Expr {
                     let arg = d.get(k).unwrap_or(&Bson::Null);
                     match k.as_str() {
                         "$literal" => Ok(Expr::Const(arg.clone())),
-                        "$dateTrunc" => Ok(Expr::DateTrunc(Box::new(DateTrunc::parse(arg)?))),
+                        "$dateTrunc" => Ok(Expr::DateTrunc(Box::new(DateTrunc::parse(
+                            arg,
+                            Expr::parse,
+                        )?))),
                         other => Err(bad(format!(
                             "unknown or unsupported expression operator '{other}' \
                              (supported: $dateTrunc, $literal)"
@@ -182,7 +185,7 @@ impl Expr {
                     .map(|e| Ok(e.eval(row)?.unwrap_or(Bson::Null)))
                     .collect::<Result<_>>()?,
             )),
-            Expr::DateTrunc(t) => t.eval(row)?,
+            Expr::DateTrunc(t) => t.apply(t.date.eval(row)?)?,
         })
     }
 
@@ -223,5 +226,31 @@ mod tests {
         );
         assert!(Expr::parse(&Bson::String("$$ROOT".into())).is_err());
         assert!(Expr::parse(&Bson::String("$a..b".into())).is_err());
+    }
+
+    #[test]
+    fn bad_operators_are_bad_value() {
+        for spec in [
+            doc! {"$dateTrunc": {"date": "$t"}},
+            doc! {"$dateTrunc": {"date": "$$NOW", "unit": "hour"}},
+            doc! {"$dateAdd": {"startDate": "$t"}},
+            doc! {"$add": [1, 2], "$x": 1},
+        ] {
+            let e = Expr::parse(&Bson::Document(spec.clone())).unwrap_err();
+            assert_eq!(e.code(), Some(2), "{spec}");
+        }
+    }
+
+    #[test]
+    fn date_trunc_reads_its_date_from_the_row() {
+        let e = Expr::parse(&Bson::Document(
+            doc! {"$dateTrunc": {"date": "$t", "unit": "hour"}},
+        ))
+        .unwrap();
+        let t = bson::DateTime::from_millis(3_600_000 + 5);
+        let hour = bson::DateTime::from_millis(3_600_000);
+        assert_eq!(e.eval(&doc! {"t": t}).unwrap(), Some(Bson::DateTime(hour)));
+        assert!(e.eval(&doc! {"t": "x"}).is_err());
+        assert_eq!(e.eval(&doc! {}).unwrap(), Some(Bson::Null));
     }
 }

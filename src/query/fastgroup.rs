@@ -88,7 +88,7 @@ static NULL: Bson = Bson::Null;
 
 /// A use of the time field in the group key.
 enum Leaf {
-    Trunc(DateTrunc),
+    Trunc(DateTrunc<Expr>),
     Raw,
 }
 
@@ -1712,7 +1712,7 @@ mod tests {
     fn leaf(unit: &str, bin: i64, sow: &str) -> Leaf {
         let arg =
             Bson::Document(doc! {"date": "$t", "unit": unit, "binSize": bin, "startOfWeek": sow});
-        Leaf::Trunc(DateTrunc::parse(&arg).unwrap())
+        Leaf::Trunc(DateTrunc::parse(&arg, Expr::parse).unwrap())
     }
 
     proptest! {
