@@ -11,7 +11,9 @@ use crate::codec::{
     CodecError,
 };
 use crate::error::{Error, Result};
+use crate::segment::Segment;
 use bson::Bson;
+use std::sync::Arc;
 
 /// One column of a bucket, decoded for aggregation.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,6 +188,25 @@ pub fn in_every_row(src: &Source, name: &str) -> bool {
             };
             !b.shapes.is_empty() && b.shapes.iter().all(|s| s.contains(&(col as u32)))
         }
+    }
+}
+
+/// The same column names, matched to each segment's table of names once (see
+/// [`crate::segment::Segment::name_ids`]), for a reader of bucket after bucket.
+#[derive(Default)]
+pub struct NameIds {
+    seg: Option<Arc<Segment>>,
+    ids: Vec<Option<u32>>,
+}
+
+impl NameIds {
+    /// `names` in `seg`'s table; `names` must be the same on every call.
+    pub fn of(&mut self, seg: &Arc<Segment>, names: &[&str]) -> &[Option<u32>] {
+        if !self.seg.as_ref().is_some_and(|s| Arc::ptr_eq(s, seg)) {
+            self.ids = seg.name_ids(names);
+            self.seg = Some(seg.clone());
+        }
+        &self.ids
     }
 }
 

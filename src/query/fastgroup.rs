@@ -27,7 +27,7 @@
 use super::accum::{Acc, AccOp, Values};
 use super::binlane::{self, Input, Times};
 use super::bins::{BinGroups, Bins};
-use super::columns::{self, Col, TimeCol};
+use super::columns::{self, Col, NameIds, TimeCol};
 use super::countlane::{self, CountLane};
 use super::datetrunc::DateTrunc;
 use super::expr::{path_in_value, visit_in_value, Expr, Row};
@@ -308,7 +308,7 @@ struct Visitor<'a> {
     lane_consts: Option<Vec<&'a Bson>>,
     bin_lane: Option<BinGroups>,
     /// The bin lane's columns of one bucket, reused from bucket to bucket.
-    lane_cols: Vec<Option<LaneCol>>,
+    lane_cols: (Vec<Option<LaneCol>>, NameIds),
     feeds: Vec<Feed>,
     bins: Vec<i64>,
     /// Where each stretch's groups begin: (part, groups in the table before it).
@@ -769,7 +769,7 @@ impl FastGroup {
     fn bin_lane_take(
         &self,
         (table, cache, groups): &mut (&mut GroupTable, &mut KeyCache, &mut BinGroups),
-        loaded: &mut Vec<Option<LaneCol>>,
+        (loaded, ids): &mut (Vec<Option<LaneCol>>, NameIds),
         scan: &Scan,
         st: &BucketStats<'_>,
         (names, slots): (&[&str], &[usize]),
@@ -780,7 +780,7 @@ impl FastGroup {
         // Regular dates come back as (first, step), the rest decoded, in one read.
         match &scan.src {
             Source::Seg(seg, i) => {
-                seg.read_columns_into(*i as usize, names, loaded, |data, rows| {
+                seg.read_ids_into(*i as usize, ids.of(seg, names), loaded, |data, rows| {
                     Ok(match decode_date_progression(data, rows)? {
                         Some((first, step)) => LaneCol::Steps(first, step),
                         None => LaneCol::Col(
@@ -1085,7 +1085,7 @@ impl FastGroup {
             lane: lane_consts.as_ref().map(|_| CountLane::default()),
             lane_consts,
             bin_lane: self.bin_lane().then(BinGroups::default),
-            lane_cols: Vec::new(),
+            lane_cols: Default::default(),
             feeds: Vec::new(),
             bins: Vec::new(),
             starts: Vec::new(),

@@ -536,6 +536,33 @@ impl Segment {
         out: &mut Vec<Option<T>>,
         decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
     ) -> Result<()> {
+        self.read_ids_into(i, &self.name_ids(names), out, decode)
+    }
+
+    /// Where each of `names` stands in this segment's table of column names (`None` for a
+    /// name no bucket of it has): what [`Segment::read_ids_into`] takes, so that a reader of
+    /// many buckets matches names once per segment instead of once per bucket and column.
+    pub fn name_ids(&self, names: &[&str]) -> Vec<Option<u32>> {
+        names
+            .iter()
+            .map(|n| {
+                self.names
+                    .iter()
+                    .position(|x| x == n)
+                    .and_then(|k| u32::try_from(k).ok())
+            })
+            .collect()
+    }
+
+    /// [`Segment::read_columns_into`] with the names as [`Segment::name_ids`] gave them: one
+    /// entry of `out` per id, `None` where the bucket has no such column.
+    pub fn read_ids_into<T>(
+        &self,
+        i: usize,
+        ids: &[Option<u32>],
+        out: &mut Vec<Option<T>>,
+        decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
+    ) -> Result<()> {
         let s = self.summary(i)?;
         let p = s.loc.page as usize;
         let pg = self.page_info(p)?;
@@ -555,21 +582,18 @@ impl Segment {
             }
         }
         out.clear();
-        out.extend(names.iter().map(|_| None));
+        out.extend(ids.iter().map(|_| None));
+        let slot = |name_idx: u32| ids.iter().position(|&x| x == Some(name_idx));
         self.decode_columns(
             i,
             s,
             pg,
             page,
-            |name| names.contains(&name),
+            |name_idx, _| slot(name_idx).is_some(),
             decode,
-            |name, v| {
-                if let Some(slot) = names
-                    .iter()
-                    .position(|n| *n == name.as_str())
-                    .and_then(|k| out.get_mut(k))
-                {
-                    *slot = Some(v);
+            |name_idx, _, v| {
+                if let Some(o) = slot(name_idx).and_then(|k| out.get_mut(k)) {
+                    *o = Some(v);
                 }
                 Ok(())
             },
@@ -789,9 +813,9 @@ impl Segment {
         s: &BucketSummary,
         pg: &PageInfo,
         page: &[u8],
-        want: impl Fn(&str) -> bool,
+        want: impl Fn(u32, &str) -> bool,
         decode: impl Fn(&[u8], usize) -> std::result::Result<T, CodecError>,
-        mut take: impl FnMut(&String, T) -> Result<()>,
+        mut take: impl FnMut(u32, &String, T) -> Result<()>,
     ) -> Result<()> {
         let bad = |d: String| Error::corruption(&self.path, pg.offset, format!("bucket {i}: {d}"));
         let start = s.loc.offset as usize;
@@ -805,7 +829,7 @@ impl Segment {
                 .names
                 .get(name_idx as usize)
                 .ok_or_else(|| bad(format!("column name index {name_idx} out of range")))?;
-            if want(name) {
+            if want(name_idx, name) {
                 let bytes = bucket
                     .get(off..end)
                     .ok_or_else(|| bad(format!("column {name:?} outside the bucket")))?;
@@ -817,7 +841,7 @@ impl Segment {
                         start + off + e.offset
                     ))
                 })?;
-                take(name, v)?;
+                take(name_idx, name, v)?;
             }
             off = end;
         }
@@ -845,12 +869,12 @@ impl Segment {
             s,
             pg,
             page,
-            |name| match (&set, filter) {
+            |_, name| match (&set, filter) {
                 (Some(set), _) => set.contains(name),
                 (None, names) => names.is_none_or(|names| names.contains(&name)),
             },
             decode_column,
-            |name, values| {
+            |_, name, values| {
                 if values.len() != s.count as usize {
                     return Err(bad(format!(
                         "column {name:?} decoded to {} rows, expected {}",

@@ -1524,6 +1524,18 @@ fn bucket_layout_tiles_the_pages_and_matches_the_column_bytes() {
             .unwrap();
         let lens: Vec<u32> = lens.into_iter().map(Option::unwrap).collect();
         assert_eq!(lens, l.columns.iter().map(|c| c.1).collect::<Vec<_>>());
+        // Names matched once per segment read the same columns, in the order asked, and
+        // nothing for a name the segment lacks.
+        let mut asked: Vec<&str> = names.iter().rev().copied().collect();
+        asked.insert(1, "no such field");
+        let mut got = Vec::new();
+        seg.read_ids_into(i, &seg.name_ids(&asked), &mut got, |bytes, _| {
+            Ok(bytes.len() as u32)
+        })
+        .unwrap();
+        let mut want: Vec<Option<u32>> = l.columns.iter().rev().map(|c| Some(c.1)).collect();
+        want.insert(1, None);
+        assert_eq!(got, want);
     }
     let last = seg.bucket_layout(buckets.len() - 1).unwrap();
     assert_eq!(u64::from(page) + 1, st.page_count);
