@@ -526,6 +526,23 @@ fn random_pipelines() -> Vec<Vec<Document>> {
     ps.push(with_key(Bson::Document(
         doc! {"a": "$a", "t": trunc("hour", 1)},
     )));
+    // Keys read row by row whose arguments have one value per bucket: each group's rows are
+    // counted, and the arguments fed once per group and bucket.
+    let consts = |key: Bson| {
+        doc! {"$group": {
+            "_id": key, "n": {"$count": {}}, "k": {"$sum": 2.5}, "fm": {"$first": "$m.z"},
+            "lm": {"$last": "$m.h"}, "am": {"$avg": "$m.z"}, "mm": {"$max": "$m.h"},
+        }}
+    };
+    ps.push(vec![consts(Bson::String("$a".into()))]);
+    ps.push(vec![
+        doc! {"$match": {"a": {"$gt": 3}}},
+        consts(Bson::String("$x".into())),
+    ]);
+    ps.push(vec![
+        doc! {"$match": {"t": window.clone()}},
+        consts(Bson::Document(doc! {"b": "$b", "h": "$m.h"})),
+    ]);
     ps.push(vec![
         doc! {"$match": {"t": window.clone()}},
         doc! {"$group": {

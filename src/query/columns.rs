@@ -36,11 +36,16 @@ impl Col {
     /// Hands a decoded integer or date column's vector back for the next decode on this
     /// thread (see [`crate::codec::spare`]); a reader calls it when done with a bucket.
     pub fn recycle(self) {
-        if let Col::Int32(Slots::Dense(v))
-        | Col::Int64(Slots::Dense(v))
-        | Col::Date(Slots::Dense(v)) = self
-        {
-            crate::codec::spare::give_back(v);
+        match self {
+            Col::Int32(Slots::Dense(v)) | Col::Int64(Slots::Dense(v)) | Col::Date(Slots::Dense(v)) => {
+                crate::codec::spare::give_back(v)
+            }
+            // Decimal doubles are decoded in an integer vector; the pass back to one keeps its
+            // allocation, and costs less than a fresh zeroed vector for the next column.
+            Col::Double(Slots::Dense(v)) => {
+                crate::codec::spare::give_back(v.into_iter().map(|x| x.to_bits() as i64).collect())
+            }
+            _ => {}
         }
     }
 

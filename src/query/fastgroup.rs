@@ -311,6 +311,8 @@ struct Visitor<'a> {
     lane_cols: (Vec<Option<LaneCol>>, NameIds),
     feeds: Vec<Feed>,
     bins: Vec<i64>,
+    /// Per-row groups and counts of the buckets grouped row by row, reused.
+    rows: RowGroups,
     /// Where each stretch's groups begin: (part, groups in the table before it).
     starts: Vec<(usize, usize)>,
 }
@@ -1088,6 +1090,7 @@ impl FastGroup {
             lane_cols: Default::default(),
             feeds: Vec::new(),
             bins: Vec::new(),
+            rows: RowGroups::default(),
             starts: Vec::new(),
         }
     }
@@ -1127,6 +1130,7 @@ impl FastGroup {
             lane_cols,
             feeds,
             bins,
+            rows,
             ..
         } = v;
         for (at, &idx) in order.iter().enumerate() {
@@ -1208,7 +1212,7 @@ impl FastGroup {
                 }
             }
             let key = key_const.then_some((hi, part, bins.as_slice()));
-            let mut sink = (&mut *table, &mut *cache);
+            let mut sink = (&mut *table, &mut *cache, &mut *rows);
             self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
         }
         Ok(())
@@ -1218,7 +1222,7 @@ impl FastGroup {
     #[allow(clippy::too_many_arguments)]
     fn feed_columns(
         &self,
-        (table, cache): &mut (&mut GroupTable, &mut KeyCache),
+        (table, cache, scratch): &mut (&mut GroupTable, &mut KeyCache, &mut RowGroups),
         scan: &Scan,
         st: &BucketStats<'_>,
         idx: usize,
@@ -1313,27 +1317,39 @@ impl FastGroup {
         match (key, dense_times) {
             // The key reads what differs by row: each row's group is found from its values.
             _ if self.by_rows || own_meta.is_some() => {
-                // A key of one typed column finds most rows' groups by value.
                 let key_col = self.key_col.and_then(|c| cols.get(c));
-                let mut last: Option<((u8, u64), u32)> = None;
-                for (k, &r) in sel.iter().enumerate() {
-                    let v = key_col.and_then(|c| c.typed_bits(r as usize));
-                    let g = match (v, last) {
-                        (Some(v), Some((lv, g))) if v == lv => g,
-                        (Some(v), _) => {
-                            let g = match cache.by_value(v) {
-                                Some(g) => g,
-                                None => {
-                                    let g = table.slot_expr(&self.spec.id, &row_at(r))?;
-                                    cache.put_value(v, g);
-                                    g
-                                }
-                            };
-                            last = Some((v, g));
-                            g
+                let RowGroups {
+                    groups,
+                    counts,
+                    touched,
+                } = &mut **scratch;
+                let new_group = |r: u32| table.slot_expr(&self.spec.id, &row_at(r));
+                key_groups(key_col, &sel, cache, new_group, groups)?;
+                // Arguments with one value over the bucket are fed once per group with the
+                // group's count of rows: rows of one group seldom follow each other here.
+                let bucket_constant = self.picks.is_none()
+                    && self.args.iter().all(|a| match a {
+                        Arg::Const(_) => true,
+                        Arg::Meta(_) => own_meta.is_none(),
+                        _ => false,
+                    });
+                if bucket_constant {
+                    let metas = self.meta_args(st);
+                    count_groups(groups, counts, touched);
+                    for &g in touched.iter() {
+                        let n = counts.get_mut(g as usize).map_or(0, std::mem::take);
+                        for ((acc, arg), meta) in table.accs(g).iter_mut().zip(&self.args).zip(&metas)
+                        {
+                            match arg {
+                                Arg::Const(v) => acc.feed_n(Some(v), u64::from(n)),
+                                _ => acc.feed_n(meta.as_ref(), u64::from(n)),
+                            }
                         }
-                        (None, _) => table.slot_expr(&self.spec.id, &row_at(r))?,
-                    };
+                    }
+                    cols.into_iter().for_each(Col::recycle);
+                    return Ok(());
+                }
+                for (k, &g) in groups.iter().enumerate() {
                     match runs.last_mut() {
                         Some((last, range)) if *last == g => range.end = k + 1,
                         _ => runs.push((g, k..k + 1)),
@@ -1473,6 +1489,7 @@ impl FastGroup {
                 }
             }
         }
+        cols.into_iter().for_each(Col::recycle);
         Ok(())
     }
 
@@ -1634,6 +1651,105 @@ impl FastGroup {
 /// theirs), then the others in arrival order: a counting sort, linear where a comparison sort of a whole collection's
 /// buckets was a tenth of a grouped count. `None` when the scans cover too small a part of
 /// their segments for that to pay, or list a bucket twice.
+/// Scratch of the buckets grouped row by row, kept from bucket to bucket: each selected row's
+/// group, and rows per group with the groups counted.
+#[derive(Default)]
+struct RowGroups {
+    groups: Vec<u32>,
+    /// Rows per group, by group; zero between buckets.
+    counts: Vec<u32>,
+    /// The groups with a count, in the order they first came.
+    touched: Vec<u32>,
+}
+
+/// The group of each row of `sel` into `out`, for a key that reads what differs by row. When
+/// the key is one typed column (`key_col`), a row's group is found by its value's type and
+/// bits, and `new_group` (the key evaluated on the row) runs once per value; otherwise, or
+/// where the row has no typed value, for the row.
+fn key_groups(
+    key_col: Option<&Col>,
+    sel: &[u32],
+    cache: &mut KeyCache,
+    new_group: impl FnMut(u32) -> Result<u32>,
+    out: &mut Vec<u32>,
+) -> Result<()> {
+    out.clear();
+    out.reserve(sel.len());
+    // One loop per representation, so that reading a value is an index, not a match.
+    match key_col {
+        Some(Col::Double(Slots::Dense(v))) => {
+            let bits = |r: usize| v.get(r).map(|x| (3, x.to_bits()));
+            groups_by_value(sel, bits, cache, new_group, out)
+        }
+        Some(Col::Int64(Slots::Dense(v))) => {
+            let bits = |r: usize| v.get(r).map(|&x| (2, x as u64));
+            groups_by_value(sel, bits, cache, new_group, out)
+        }
+        Some(Col::Int32(Slots::Dense(v))) => {
+            let bits = |r: usize| v.get(r).map(|&x| (1, x as u64));
+            groups_by_value(sel, bits, cache, new_group, out)
+        }
+        Some(Col::Date(Slots::Dense(v))) => {
+            let bits = |r: usize| v.get(r).map(|&x| (4, x as u64));
+            groups_by_value(sel, bits, cache, new_group, out)
+        }
+        Some(c) => groups_by_value(sel, |r| c.typed_bits(r), cache, new_group, out),
+        None => groups_by_value(sel, |_| None, cache, new_group, out),
+    }
+}
+
+/// [`key_groups`] with `bits` giving a row's typed value (see [`Col::typed_bits`]).
+#[inline(always)]
+fn groups_by_value(
+    sel: &[u32],
+    bits: impl Fn(usize) -> Option<(u8, u64)>,
+    cache: &mut KeyCache,
+    mut new_group: impl FnMut(u32) -> Result<u32>,
+    out: &mut Vec<u32>,
+) -> Result<()> {
+    let mut last: Option<((u8, u64), u32)> = None;
+    for &r in sel {
+        let g = match (bits(r as usize), last) {
+            (Some(v), Some((lv, g))) if v == lv => g,
+            (Some(v), _) => {
+                let g = match cache.by_value(v) {
+                    Some(g) => g,
+                    None => {
+                        let g = new_group(r)?;
+                        cache.put_value(v, g);
+                        g
+                    }
+                };
+                last = Some((v, g));
+                g
+            }
+            (None, _) => new_group(r)?,
+        };
+        out.push(g);
+    }
+    Ok(())
+}
+
+/// Counts the rows of each group in `groups` into `counts` (by group; entries must be zero
+/// before), listing the groups counted in `touched` in the order they first came.
+fn count_groups(groups: &[u32], counts: &mut Vec<u32>, touched: &mut Vec<u32>) {
+    touched.clear();
+    let Some(&most) = groups.iter().max() else {
+        return;
+    };
+    if counts.len() <= most as usize {
+        counts.resize(most as usize + 1, 0);
+    }
+    for &g in groups {
+        if let Some(c) = counts.get_mut(g as usize) {
+            if *c == 0 {
+                touched.push(g);
+            }
+            *c += 1;
+        }
+    }
+}
+
 fn file_order(scans: &Scans) -> Option<Vec<usize>> {
     if in_file_order((0..scans.len()).map(|k| scans.place(k))) {
         return Some((0..scans.len()).collect());

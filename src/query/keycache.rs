@@ -100,11 +100,74 @@ pub struct KeyCache {
     /// Groups of a key that is one typed column, by the value's type and bits (see
     /// [`crate::query::columns::Col::typed_bits`]): numerically equal values of two types
     /// are two entries of one group.
-    by_value: foldhash::HashMap<(u8, u64), u32>,
+    by_value: ValueIds,
     /// Parts handed out so far (part 0 is the key that does not read meta).
     parts_made: u32,
     buf: Vec<u8>,
     at: Vec<usize>,
+}
+
+/// Groups by a typed value's (type, bits): open addressing with linear probing in one array.
+/// A key of one measurement field looks a group up for nearly every row, and a general hash
+/// map's probe cost more than the rest of the row's work.
+#[derive(Default)]
+struct ValueIds {
+    /// `(bits, type, group)`; type 0 is an empty slot (typed values have types 1 to 4).
+    slots: Vec<(u64, u8, u32)>,
+    len: usize,
+}
+
+impl ValueIds {
+    #[inline]
+    fn home(&self, (ty, bits): (u8, u64)) -> usize {
+        // Fibonacci hashing: the high bits of the product spread values that differ only
+        // in their low bits (consecutive integers, doubles with one exponent).
+        let h = (bits ^ u64::from(ty).rotate_right(8)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 32) as usize & (self.slots.len().wrapping_sub(1))
+    }
+
+    #[inline]
+    fn get(&self, v: (u8, u64)) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(v);
+        loop {
+            let &(bits, ty, g) = self.slots.get(at)?;
+            if ty == 0 {
+                return None;
+            }
+            if (ty, bits) == v {
+                return Some(g);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, v: (u8, u64), g: u32) {
+        // At most half full, so that a probe ends soon at an empty slot.
+        if (self.len + 1) * 2 > self.slots.len() {
+            let room = (self.slots.len() * 2).max(64);
+            let old = std::mem::replace(&mut self.slots, vec![(0, 0, 0); room]);
+            self.len = 0;
+            for (bits, ty, g) in old.into_iter().filter(|e| e.1 != 0) {
+                self.insert((ty, bits), g);
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(v);
+        while let Some(slot) = self.slots.get_mut(at) {
+            if slot.1 == 0 || (slot.1, slot.0) == v {
+                if slot.1 == 0 {
+                    self.len += 1;
+                }
+                *slot = (v.1, v.0, g);
+                return;
+            }
+            at = (at + 1) & mask;
+        }
+    }
 }
 
 impl KeyCache {
@@ -228,8 +291,9 @@ impl KeyCache {
     }
 
     /// The group of a key that is one typed column, by the value (see `by_value`).
+    #[inline]
     pub fn by_value(&self, v: (u8, u64)) -> Option<u32> {
-        self.by_value.get(&v).copied()
+        self.by_value.get(v)
     }
 
     /// Remembers the group of a typed column's value.
@@ -408,6 +472,36 @@ fn set_leaves(
 mod tests {
     use super::*;
     use bson::{doc, Bson, DateTime};
+
+    #[test]
+    fn value_ids_find_what_a_map_finds() {
+        let mut ids = ValueIds::default();
+        let mut map = std::collections::HashMap::new();
+        assert_eq!(ids.get((3, 0)), None);
+        // Values that share their low or high bits, of every type, and one value twice.
+        let mut x: u64 = 1;
+        for i in 0..5000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let v = match i % 4 {
+                0 => (1, i),
+                1 => (2, i << 40),
+                2 => (3, (i as f64).to_bits()),
+                _ => (4, x),
+            };
+            let g = (i % 777) as u32;
+            ids.insert(v, g);
+            map.insert(v, g);
+        }
+        ids.insert((1, 7), 9);
+        map.insert((1, 7), 9);
+        for (&v, &g) in &map {
+            assert_eq!(ids.get(v), Some(g), "{v:?}");
+        }
+        assert_eq!(ids.len, map.len());
+        for v in [(1, 1 << 40), (2, 1), (3, 0.5f64.to_bits()), (4, 0)] {
+            assert_eq!(ids.get(v), map.get(&v).copied(), "{v:?}");
+        }
+    }
 
     #[test]
     fn parts_separate_meta_values_and_ignore_times() {
