@@ -84,8 +84,14 @@ fn cmp_numbers(a: &Bson, b: &Bson) -> Ordering {
         (Bson::Double(x), _, None, Some(y)) => return cmp_int_double(y, *x).reverse(),
         _ => {}
     }
-    let x = as_f64(a).unwrap_or(f64::NAN);
-    let y = as_f64(b).unwrap_or(f64::NAN);
+    cmp_f64(
+        as_f64(a).unwrap_or(f64::NAN),
+        as_f64(b).unwrap_or(f64::NAN),
+    )
+}
+
+/// Two doubles in BSON order: NaN below every number and equal to itself.
+pub fn cmp_f64(x: f64, y: f64) -> Ordering {
     match (x.is_nan(), y.is_nan()) {
         (true, true) => Ordering::Equal,
         (true, false) => Ordering::Less,

@@ -464,18 +464,38 @@ impl Acc {
     /// accumulator holds (true for other accumulators): a caller skips building the input of
     /// a row that cannot win.
     pub fn top_takes(&self, keys: &[Bson]) -> bool {
+        self.top_takes_by(|i, kept| Some(cmp_bson(keys.get(i)?, kept)))
+            .unwrap_or(true)
+    }
+
+    /// [`Acc::top_takes`] with the row's sort values compared by `cmp`, given a key's place and
+    /// the kept row's value of it, so that a caller can compare typed values without building
+    /// them; `None` when `cmp` could not compare one.
+    pub fn top_takes_by(&self, cmp: impl Fn(usize, &Bson) -> Option<Ordering>) -> Option<bool> {
         let Acc::Top {
             descending,
             bottom,
             best: Some(b),
         } = self
         else {
-            return true;
+            return Some(true);
         };
-        match cmp_keys(keys, &b.0, *descending) {
+        let mut o = Ordering::Equal;
+        for (i, kept) in b.0.iter().enumerate() {
+            let c = cmp(i, kept)?;
+            o = if i < 32 && descending & (1 << i) != 0 {
+                c.reverse()
+            } else {
+                c
+            };
+            if o != Ordering::Equal {
+                break;
+            }
+        }
+        Some(match o {
             Ordering::Less => !*bottom,
             Ordering::Equal | Ordering::Greater => *bottom,
-        }
+        })
     }
 
     /// Offers the value of the row at (`time`, `pos`) to a pick; `value` is only evaluated when

@@ -87,6 +87,22 @@ impl Col {
         }
     }
 
+    /// Row `r`'s value against `b` in BSON order, without building it: `None` when the row has
+    /// no typed value or `b` is not a number or date of a kind compared here.
+    pub fn cmp_typed(&self, r: usize, b: &Bson) -> Option<std::cmp::Ordering> {
+        use crate::order::{cmp_f64, cmp_int_double};
+        Some(match (self, b) {
+            (Col::Int32(v) | Col::Int64(v), Bson::Int32(y)) => v.get(r)?.cmp(&i64::from(*y)),
+            (Col::Int32(v) | Col::Int64(v), Bson::Int64(y)) => v.get(r)?.cmp(y),
+            (Col::Int32(v) | Col::Int64(v), Bson::Double(y)) => cmp_int_double(v.get(r)?, *y),
+            (Col::Double(v), Bson::Int32(y)) => cmp_int_double(i64::from(*y), v.get(r)?).reverse(),
+            (Col::Double(v), Bson::Int64(y)) => cmp_int_double(*y, v.get(r)?).reverse(),
+            (Col::Double(v), Bson::Double(y)) => cmp_f64(v.get(r)?, *y),
+            (Col::Date(v), Bson::DateTime(y)) => v.get(r)?.cmp(&y.timestamp_millis()),
+            _ => return None,
+        })
+    }
+
     /// Dates as milliseconds per row (`None` where missing or not a date).
     pub fn dates(&self, rows: usize) -> std::borrow::Cow<'_, [Option<i64>]> {
         match self {
@@ -287,6 +303,46 @@ mod tests {
     use super::*;
     use crate::codec::encode_column;
     use bson::DateTime;
+
+    proptest::proptest! {
+        /// A typed value compared where it lies agrees with the built value compared in BSON
+        /// order, wherever the typed comparison answers.
+        #[test]
+        fn typed_comparisons_agree_with_bson_order(
+            ints in proptest::collection::vec(proptest::prelude::any::<i64>(), 1..8),
+            doubles in proptest::collection::vec(proptest::prelude::any::<f64>(), 1..8),
+            small in -3i64..3,
+        ) {
+            let nan_and_edges = [f64::NAN, -0.0, 0.0, 9.007_199_254_740_993e15, -1e300];
+            let doubles: Vec<f64> = doubles.into_iter().chain(nan_and_edges).collect();
+            let ints: Vec<i64> = ints.into_iter().chain([small, i64::MIN, i64::MAX]).collect();
+            let cols = [
+                Col::Int64(Slots::Dense(ints.clone())),
+                Col::Int32(Slots::Dense(ints.iter().map(|&x| i64::from(x as i32)).collect())),
+                Col::Double(Slots::Dense(doubles.clone())),
+                Col::Date(Slots::Dense(ints.clone())),
+            ];
+            let mut others: Vec<Bson> = vec![Bson::Int32(small as i32), Bson::String("x".into())];
+            others.extend(ints.iter().map(|&x| Bson::Int64(x)));
+            others.extend(doubles.iter().map(|&x| Bson::Double(x)));
+            others.extend(ints.iter().map(|&x| Bson::DateTime(DateTime::from_millis(x))));
+            for col in &cols {
+                let rows = match col {
+                    Col::Double(Slots::Dense(v)) => v.len(),
+                    Col::Int32(Slots::Dense(v)) | Col::Int64(Slots::Dense(v)) | Col::Date(Slots::Dense(v)) => v.len(),
+                    _ => 0,
+                };
+                for r in 0..rows {
+                    let Some(v) = col.value(r) else { continue };
+                    for b in &others {
+                        if let Some(o) = col.cmp_typed(r, b) {
+                            proptest::prop_assert_eq!(o, crate::order::cmp_bson(&v, b), "{:?} {:?}", v, b);
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     fn round(values: Vec<Option<Bson>>) -> Col {
         let mut buf = Vec::new();

@@ -148,6 +148,18 @@ impl BucketRow<'_> {
 
     /// The value `$sort` sorts the row by on `path` (see [`sort_value`]).
     fn sort_value(&self, path: &str, asc: bool) -> Bson {
+        // A top-level field that is not an array sorts by its value: no document to build.
+        if !path.contains('.') {
+            let (mut out, mut array) = (Bson::Null, false);
+            self.visit(path, &mut |v| match v {
+                Some(Bson::Array(_)) => array = true,
+                Some(v) => out = v.clone(),
+                None => {}
+            });
+            if !array {
+                return out;
+            }
+        }
         let head = path.split('.').next().unwrap_or(path);
         let mut one = Document::new();
         self.visit(head, &mut |v| {
@@ -336,6 +348,11 @@ const BUCKETS_PER_WORKER: usize = 1024;
 /// replace what `acc` holds: false only when every value is a plain one (an array sorts by an
 /// element) and loses. `keys` is scratch space.
 fn top_may_take(acc: &Acc, q: &[usize], cols: &[Col], r: usize, keys: &mut Vec<Bson>) -> bool {
+    // Typed values are compared as they are; the rest are built.
+    let typed = |k: usize, kept: &Bson| cols.get(*q.get(k)?)?.cmp_typed(r, kept);
+    if let Some(takes) = acc.top_takes_by(typed) {
+        return takes;
+    }
     keys.clear();
     for &c in q {
         match cols.get(c).and_then(|col| col.value(r)) {
