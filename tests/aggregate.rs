@@ -514,6 +514,18 @@ fn random_pipelines() -> Vec<Vec<Document>> {
                 tops(doc! {"t": dir}),
             ]);
             ps.push(vec![tops(doc! {"a": dir})]);
+            // Only `$top`/`$bottom`: a bucket whose first sort value cannot beat what its
+            // group holds is passed over, by its bounds (rows without the field sort as null).
+            for by in [doc! {"a": dir}, doc! {"c": dir, "t": 1}, doc! {"b": -dir}] {
+                ps.push(vec![
+                    doc! {"$match": f_top(dir)},
+                    doc! {"$group": {
+                        "_id": "$m.h",
+                        "ta": {"$top": {"sortBy": by.clone(), "output": "$c"}},
+                        "bt": {"$bottom": {"sortBy": by.clone(), "output": ["$t", "$a"]}},
+                    }},
+                ]);
+            }
             ps.push(vec![tops(doc! {"b": dir, "t": -dir})]);
             ps.push(vec![doc! {"$sort": {"c": dir}}, tops(doc! {"m.z": dir})]);
         }

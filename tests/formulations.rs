@@ -95,8 +95,9 @@ fn devops_forms_agree() {
     // of an operator line). A group whose output is sorted on `_id` is ordered from its keys;
     // `$top`/`$bottom` by other keys than time run on columns, row by row, and a rewrite that
     // cannot apply says so; a `$first` after a `$sort` on other keys than time becomes `$top`
-    // by them; a `$project` of computed fields folds into the `$group` after it, and one
-    // whose fields the group reads below stays, the group running over documents.
+    // by them, and buckets that cannot beat its kept rows are passed over; a `$project` of
+    // computed fields folds into the `$group` after it, and one whose fields the group reads
+    // below stays, the group running over documents.
     let columns = "$group: hash aggregate on typed columns, expressions";
     for (stages, rewrite, operator) in [
         (
@@ -122,7 +123,7 @@ fn devops_forms_agree() {
                 doc! {"$group": {"_id": "$tags.hostname", "u": {"$first": "$usage_user"}}},
             ],
             "$sort on usage_user and $first/$last became $top",
-            columns,
+            "for $top/$bottom, skipped by the bounds of their first sort key",
         ),
         (
             vec![

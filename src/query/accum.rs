@@ -498,6 +498,33 @@ impl Acc {
         })
     }
 
+    /// Whether a row whose first sort value lies between `lo` and `hi` (in BSON order) could
+    /// replace the row a `$top`/`$bottom` holds (true for other accumulators and an empty
+    /// one): a row whose first value is strictly worse never does, whatever its other keys.
+    pub fn top_may_take_within(&self, lo: &Bson, hi: &Bson) -> bool {
+        let Acc::Top {
+            descending,
+            bottom,
+            best: Some(b),
+        } = self
+        else {
+            return true;
+        };
+        let Some(kept) = b.0.first() else {
+            return true;
+        };
+        let desc = descending & 1 != 0;
+        // `$top` keeps the first row in sort order, `$bottom` the last: the bucket's value
+        // furthest toward that end.
+        let extreme = if *bottom == desc { lo } else { hi };
+        let o = cmp_bson(extreme, kept);
+        let o = if desc { o.reverse() } else { o };
+        match bottom {
+            false => o != Ordering::Greater,
+            true => o != Ordering::Less,
+        }
+    }
+
     /// Offers the value of the row at (`time`, `pos`) to a pick; `value` is only evaluated when
     /// the row wins.
     pub fn pick(&mut self, time: i64, pos: u64, value: impl FnOnce() -> Option<Bson>) {
@@ -918,6 +945,31 @@ mod tests {
         ];
         assert_eq!(top(0b10, false, &two).0, s("q"));
         assert_eq!(top(0b00, false, &two).0, s("p"));
+    }
+
+    #[test]
+    fn a_range_that_cannot_win_holds_no_row_that_wins() {
+        let i = |x: i64| Bson::Int64(x);
+        for descending in 0..4u32 {
+            for bottom in [false, true] {
+                for kept in -2..=2 {
+                    let mut acc = Acc::new(AccOp::Top { descending, bottom });
+                    acc.feed(Some(&Bson::Array(vec![i(kept), i(0), i(99)])));
+                    for lo in -3..=3 {
+                        for hi in lo..=3 {
+                            // Every row within the bounds, with second keys on both sides.
+                            let some_wins = (lo..=hi).any(|v| {
+                                [-1, 0, 1].iter().any(|&w| acc.top_takes(&[i(v), i(w)]))
+                            });
+                            let may = acc.top_may_take_within(&i(lo), &i(hi));
+                            assert!(may || !some_wins, "{descending} {bottom} {kept} {lo} {hi}");
+                            // And the bounds are tight: a range that can win has a row that does.
+                            assert_eq!(may, some_wins, "{descending} {bottom} {kept} {lo} {hi}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -45,7 +45,8 @@ use crate::bucket::META_COLUMN;
 use crate::catalog::is_hidden;
 use crate::codec::decode_date_progression;
 use crate::error::Result;
-use crate::segment::MetaFields;
+use crate::order::type_rank;
+use crate::segment::{BoundRef, MetaFields};
 use super::sort::sort_value;
 use bson::{Bson, DateTime, Document};
 use std::borrow::Cow;
@@ -1003,6 +1004,10 @@ impl FastGroup {
             match (&self.picks, self.arrival_order()) {
                 (Some(_), _) => "$first/$last kept by time, buckets read likeliest winner first \
                                  and skipped once they cannot win",
+                (None, true) if self.tops_only() => {
+                    "buckets read in _id order for $top/$bottom, skipped by the bounds of their \
+                     first sort key once they cannot win"
+                }
                 (None, true) => "buckets read in _id order for $first/$last/$top/$bottom",
                 (None, false) => "buckets read in file order",
             },
@@ -1095,6 +1100,8 @@ impl FastGroup {
                     .iter()
                     .filter_map(|a| match a {
                         Arg::Column(c) => Some(*c),
+                        // What `FastGroup::tops_settled` judges a bucket by.
+                        Arg::Top(_, _, Some(q)) => q.first().copied(),
                         _ => None,
                     })
                     .chain(self.filter_cols.iter().copied())
@@ -1229,6 +1236,10 @@ impl FastGroup {
                 }
             }
             let key = key_const.then_some((hi, part, bins.as_slice()));
+            if self.tops_settled(table, cache, scan, &st, key)? {
+                tally.prune(whole);
+                continue;
+            }
             let mut sink = (&mut *table, &mut *cache, &mut *rows);
             self.feed_columns(&mut sink, scan, &st, idx, whole, key, &col_names)?;
         }
@@ -1340,8 +1351,7 @@ impl FastGroup {
                     counts,
                     touched,
                 } = &mut **scratch;
-                let new_group = |r: u32| table.slot_expr(&self.spec.id, &row_at(r));
-                key_groups(key_col, &sel, cache, new_group, groups)?;
+                let mut new_group = |r: u32| table.slot_expr(&self.spec.id, &row_at(r));
                 // Arguments with one value over the bucket are fed once per group with the
                 // group's count of rows: rows of one group seldom follow each other here.
                 let bucket_constant = self.picks.is_none()
@@ -1351,8 +1361,10 @@ impl FastGroup {
                         _ => false,
                     });
                 if bucket_constant {
+                    touched.clear();
+                    let count = |g: u32| count_group(counts, touched, g);
+                    key_groups(key_col, &sel, cache, &mut new_group, count)?;
                     let metas = self.meta_args(st);
-                    count_groups(groups, counts, touched);
                     for &g in touched.iter() {
                         let n = counts.get_mut(g as usize).map_or(0, std::mem::take);
                         for ((acc, arg), meta) in table.accs(g).iter_mut().zip(&self.args).zip(&metas)
@@ -1366,6 +1378,8 @@ impl FastGroup {
                     cols.into_iter().for_each(Col::recycle);
                     return Ok(());
                 }
+                groups.clear();
+                key_groups(key_col, &sel, cache, &mut new_group, |g| groups.push(g))?;
                 for (k, &g) in groups.iter().enumerate() {
                     match runs.last_mut() {
                         Some((last, range)) if *last == g => range.end = k + 1,
@@ -1508,6 +1522,58 @@ impl FastGroup {
         }
         cols.into_iter().for_each(Col::recycle);
         Ok(())
+    }
+
+    /// True when every accumulator is a `$top`/`$bottom` whose sort keys are top-level
+    /// fields: what [`FastGroup::tops_settled`] can pass buckets over for.
+    fn tops_only(&self) -> bool {
+        self.picks.is_none()
+            && !self.args.is_empty()
+            && (self.args.iter()).all(|a| matches!(a, Arg::Top(_, _, Some(_))))
+    }
+
+    /// True when no row of the bucket can change its group, whose key is constant over it
+    /// (`key`): every accumulator is a `$top`/`$bottom` holding a row whose first sort value
+    /// beats every value the bucket's statistics allow. A bucket never mixes type classes in
+    /// one field, so bounds of one scalar class bound every present value; a row without
+    /// the field sorts as null, which counts unless every row has it.
+    fn tops_settled(
+        &self,
+        table: &mut GroupTable,
+        cache: &mut KeyCache,
+        scan: &Scan,
+        st: &BucketStats<'_>,
+        key: Option<(Option<i64>, Option<u32>, &[i64])>,
+    ) -> Result<bool> {
+        let (Some((hi, part, starts)), true) = (key, self.tops_only()) else {
+            return Ok(false);
+        };
+        let Some(g) = self.group_of(table, cache, part, starts, st.meta, hi, false)? else {
+            return Ok(false);
+        };
+        for (acc, arg) in table.accs(g).iter().zip(&self.args) {
+            let Arg::Top(_, _, Some(q)) = arg else {
+                return Ok(false);
+            };
+            let Some(name) = q.first().and_then(|&c| self.columns.get(c)) else {
+                return Ok(false);
+            };
+            let BoundRef::Range(lo, hi) = st.bound(name) else {
+                return Ok(false);
+            };
+            let scalar = |v: &Bson| !matches!(v, Bson::Array(_) | Bson::Document(_));
+            if !(scalar(lo) && scalar(hi) && type_rank(lo) == type_rank(hi)) {
+                return Ok(false);
+            }
+            let lo = match columns::in_every_row(&scan.src, name) {
+                true => lo,
+                false => &NULL,
+            };
+            if acc.top_may_take_within(lo, hi) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The runs of a whole bucket (rows = `sel` = `0..ts.len()`) whose rows all have a time,
@@ -1679,39 +1745,37 @@ struct RowGroups {
     touched: Vec<u32>,
 }
 
-/// The group of each row of `sel` into `out`, for a key that reads what differs by row. When
-/// the key is one typed column (`key_col`), a row's group is found by its value's type and
-/// bits, and `new_group` (the key evaluated on the row) runs once per value; otherwise, or
-/// where the row has no typed value, for the row.
+/// The group of each row of `sel`, given to `emit` in order, for a key that reads what
+/// differs by row. When the key is one typed column (`key_col`), a row's group is found by
+/// its value's type and bits, and `new_group` (the key evaluated on the row) runs once per
+/// value; otherwise, or where the row has no typed value, for the row.
 fn key_groups(
     key_col: Option<&Col>,
     sel: &[u32],
     cache: &mut KeyCache,
     new_group: impl FnMut(u32) -> Result<u32>,
-    out: &mut Vec<u32>,
+    emit: impl FnMut(u32),
 ) -> Result<()> {
-    out.clear();
-    out.reserve(sel.len());
     // One loop per representation, so that reading a value is an index, not a match.
     match key_col {
         Some(Col::Double(Slots::Dense(v))) => {
             let bits = |r: usize| v.get(r).map(|x| (3, x.to_bits()));
-            groups_by_value(sel, bits, cache, new_group, out)
+            groups_by_value(sel, bits, cache, new_group, emit)
         }
         Some(Col::Int64(Slots::Dense(v))) => {
             let bits = |r: usize| v.get(r).map(|&x| (2, x as u64));
-            groups_by_value(sel, bits, cache, new_group, out)
+            groups_by_value(sel, bits, cache, new_group, emit)
         }
         Some(Col::Int32(Slots::Dense(v))) => {
             let bits = |r: usize| v.get(r).map(|&x| (1, x as u64));
-            groups_by_value(sel, bits, cache, new_group, out)
+            groups_by_value(sel, bits, cache, new_group, emit)
         }
         Some(Col::Date(Slots::Dense(v))) => {
             let bits = |r: usize| v.get(r).map(|&x| (4, x as u64));
-            groups_by_value(sel, bits, cache, new_group, out)
+            groups_by_value(sel, bits, cache, new_group, emit)
         }
-        Some(c) => groups_by_value(sel, |r| c.typed_bits(r), cache, new_group, out),
-        None => groups_by_value(sel, |_| None, cache, new_group, out),
+        Some(c) => groups_by_value(sel, |r| c.typed_bits(r), cache, new_group, emit),
+        None => groups_by_value(sel, |_| None, cache, new_group, emit),
     }
 }
 
@@ -1722,48 +1786,38 @@ fn groups_by_value(
     bits: impl Fn(usize) -> Option<(u8, u64)>,
     cache: &mut KeyCache,
     mut new_group: impl FnMut(u32) -> Result<u32>,
-    out: &mut Vec<u32>,
+    mut emit: impl FnMut(u32),
 ) -> Result<()> {
-    let mut last: Option<((u8, u64), u32)> = None;
     for &r in sel {
-        let g = match (bits(r as usize), last) {
-            (Some(v), Some((lv, g))) if v == lv => g,
-            (Some(v), _) => {
-                let g = match cache.by_value(v) {
-                    Some(g) => g,
-                    None => {
-                        let g = new_group(r)?;
-                        cache.put_value(v, g);
-                        g
-                    }
-                };
-                last = Some((v, g));
-                g
-            }
-            (None, _) => new_group(r)?,
+        let g = match bits(r as usize) {
+            Some(v) => match cache.by_value(v) {
+                Some(g) => g,
+                None => {
+                    let g = new_group(r)?;
+                    cache.put_value(v, g);
+                    g
+                }
+            },
+            None => new_group(r)?,
         };
-        out.push(g);
+        emit(g);
     }
     Ok(())
 }
 
-/// Counts the rows of each group in `groups` into `counts` (by group; entries must be zero
-/// before), listing the groups counted in `touched` in the order they first came.
-fn count_groups(groups: &[u32], counts: &mut Vec<u32>, touched: &mut Vec<u32>) {
-    touched.clear();
-    let Some(&most) = groups.iter().max() else {
-        return;
-    };
-    if counts.len() <= most as usize {
-        counts.resize(most as usize + 1, 0);
+/// Counts a row of group `g` in `counts` (by group; zero between buckets), listing in
+/// `touched` the groups counted, in the order they first came.
+#[inline(always)]
+fn count_group(counts: &mut Vec<u32>, touched: &mut Vec<u32>, g: u32) {
+    let at = g as usize;
+    if at >= counts.len() {
+        counts.resize(at + 1, 0);
     }
-    for &g in groups {
-        if let Some(c) = counts.get_mut(g as usize) {
-            if *c == 0 {
-                touched.push(g);
-            }
-            *c += 1;
+    if let Some(c) = counts.get_mut(at) {
+        if *c == 0 {
+            touched.push(g);
         }
+        *c += 1;
     }
 }
 

@@ -110,14 +110,32 @@ pub struct KeyCache {
 /// Groups by a typed value's (type, bits): open addressing with linear probing in one array.
 /// A key of one measurement field looks a group up for nearly every row, and a general hash
 /// map's probe cost more than the rest of the row's work.
+///
+/// Integers of one type near the first one seen (status codes, percentages, small counts)
+/// are found by their offset in a direct table instead, without a hash or a probe.
 #[derive(Default)]
 struct ValueIds {
     /// `(bits, type, group)`; type 0 is an empty slot (typed values have types 1 to 4).
     slots: Vec<(u64, u8, u32)>,
     len: usize,
+    /// Groups of the integers `base..base + DIRECT` of type `direct_ty`, `u32::MAX` where
+    /// unknown; empty until an integer comes.
+    direct: Vec<u32>,
+    direct_ty: u8,
+    base: u64,
 }
 
+/// Entries of [`ValueIds::direct`]: 16 KiB, which stays in the first-level cache.
+const DIRECT: usize = 4096;
+
 impl ValueIds {
+    /// The place of `v` in the direct table, when it has one.
+    #[inline]
+    fn direct_at(&self, (ty, bits): (u8, u64)) -> Option<usize> {
+        let at = bits.wrapping_sub(self.base) as usize;
+        (ty == self.direct_ty && at < self.direct.len()).then_some(at)
+    }
+
     #[inline]
     fn home(&self, (ty, bits): (u8, u64)) -> usize {
         // Fibonacci hashing: the high bits of the product spread values that differ only
@@ -128,6 +146,9 @@ impl ValueIds {
 
     #[inline]
     fn get(&self, v: (u8, u64)) -> Option<u32> {
+        if let Some(at) = self.direct_at(v) {
+            return self.direct.get(at).copied().filter(|&g| g != u32::MAX);
+        }
         if self.slots.is_empty() {
             return None;
         }
@@ -146,6 +167,18 @@ impl ValueIds {
     }
 
     fn insert(&mut self, v: (u8, u64), g: u32) {
+        // Int32 and Int64 (types 1 and 2): the table centres on the first one.
+        if self.direct.is_empty() && matches!(v.0, 1 | 2) {
+            self.direct = vec![u32::MAX; DIRECT];
+            self.direct_ty = v.0;
+            self.base = v.1.wrapping_sub(DIRECT as u64 / 2);
+        }
+        if let Some(at) = self.direct_at(v) {
+            if let Some(slot) = self.direct.get_mut(at) {
+                *slot = g;
+            }
+            return;
+        }
         // At most half full, so that a probe ends soon at an empty slot.
         if (self.len + 1) * 2 > self.slots.len() {
             let room = (self.slots.len() * 2).max(64);
@@ -494,10 +527,16 @@ mod tests {
         }
         ids.insert((1, 7), 9);
         map.insert((1, 7), 9);
+        // Negative integers below the direct table's start, and within it.
+        for (k, x) in [-5i64, -2047, -2048, -2049, 2047, 2048, i64::MIN].into_iter().enumerate() {
+            ids.insert((1, x as u64), 5000 + k as u32);
+            map.insert((1, x as u64), 5000 + k as u32);
+        }
         for (&v, &g) in &map {
             assert_eq!(ids.get(v), Some(g), "{v:?}");
         }
-        assert_eq!(ids.len, map.len());
+        let direct = ids.direct.iter().filter(|&&g| g != u32::MAX).count();
+        assert_eq!(ids.len + direct, map.len());
         for v in [(1, 1 << 40), (2, 1), (3, 0.5f64.to_bits()), (4, 0)] {
             assert_eq!(ids.get(v), map.get(&v).copied(), "{v:?}");
         }
