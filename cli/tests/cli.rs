@@ -654,3 +654,42 @@ fn bson_records_that_repeat_a_name_are_refused_not_collapsed() {
     );
     assert_eq!(count(d, "c", "{}"), 1);
 }
+
+#[test]
+fn times_other_than_dates_are_read_in_the_stated_unit_or_format_and_never_guessed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    // Epoch seconds, as InfluxDB and Telegraf export them.
+    std::fs::write(
+        d.join("s.jsonl"),
+        "{\"t\": 1451606400, \"v\": 1}\n{\"t\": 1451606410, \"v\": 2}\n",
+    )
+    .unwrap();
+    let err = fails(d, &["import", "db", "c", "s.jsonl"], 1);
+    assert!(
+        err.contains("s.jsonl, line 1")
+            && err.contains("--time-unit")
+            && err.contains("as seconds, 2016-01-01T00:00:00Z"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 0);
+    ok(d, &["import", "db", "c", "s.jsonl", "--time-unit", "s"]);
+    let since = r#"{"t": {"$gte": {"$date": "2016-01-01T00:00:00Z"}}}"#;
+    assert_eq!(count(d, "c", since), 2);
+    // Nanoseconds in a CSV, and text times without a zone.
+    std::fs::write(d.join("ns.csv"), "t,v\n1451606420000000000,3\n").unwrap();
+    fails(d, &["import", "db", "c", "ns.csv"], 1);
+    ok(d, &["import", "db", "c", "ns.csv", "--time-unit", "ns"]);
+    std::fs::write(d.join("text.csv"), "t,v\n2016-01-01 00:00:30,4\n").unwrap();
+    let err = fails(d, &["import", "db", "c", "text.csv"], 1);
+    assert!(
+        err.contains("no time zone") && err.contains("--time-format"),
+        "{err}"
+    );
+    let fmt = ["--time-format", "%Y-%m-%d %H:%M:%S"];
+    ok(d, &[&["import", "db", "c", "text.csv"][..], &fmt].concat());
+    assert_eq!(count(d, "c", since), 4);
+    let out = ok(d, &["find", "db", "c", r#"{"v": 4}"#]);
+    assert!(out.contains("2016-01-01T00:00:30Z"), "{out}");
+}

@@ -1,8 +1,10 @@
 //! Documents as CSV rows. Writing flattens nested documents into dotted column names and
 //! writes dates as RFC 3339 (as epoch milliseconds outside the years 0000 through 9999).
-//! Reading types each cell by its content: the time column as a date, meta columns as strings,
-//! other cells as int64, double, bool or string; an empty cell leaves the field out.
+//! Reading types each cell by its content: the time column as a date (see [`TimeRead`]), meta
+//! columns as strings, other cells as int64, double, bool or string; an empty cell leaves the
+//! field out.
 
+use crate::times::TimeRead;
 use tsbucket::bson::{Bson, DateTime, Document};
 
 /// `doc`'s leaf fields as (dotted path, cell text), in document order.
@@ -65,6 +67,7 @@ fn double_cell(f: f64) -> String {
 /// How the columns of a CSV file become a document.
 pub struct RowSchema {
     columns: Vec<Column>,
+    times: TimeRead,
 }
 
 enum Column {
@@ -84,6 +87,8 @@ pub struct CsvOptions {
     pub meta_field: Option<String>,
     /// Columns that become subfields of the meta field.
     pub meta_columns: Vec<String>,
+    /// How the time column is read.
+    pub times: TimeRead,
 }
 
 impl RowSchema {
@@ -123,7 +128,10 @@ impl RowSchema {
                 })
             })
             .collect::<Result<_, String>>()?;
-        Ok(RowSchema { columns })
+        Ok(RowSchema {
+            columns,
+            times: o.times.clone(),
+        })
     }
 
     /// The document of one row.
@@ -134,7 +142,10 @@ impl RowSchema {
                 continue;
             }
             let (path, v) = match col {
-                Column::Time(f) => (std::slice::from_ref(f), Bson::DateTime(parse_time(text)?)),
+                Column::Time(f) => (
+                    std::slice::from_ref(f),
+                    Bson::DateTime(self.times.text(text)?),
+                ),
                 Column::Meta(p) => (p.as_slice(), Bson::String(text.to_string())),
                 Column::Typed(p) => (p.as_slice(), typed(text)),
             };
@@ -146,16 +157,6 @@ impl RowSchema {
 
 fn split(name: &str) -> Vec<String> {
     name.split('.').map(str::to_string).collect()
-}
-
-/// RFC 3339, or integer milliseconds since the epoch.
-fn parse_time(s: &str) -> Result<DateTime, String> {
-    if let Ok(ms) = s.parse::<i64>() {
-        return Ok(DateTime::from_millis(ms));
-    }
-    DateTime::parse_rfc3339_str(s).map_err(|_| {
-        format!("time '{s}' is neither an RFC 3339 date nor integer epoch milliseconds")
-    })
 }
 
 fn typed(s: &str) -> Bson {
@@ -204,6 +205,7 @@ fn insert_path(doc: &mut Document, path: &[String], v: Bson) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::times::TimeUnit;
     use tsbucket::bson::doc;
 
     fn opts() -> CsvOptions {
@@ -212,6 +214,7 @@ mod tests {
             time_field: "time".into(),
             meta_field: Some("tags".into()),
             meta_columns: vec!["host".into()],
+            times: TimeRead::default(),
         }
     }
 
@@ -236,20 +239,38 @@ mod tests {
     fn typing_by_content_and_absent_cells() {
         let header = csv::StringRecord::from(vec!["time", "host", "a", "b", "c", "d"]);
         let row = csv::StringRecord::from(vec!["1000", "h1", "-7", "1.5e3", "", "inf"]);
-        let schema = RowSchema::new(&header, &opts()).unwrap();
+        let ms = CsvOptions {
+            times: TimeRead {
+                unit: Some(TimeUnit::Ms),
+                format: None,
+            },
+            ..opts()
+        };
+        let schema = RowSchema::new(&header, &ms).unwrap();
         assert_eq!(
             schema.row(&row).unwrap(),
             doc! {"time": DateTime::from_millis(1000), "tags": {"host": "h1"}, "a": -7_i64, "b": 1500.0, "d": "inf"}
         );
         let bad = csv::StringRecord::from(vec!["yesterday", "h", "", "", "", ""]);
         assert!(schema.row(&bad).unwrap_err().contains("yesterday"));
+        // Without a unit, 1000 is refused rather than read as a time in 1970.
+        let schema = RowSchema::new(&header, &opts()).unwrap();
+        assert!(schema.row(&row).unwrap_err().contains("--time-unit"));
     }
 
-    /// Times of every year, and those RFC 3339 cannot write, read back as they were written.
+    /// Times of every year, and those RFC 3339 cannot write, read back as they were written
+    /// (the milliseconds with `--time-unit ms`).
     #[test]
     fn times_outside_four_digit_years_are_written_as_milliseconds() {
         let header = csv::StringRecord::from(vec!["time"]);
-        let schema = RowSchema::new(&header, &opts()).unwrap();
+        let ms = CsvOptions {
+            times: TimeRead {
+                unit: Some(TimeUnit::Ms),
+                format: None,
+            },
+            ..opts()
+        };
+        let schema = RowSchema::new(&header, &ms).unwrap();
         let cases = [
             (i64::MIN, "-9223372036854775808"),
             (YEAR_0_MS - 1, "-62167219200001"),

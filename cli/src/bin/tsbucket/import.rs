@@ -6,13 +6,14 @@ use crate::admin::BucketArgs;
 use crate::csvdoc::CsvOptions;
 use crate::out::Out;
 use crate::sources::{self, Loc, Record};
+use crate::times::{TimeRead, TimeUnit};
 use crate::{open_existing, open_for_writing, CliResult, Format};
 use clap::Args;
 use crossbeam_channel::Sender;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
-use tsbucket::bson::Document;
+use tsbucket::bson::{Bson, Document};
 use tsbucket::{Collection, Database, Error};
 
 /// Bad records described on stderr with `--skip-bad`; later ones are only counted.
@@ -45,13 +46,33 @@ pub struct ImportArgs {
     time_field: Option<String>,
     #[command(flatten)]
     bucket: BucketArgs,
-    /// CSV: column holding the time, RFC 3339 or epoch milliseconds (default: the time field).
+    /// CSV: column holding the time (default: the time field).
     #[arg(long, value_name = "C")]
     time_column: Option<String>,
+    /// Unit of times given as epoch numbers (CSV cells, JSON numbers). Without it, an epoch
+    /// number is read as milliseconds only when that gives a date from 1973 to 5138, and
+    /// refused otherwise.
+    #[arg(long, value_enum, value_name = "UNIT")]
+    time_unit: Option<TimeUnit>,
+    /// `strftime` format of times given as text, such as '%Y-%m-%d %H:%M:%S' (read as UTC
+    /// unless the format has a zone, %z). Without it, text times must be RFC 3339.
+    #[arg(long, value_name = "FMT")]
+    time_format: Option<String>,
     /// CSV: columns stored, as strings, as subfields of the meta field. Columns named
     /// `<metaField>.x` are meta subfields anyway; other columns are typed by content.
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     meta_columns: Vec<String>,
+}
+
+/// `d` with its time field a date: an epoch number or text read as `times` says (see
+/// [`TimeRead`]); other values are left for the engine to refuse.
+fn time_as_date(mut d: Document, time_field: &str, times: &TimeRead) -> Result<Document, String> {
+    let Some(got) = d.get(time_field).and_then(|v| times.value(v)) else {
+        return Ok(d);
+    };
+    let t = got.map_err(|why| format!("field '{time_field}': {why}"))?;
+    d.insert(time_field, Bson::DateTime(t));
+    Ok(d)
 }
 
 /// Progress of an import.
@@ -77,7 +98,13 @@ pub fn run(a: ImportArgs) -> CliResult {
     }
     let (db, coll) = open_collection(&a)?;
     let opts = coll.options()?;
+    let times = TimeRead {
+        unit: a.time_unit,
+        format: a.time_format.clone(),
+    };
+    let time_field = opts.get_time_field().to_string();
     let csv = CsvOptions {
+        times: times.clone(),
         time_column: a
             .time_column
             .clone()
@@ -108,7 +135,7 @@ pub fn run(a: ImportArgs) -> CliResult {
                 Chunk::File(name) => pb.set_message(name),
                 Chunk::Records(records) => {
                     for (loc, doc) in records {
-                        match doc {
+                        match doc.and_then(|d| time_as_date(d, &time_field, &times)) {
                             Ok(d) => {
                                 imp.batch.push(d);
                                 imp.locs.push(loc);

@@ -23,6 +23,7 @@ mod modify;
 mod out;
 mod query;
 mod sources;
+mod times;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::Path;
