@@ -693,3 +693,36 @@ fn times_other_than_dates_are_read_in_the_stated_unit_or_format_and_never_guesse
     let out = ok(d, &["find", "db", "c", r#"{"v": 4}"#]);
     assert!(out.contains("2016-01-01T00:00:30Z"), "{out}");
 }
+
+#[test]
+fn import_drop_replaces_the_data_and_create_says_when_a_collection_exists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let create = [
+        "create",
+        "db",
+        "c",
+        "--time-field",
+        "t",
+        "--meta-field",
+        "m",
+    ];
+    assert!(ok(d, &create).starts_with("created 'c'"));
+    let again = ok(d, &create);
+    assert!(
+        again.starts_with("exists, with the same options, unchanged"),
+        "{again}"
+    );
+    let lines = "{\"t\": {\"$date\": \"2016-01-01T00:00:00Z\"}, \"m\": 1, \"v\": 1}\n";
+    std::fs::write(d.join("a.jsonl"), lines).unwrap();
+    ok(d, &["import", "db", "c", "a.jsonl"]);
+    ok(d, &["import", "db", "c", "a.jsonl"]);
+    assert_eq!(count(d, "c", "{}"), 2);
+    // Dropped first, and made again with the options it had.
+    let out = ok(d, &["import", "db", "c", "a.jsonl", "--drop"]);
+    assert!(out.starts_with("dropped 'c' first"), "{out}");
+    assert_eq!(count(d, "c", "{}"), 1);
+    // The options it had: creating it as before is accepted as the same.
+    assert!(ok(d, &create).starts_with("exists, with the same options"));
+    fails(d, &["import", "db", "nope", "a.jsonl", "--drop"], 1);
+}

@@ -117,11 +117,18 @@ pub struct VerifyArgs {
 pub fn create(a: CreateArgs) -> CliResult {
     let options = a.bucket.options(&a.time_field);
     let db = open_for_writing(&a.dir)?;
+    let existed = db.collection(&a.coll).is_ok();
+    // An existing collection with the same options is accepted (as MongoDB does), and left
+    // as it is.
     db.create_collection(&a.coll, options.clone())?;
     db.close()?;
     let mut out = Out::new();
+    let what = match existed {
+        true => "exists, with the same options, unchanged",
+        false => "created",
+    };
     out.line(&format!(
-        "created '{}': {}",
+        "{what} '{}': {}",
         a.coll,
         describe_options(&options)
     ))?;

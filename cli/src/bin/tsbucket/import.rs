@@ -41,6 +41,10 @@ pub struct ImportArgs {
     /// Create the collection first (it may exist with the same options).
     #[arg(long, requires = "time_field")]
     create: bool,
+    /// Drop the collection first, with its data and indexes, as mongoimport's --drop does;
+    /// without --create it is made again with the options it had.
+    #[arg(long)]
+    drop: bool,
     /// Time field of the collection to create.
     #[arg(long, requires = "create")]
     time_field: Option<String>,
@@ -159,6 +163,9 @@ pub fn run(a: ImportArgs) -> CliResult {
     db.close()?;
     let secs = t0.elapsed().as_secs_f64();
     let mut out = Out::new();
+    if a.drop {
+        out.line(&format!("dropped '{}' first", a.coll))?;
+    }
     out.line(&format!(
         "imported {} rows, skipped {}, in {:.2} s ({:.0} rows/s)",
         n.imported,
@@ -223,18 +230,22 @@ fn read_files(files: &[PathBuf], format: Format, csv: &CsvOptions, tx: Sender<Ch
 }
 
 fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
-    match (&a.time_field, a.create) {
-        (Some(time_field), true) => {
-            let db = open_for_writing(&a.dir)?;
-            let coll = db.create_collection(&a.coll, a.bucket.options(time_field))?;
-            Ok((db, coll))
-        }
-        _ => {
-            let db = open_existing(&a.dir)?;
-            let coll = db.collection(&a.coll)?;
-            Ok((db, coll))
-        }
+    let db = match a.create {
+        true => open_for_writing(&a.dir)?,
+        false => open_existing(&a.dir)?,
+    };
+    let options = match (&a.time_field, a.create) {
+        (Some(time_field), true) => a.bucket.options(time_field),
+        _ => db.collection(&a.coll)?.options()?,
+    };
+    if a.drop {
+        db.drop_collection(&a.coll)?;
     }
+    let coll = match (a.create, a.drop) {
+        (false, false) => db.collection(&a.coll)?,
+        _ => db.create_collection(&a.coll, options)?,
+    };
+    Ok((db, coll))
 }
 
 struct Importer<'a> {
