@@ -162,6 +162,29 @@ fn parse_list(op: &str, v: &Bson) -> Result<Vec<Filter>> {
         .collect()
 }
 
+/// MongoDB's top-level query operators that filters do not take yet: refused as such, not
+/// as unknown, so that a user can tell them from a typo.
+const MONGODB_TOP_LEVEL: &[&str] = &["$expr", "$where", "$text", "$jsonSchema"];
+
+/// MongoDB's field query operators that filters do not take yet (see [`MONGODB_TOP_LEVEL`]).
+const MONGODB_FIELD_LEVEL: &[&str] = &[
+    "$regex",
+    "$options",
+    "$type",
+    "$mod",
+    "$all",
+    "$elemMatch",
+    "$size",
+    "$bitsAllSet",
+    "$bitsAllClear",
+    "$bitsAnySet",
+    "$bitsAnyClear",
+    "$geoWithin",
+    "$geoIntersects",
+    "$near",
+    "$nearSphere",
+];
+
 fn parse_entry(k: &str, v: &Bson) -> Result<Filter> {
     match k {
         "$and" => Ok(Filter::And(parse_list(k, v)?)),
@@ -169,6 +192,10 @@ fn parse_entry(k: &str, v: &Bson) -> Result<Filter> {
         "$nor" => Ok(Filter::Nor(parse_list(k, v)?)),
         // A note for the server's logs in MongoDB; it never affects matching.
         "$comment" => Ok(Filter::True),
+        _ if MONGODB_TOP_LEVEL.contains(&k) => Err(bad(format!(
+            "{k} is a MongoDB query operator that tsbucket does not support yet (supported at \
+             the top level: $and $or $nor $comment)"
+        ))),
         _ if k.starts_with('$') => Err(bad(format!("unknown top level operator: {k}"))),
         _ => {
             if k.is_empty() || k.split('.').any(str::is_empty) {
@@ -233,6 +260,12 @@ fn parse_operators(d: &Document) -> Result<Pred> {
                     ))
                 }
             },
+            other if MONGODB_FIELD_LEVEL.contains(&other) => {
+                return Err(bad(format!(
+                    "{other} is a MongoDB query operator that tsbucket does not support yet \
+                     (supported: $eq $ne $gt $gte $lt $lte $in $nin $exists $not)"
+                )))
+            }
             other if other.starts_with('$') => {
                 return Err(bad(format!("unknown operator: {other}")))
             }
@@ -647,5 +680,20 @@ mod tests {
             let e = Filter::parse(&f).unwrap_err();
             assert_eq!(e.code(), Some(2), "{f}");
         }
+    }
+
+    #[test]
+    fn mongodb_operators_not_supported_yet_are_told_from_typos() {
+        let said = |f: Document| Filter::parse(&f).unwrap_err().to_string();
+        for f in [
+            doc! {"a": {"$regex": "^x"}},
+            doc! {"a": {"$type": "double"}},
+            doc! {"$expr": {"$gt": ["$a", 1]}},
+        ] {
+            let e = said(f.clone());
+            assert!(e.contains("does not support yet") && e.contains("supported"), "{e}");
+        }
+        assert!(said(doc! {"a": {"$gtt": 1}}).contains("unknown operator: $gtt"));
+        assert!(said(doc! {"$exprr": 1}).contains("unknown top level operator"));
     }
 }
