@@ -726,3 +726,65 @@ fn import_drop_replaces_the_data_and_create_says_when_a_collection_exists() {
     assert!(ok(d, &create).starts_with("exists, with the same options"));
     fails(d, &["import", "db", "nope", "a.jsonl", "--drop"], 1);
 }
+
+#[test]
+fn json_arrays_pretty_json_compressed_files_and_other_delimiters_import() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let doc = |s: u32, v: &str| {
+        format!("{{\"t\": {{\"$date\": \"2016-01-01T00:00:{s:02}Z\"}}, \"v\": {v}}}")
+    };
+    // mongoexport --jsonArray, with brackets and braces inside strings.
+    let array = format!(
+        "[\n  {},\n  {}\n]\n",
+        doc(0, "1"),
+        doc(1, r#""} ] [ \" {""#)
+    );
+    std::fs::write(d.join("a.json"), &array).unwrap();
+    // mongoexport --pretty: documents over several lines, one after another.
+    let pretty = format!("{}\n{}\n", doc(2, "3"), doc(3, "4")).replace(", ", ",\n  ");
+    std::fs::write(d.join("p.json"), &pretty).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(array.as_bytes()).unwrap();
+    std::fs::write(d.join("a.json.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(
+        d.join("p.zst"),
+        zstd::encode_all(pretty.as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(d.join("s.csv"), "t;v\n2016-01-01T00:00:04Z;5\n").unwrap();
+    for f in ["a.json", "p.json", "a.json.gz", "p.zst"] {
+        let out = ok(d, &["import", "db", "c", f]);
+        assert!(out.contains("imported 2 rows"), "{f}: {out}");
+    }
+    assert_eq!(count(d, "c", r#"{"v": "} ] [ \" {"}"#), 2);
+    assert_eq!(count(d, "c", r#"{"v": 4}"#), 2);
+    // A file separated by another character says which option reads it.
+    let err = fails(d, &["import", "db", "c", "s.csv"], 1);
+    assert!(err.contains("--delimiter ';'"), "{err}");
+    ok(d, &["import", "db", "c", "s.csv", "--delimiter", ";"]);
+    assert_eq!(count(d, "c", r#"{"v": 5}"#), 1);
+    // An array that is cut off, or holds something else than documents, stops the import.
+    std::fs::write(d.join("cut.json"), &array[..array.len() - 3]).unwrap();
+    let err = fails(d, &["import", "db", "c", "cut.json"], 1);
+    assert!(err.contains("ends inside the JSON array"), "{err}");
+    std::fs::write(d.join("five.json"), "[5]").unwrap();
+    let err = fails(d, &["import", "db", "c", "five.json"], 1);
+    assert!(err.contains("not a document"), "{err}");
+    // An empty CSV file and a date without a time are told as such.
+    std::fs::write(d.join("e.csv"), "").unwrap();
+    assert!(fails(d, &["import", "db", "c", "e.csv"], 1).contains("the file is empty"));
+    std::fs::write(
+        d.join("day.jsonl"),
+        "{\"t\": {\"$date\": \"2021-05-19\"}}\n",
+    )
+    .unwrap();
+    let err = fails(d, &["import", "db", "c", "day.jsonl"], 1);
+    assert!(
+        err.contains("not an RFC 3339 date") && !err.contains("Kind"),
+        "{err}"
+    );
+    assert_eq!(count(d, "c", "{}"), 9);
+}

@@ -77,7 +77,7 @@ enum Column {
 }
 
 /// Options for reading CSV.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct CsvOptions {
     /// Column holding the time; its field is the collection's time field.
     pub time_column: String,
@@ -89,6 +89,8 @@ pub struct CsvOptions {
     pub meta_columns: Vec<String>,
     /// How the time column is read.
     pub times: TimeRead,
+    /// The byte between fields.
+    pub delimiter: u8,
 }
 
 impl RowSchema {
@@ -215,6 +217,7 @@ mod tests {
             meta_field: Some("tags".into()),
             meta_columns: vec!["host".into()],
             times: TimeRead::default(),
+            delimiter: b',',
         }
     }
 

@@ -62,10 +62,25 @@ pub struct ImportArgs {
     /// unless the format has a zone, %z). Without it, text times must be RFC 3339.
     #[arg(long, value_name = "FMT")]
     time_format: Option<String>,
+    /// CSV: the character between fields: one ASCII character, or `tab`.
+    #[arg(long, value_name = "C", default_value = ",", value_parser = parse_delimiter)]
+    delimiter: u8,
     /// CSV: columns stored, as strings, as subfields of the meta field. Columns named
     /// `<metaField>.x` are meta subfields anyway; other columns are typed by content.
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     meta_columns: Vec<String>,
+}
+
+/// A `--delimiter`: one ASCII character other than a quote or a line end, or `tab`.
+fn parse_delimiter(s: &str) -> Result<u8, String> {
+    match s.as_bytes() {
+        b"tab" | b"\\t" | b"\t" => Ok(b'\t'),
+        [b'"' | b'\n' | b'\r'] => Err(format!("{s:?} cannot separate CSV fields")),
+        &[b] if b.is_ascii() => Ok(b),
+        _ => Err(format!(
+            "the delimiter must be one ASCII character or 'tab', not {s:?}"
+        )),
+    }
 }
 
 /// `d` with its time field a date: an epoch number or text read as `times` says (see
@@ -109,6 +124,7 @@ pub fn run(a: ImportArgs) -> CliResult {
     let time_field = opts.get_time_field().to_string();
     let csv = CsvOptions {
         times: times.clone(),
+        delimiter: a.delimiter,
         time_column: a
             .time_column
             .clone()

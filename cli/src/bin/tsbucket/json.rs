@@ -116,9 +116,31 @@ fn json_depth_over(text: &[u8], max: usize) -> bool {
 fn value_to_doc(v: Value) -> Result<Document, String> {
     match v {
         Value::Object(map) => {
-            Document::try_from(map).map_err(|e| format!("invalid Extended JSON: {e}"))
+            Document::try_from(map).map_err(|e| extended_json_error(&e.to_string()))
         }
         other => Err(format!("expected a JSON object, found {}", kind_of(&other))),
+    }
+}
+
+/// The bson crate's refusal of an Extended JSON value in the user's terms: its own words name
+/// its error kinds ("BSON error. Kind: ..."), and a bad `$date` says nothing of the forms
+/// that work.
+fn extended_json_error(e: &str) -> String {
+    let detail = e
+        .split("Message: ")
+        .nth(1)
+        .unwrap_or(e)
+        .trim_end_matches('.');
+    let bad_date = detail
+        .strip_prefix("invalid value: string ")
+        .and_then(|r| r.strip_suffix(", expected rfc3339 formatted utc datetime"));
+    match bad_date {
+        Some(v) => format!(
+            "invalid Extended JSON: the $date {v} is not an RFC 3339 date and time with a zone \
+             (such as \"2021-05-19T00:00:00Z\"); a date may also be written \
+             {{\"$date\": {{\"$numberLong\": \"<epoch milliseconds>\"}}}}"
+        ),
+        None => format!("invalid Extended JSON: {detail}"),
     }
 }
 
@@ -371,6 +393,20 @@ mod tests {
         // Brackets within strings are text.
         let text = format!(r#"{{"a": "{}", "b\"{{": 1}}"#, "{[".repeat(1000));
         assert_eq!(parse_doc(&text).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_bad_date_is_explained_in_extended_json_terms() {
+        let e = parse_doc(r#"{"t": {"$date": "2021-05-19"}}"#).unwrap_err();
+        assert!(
+            e.contains(r#"the $date "2021-05-19" is not an RFC 3339 date"#) && !e.contains("Kind"),
+            "{e}"
+        );
+        let e = parse_doc(r#"{"n": {"$numberInt": "x"}}"#).unwrap_err();
+        assert!(
+            e.starts_with("invalid Extended JSON: ") && !e.contains("Kind:"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -114,10 +114,13 @@ pub enum Workload {
 /// File formats of `gen` and `import`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
 pub enum Format {
-    /// From the file name's extension (.jsonl/.json/.ndjson, .bson, .csv); when reading stdin
-    /// or a file with another extension, from its first bytes.
+    /// From the file name's extension (.jsonl/.json/.ndjson, .bson, .csv, each possibly
+    /// followed by .gz or .zst); when reading stdin or a file with another extension, from its
+    /// first bytes. Input compressed with gzip or zstd is found by its first bytes.
     Auto,
-    /// Relaxed MongoDB Extended JSON, one document per line (as mongoexport writes).
+    /// Relaxed or canonical MongoDB Extended JSON: one document per line (as mongoexport
+    /// writes), pretty-printed over several lines, or a JSON array of documents (both found by
+    /// the first line).
     Jsonl,
     /// Concatenated BSON documents (as mongodump writes).
     Bson,

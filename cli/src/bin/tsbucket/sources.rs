@@ -57,7 +57,8 @@ pub type Record = (Loc, Result<Document, String>);
 pub type Records = Box<dyn Iterator<Item = Result<Record, String>> + Send>;
 
 /// Opens `path` (`-` for stdin) as `format`; `Format::Auto` goes by the extension, else by
-/// the first bytes.
+/// the first bytes. Input compressed with gzip or zstd is decompressed, found by its first
+/// bytes; a `.gz` or `.zst` ending is looked through for the format.
 pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, String> {
     let (name, read): (Arc<str>, Box<dyn Read + Send>) = if is_std(path) {
         ("<stdin>".into(), Box::new(io::stdin()))
@@ -66,20 +67,37 @@ pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, St
         (path.display().to_string().into(), Box::new(f))
     };
     let mut input: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 16, read));
+    input = decompressed(input).map_err(|e| format!("{name}: {e}"))?;
     let format = match format {
-        Format::Auto => match path.to_str().and_then(Format::from_extension) {
+        Format::Auto => match path
+            .to_str()
+            .map(without_compression)
+            .and_then(Format::from_extension)
+        {
             Some(f) => f,
             None => sniff(&mut input).map_err(|e| format!("{name}: {e}"))?,
         },
         f => f,
     };
     Ok(match format {
-        Format::Jsonl | Format::Auto => Box::new(JsonLines {
-            name,
-            input,
-            line: 0,
-            buf: Vec::new(),
-        }),
+        Format::Jsonl | Format::Auto => match json_layout(&mut input) {
+            Ok(JsonLayout::Lines) => Box::new(JsonLines {
+                name,
+                input,
+                line: 0,
+                buf: Vec::new(),
+            }),
+            Ok(JsonLayout::Free { array }) => Box::new(JsonValues {
+                name,
+                input,
+                line: 1,
+                array,
+                started: false,
+                done: false,
+                buf: Vec::new(),
+            }),
+            Err(e) => return Err(format!("{name}: {e}")),
+        },
         Format::Bson => Box::new(BsonDocs {
             name,
             input,
@@ -91,18 +109,225 @@ pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, St
     })
 }
 
+/// `input` decompressed when its first bytes are gzip's or zstd's magic number.
+fn decompressed(mut input: Box<dyn BufRead + Send>) -> io::Result<Box<dyn BufRead + Send>> {
+    let head = input.fill_buf()?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        // Several gzip members one after another are one stream, as `gzip -c a b` writes.
+        let gz = flate2::bufread::MultiGzDecoder::new(input);
+        return Ok(Box::new(BufReader::with_capacity(1 << 16, gz)));
+    }
+    if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let z = zstd::stream::read::Decoder::with_buffer(input)?;
+        return Ok(Box::new(BufReader::with_capacity(1 << 16, z)));
+    }
+    Ok(input)
+}
+
+/// `path` without a compression suffix (`d.jsonl.gz` is JSON Lines).
+fn without_compression(path: &str) -> &str {
+    [".gz", ".zst", ".zstd"]
+        .iter()
+        .find_map(|s| path.strip_suffix(s))
+        .unwrap_or(path)
+}
+
 /// Guesses the format from the first bytes: a BSON document starts with its length, whose
-/// fourth byte is zero for any document under 16 MiB, which no text has; JSON Lines start with
-/// `{`; anything else is taken for CSV.
+/// fourth byte is zero for any document under 16 MiB, which no text has; JSON starts with `{`
+/// or `[`; anything else is taken for CSV.
 fn sniff(input: &mut Box<dyn BufRead + Send>) -> io::Result<Format> {
     let head = input.fill_buf()?;
     if head.len() >= 5 && head.get(3) == Some(&0) {
         return Ok(Format::Bson);
     }
     Ok(match head.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') | None => Format::Jsonl,
+        Some(b'{' | b'[') | None => Format::Jsonl,
         Some(_) => Format::Csv,
     })
+}
+
+/// How the documents of a JSON file are laid out.
+enum JsonLayout {
+    /// One per line (JSON Lines, as mongoexport writes by default).
+    Lines,
+    /// Anywhere: pretty-printed over several lines, or in a JSON array (`array`), as
+    /// mongoexport's `--jsonArray` and `--pretty` write.
+    Free { array: bool },
+}
+
+/// The layout of a JSON file, from its first line: a `[` starts an array, and a first
+/// document that does not end on its line is pretty-printed.
+fn json_layout(input: &mut Box<dyn BufRead + Send>) -> io::Result<JsonLayout> {
+    let head = input.fill_buf()?;
+    let start = head.iter().position(|b| !b.is_ascii_whitespace());
+    let Some(rest) = start.and_then(|i| head.get(i..)) else {
+        return Ok(JsonLayout::Lines);
+    };
+    if rest.first() == Some(&b'[') {
+        return Ok(JsonLayout::Free { array: true });
+    }
+    // A first line longer than the buffer is taken for a long document on one line.
+    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+        return Ok(JsonLayout::Lines);
+    };
+    let line = rest.get(..end).unwrap_or_default().trim_ascii_end();
+    Ok(match line.last() {
+        Some(b'}') => JsonLayout::Lines,
+        _ => JsonLayout::Free { array: false },
+    })
+}
+
+/// Largest JSON text of one document: a 16 MiB BSON document written as Extended JSON.
+const MAX_JSON_DOC: usize = 64 * 1024 * 1024;
+
+/// Documents anywhere in a JSON text: one after another, or the elements of one array.
+/// Each is found by matching its braces outside strings, then parsed alone, so that a bad
+/// one is reported by the line it starts on and the next one is still read.
+struct JsonValues {
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
+    /// The line the input is at, from 1.
+    line: u64,
+    array: bool,
+    /// The array's `[` was read.
+    started: bool,
+    done: bool,
+    buf: Vec<u8>,
+}
+
+impl JsonValues {
+    /// Passes over whitespace, and in an array the `[`, commas and the closing `]`;
+    /// returns the next byte, `None` at the end.
+    fn skip_between(&mut self) -> Result<Option<u8>, String> {
+        loop {
+            let head = self
+                .input
+                .fill_buf()
+                .map_err(|e| format!("{}: {e}", self.name))?;
+            let Some(&b) = head.first() else {
+                return match self.array && !self.done {
+                    true => Err(format!(
+                        "{}: the file ends inside the JSON array",
+                        self.name
+                    )),
+                    false => Ok(None),
+                };
+            };
+            match b {
+                b'\n' => self.line += 1,
+                b' ' | b'\t' | b'\r' => {}
+                b'[' if self.array && !self.started => self.started = true,
+                b',' if self.array && self.started && !self.done => {}
+                b']' if self.array && self.started && !self.done => self.done = true,
+                _ if self.done => {
+                    return Err(format!(
+                        "{}, line {}: text after the end of the JSON array",
+                        self.name, self.line
+                    ))
+                }
+                _ => return Ok(Some(b)),
+            }
+            self.input.consume(1);
+        }
+    }
+
+    /// Reads one object, from its `{` to the matching `}`, into `buf`.
+    fn read_object(&mut self) -> Result<(), String> {
+        self.buf.clear();
+        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        loop {
+            let head = self
+                .input
+                .fill_buf()
+                .map_err(|e| format!("{}: {e}", self.name))?;
+            if head.is_empty() {
+                return Err("the file ends inside the document".to_string());
+            }
+            let mut used = 0;
+            let mut closed = false;
+            for &b in head {
+                used += 1;
+                if b == b'\n' {
+                    self.line += 1;
+                }
+                if in_str {
+                    match (escaped, b) {
+                        (true, _) => escaped = false,
+                        (false, b'\\') => escaped = true,
+                        (false, b'"') => in_str = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' => in_str = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            closed = true;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.buf
+                .extend_from_slice(head.get(..used).unwrap_or_default());
+            self.input.consume(used);
+            if closed {
+                return Ok(());
+            }
+            if self.buf.len() > MAX_JSON_DOC {
+                return Err(format!(
+                    "a document longer than {} MiB of JSON",
+                    MAX_JSON_DOC >> 20
+                ));
+            }
+        }
+    }
+}
+
+impl Iterator for JsonValues {
+    type Item = Result<Record, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let first = match self.skip_between() {
+            Ok(Some(b)) => b,
+            Ok(None) => return None,
+            Err(e) => {
+                self.array = false;
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        let loc = Loc {
+            file: self.name.clone(),
+            pos: Pos::Line(self.line),
+        };
+        if first != b'{' || (self.array && !self.started) {
+            let what = match self.array {
+                true => "an element of the JSON array",
+                false => "the text",
+            };
+            // Where the next document starts is unknown.
+            self.array = false;
+            self.done = true;
+            return Some(Err(format!(
+                "{loc}: {what} is not a document (it starts with {:?})",
+                char::from(first)
+            )));
+        }
+        if let Err(e) = self.read_object() {
+            self.array = false;
+            self.done = true;
+            return Some(Err(format!("{loc}: {e}")));
+        }
+        let doc = std::str::from_utf8(&self.buf)
+            .map_err(|_| "the document is not valid UTF-8".to_string())
+            .and_then(parse_doc);
+        Some(Ok((loc, doc)))
+    }
 }
 
 struct JsonLines {
@@ -282,11 +507,39 @@ fn csv_rows(
     input: Box<dyn BufRead + Send>,
     o: &CsvOptions,
 ) -> Result<Records, String> {
-    let mut reader = csv::Reader::from_reader(input);
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(o.delimiter)
+        .from_reader(input);
     let header = reader
         .headers()
         .map_err(|e| format!("{name}: cannot read the CSV header: {e}"))?;
-    let schema = RowSchema::new(header, o).map_err(|e| format!("{name}: {e}"))?;
+    if header.iter().all(str::is_empty) {
+        return Err(format!(
+            "{name}: the file is empty: a CSV file starts with a header line"
+        ));
+    }
+    let schema = RowSchema::new(header, o).map_err(|e| {
+        // One column whose name holds another separator: the file is separated by it.
+        let other = match header.len() {
+            1 => [';', '\t', '|', ','].into_iter().find(|&c| {
+                u8::try_from(c).is_ok_and(|b| b != o.delimiter)
+                    && header.get(0).is_some_and(|h| h.contains(c))
+            }),
+            _ => None,
+        };
+        match other {
+            Some(c) => format!(
+                "{name}: {e}; the header is one column, {:?}: if the file is separated by {c:?}, \
+                 pass --delimiter {}",
+                header.get(0).unwrap_or_default(),
+                match c {
+                    '\t' => "tab".to_string(),
+                    c => format!("'{c}'"),
+                }
+            ),
+            None => format!("{name}: {e}"),
+        }
+    })?;
     Ok(Box::new(CsvRows {
         name,
         reader,
