@@ -64,10 +64,28 @@ fn double_cell(f: f64) -> String {
     }
 }
 
-/// How the columns of a CSV file become a document.
+/// How the columns of a CSV file become a document: the document's fields in the order the
+/// header first names them, nested fields as subdocuments, each leaf a column. A row is
+/// written as BSON bytes straight from its cells.
 pub struct RowSchema {
-    columns: Vec<Column>,
+    fields: Fields,
     times: TimeRead,
+}
+
+/// The fields of a document: each key (as a BSON C string) with a column or subdocument.
+type Fields = Vec<(Vec<u8>, Node)>;
+
+enum Node {
+    /// The column at this index, read as its kind says.
+    Leaf(usize, Kind),
+    Doc(Fields),
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Time,
+    Meta,
+    Typed,
 }
 
 enum Column {
@@ -129,31 +147,75 @@ impl RowSchema {
                     Column::Typed(path)
                 })
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<Vec<Column>, String>>()?;
+        let mut fields = Fields::new();
+        for (i, c) in columns.iter().enumerate() {
+            let (path, kind) = match c {
+                Column::Time(f) => (std::slice::from_ref(f), Kind::Time),
+                Column::Meta(p) => (p.as_slice(), Kind::Meta),
+                Column::Typed(p) => (p.as_slice(), Kind::Typed),
+            };
+            place(&mut fields, path, Node::Leaf(i, kind))?;
+        }
         Ok(RowSchema {
-            columns,
+            fields,
             times: o.times.clone(),
         })
     }
 
-    /// The document of one row.
-    pub fn row(&self, rec: &csv::StringRecord) -> Result<Document, String> {
-        let mut doc = Document::new();
-        for (col, text) in self.columns.iter().zip(rec.iter()) {
-            if text.is_empty() {
-                continue;
+    /// The document of one row, as BSON bytes.
+    pub fn row_bson(&self, rec: &csv::StringRecord, out: &mut Vec<u8>) -> Result<(), String> {
+        out.clear();
+        self.write_fields(&self.fields, rec, out)?;
+        Ok(())
+    }
+
+    /// Writes the document of `fields` to `out`; false when it has no field (every cell
+    /// under it empty).
+    fn write_fields(
+        &self,
+        fields: &Fields,
+        rec: &csv::StringRecord,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, String> {
+        let start = out.len();
+        out.extend_from_slice(&[0; 4]);
+        let mut any = false;
+        for (key, node) in fields {
+            let at = out.len();
+            match node {
+                Node::Leaf(col, kind) => {
+                    let text = rec.get(*col).unwrap_or_default();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    match kind {
+                        Kind::Time => {
+                            let t = self.times.text(text)?;
+                            element(out, 0x09, key);
+                            out.extend_from_slice(&t.timestamp_millis().to_le_bytes());
+                        }
+                        Kind::Meta => string(out, key, text),
+                        Kind::Typed => typed_element(out, key, text),
+                    }
+                }
+                Node::Doc(sub) => {
+                    element(out, 0x03, key);
+                    if !self.write_fields(sub, rec, out)? {
+                        out.truncate(at);
+                        continue;
+                    }
+                }
             }
-            let (path, v) = match col {
-                Column::Time(f) => (
-                    std::slice::from_ref(f),
-                    Bson::DateTime(self.times.text(text)?),
-                ),
-                Column::Meta(p) => (p.as_slice(), Bson::String(text.to_string())),
-                Column::Typed(p) => (p.as_slice(), typed(text)),
-            };
-            insert_path(&mut doc, path, v)?;
+            any = true;
         }
-        Ok(doc)
+        out.push(0);
+        let len = i32::try_from(out.len() - start)
+            .map_err(|_| "the row is larger than a BSON document can be".to_string())?;
+        if let Some(head) = out.get_mut(start..start + 4) {
+            head.copy_from_slice(&len.to_le_bytes());
+        }
+        Ok(any)
     }
 }
 
@@ -161,10 +223,29 @@ fn split(name: &str) -> Vec<String> {
     name.split('.').map(str::to_string).collect()
 }
 
-fn typed(s: &str) -> Bson {
+/// Starts an element of BSON type `tag` named `key` (a C string).
+fn element(out: &mut Vec<u8>, tag: u8, key: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(key);
+}
+
+/// A string element.
+fn string(out: &mut Vec<u8>, key: &[u8], s: &str) {
+    element(out, 0x02, key);
+    // A CSV cell is far below 2 GiB: the csv crate holds a record in memory.
+    out.extend_from_slice(&(s.len() as i32 + 1).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+    out.push(0);
+}
+
+/// A cell typed by its content: `true`/`false`, an int64, a double, else a string.
+fn typed_element(out: &mut Vec<u8>, key: &[u8], s: &str) {
     match s {
-        "true" => return Bson::Boolean(true),
-        "false" => return Bson::Boolean(false),
+        "true" | "false" => {
+            element(out, 0x08, key);
+            out.push(u8::from(s == "true"));
+            return;
+        }
         _ => {}
     }
     // Rust also parses words such as "inf" and "NaN"; only text that looks numeric is a number.
@@ -174,33 +255,56 @@ fn typed(s: &str) -> Bson {
         .is_some_and(|b| b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'.');
     if numeric {
         if let Ok(i) = s.parse::<i64>() {
-            return Bson::Int64(i);
+            element(out, 0x12, key);
+            out.extend_from_slice(&i.to_le_bytes());
+            return;
         }
         if let Ok(f) = s.parse::<f64>() {
-            return Bson::Double(f);
+            element(out, 0x01, key);
+            out.extend_from_slice(&f.to_le_bytes());
+            return;
         }
     }
-    Bson::String(s.to_string())
+    string(out, key, s);
 }
 
-fn insert_path(doc: &mut Document, path: &[String], v: Bson) -> Result<(), String> {
+/// Puts `leaf` at `path` in `fields`, making the subdocuments on the way.
+fn place(fields: &mut Fields, path: &[String], leaf: Node) -> Result<(), String> {
     let Some((last, parents)) = path.split_last() else {
         return Ok(());
     };
-    let mut d = doc;
+    let key = |name: &str| -> Result<Vec<u8>, String> {
+        match name.contains('\0') {
+            true => Err(format!(
+                "column '{}' has a NUL character in its name",
+                path.join(".")
+            )),
+            false => Ok([name.as_bytes(), &[0]].concat()),
+        }
+    };
+    let mut level = fields;
     for p in parents {
-        let e = d
-            .entry(p.clone())
-            .or_insert_with(|| Bson::Document(Document::new()));
-        d = match e {
-            Bson::Document(sub) => sub,
+        let k = key(p)?;
+        let at = match level.iter().position(|(n, _)| *n == k) {
+            Some(at) => at,
+            None => {
+                level.push((k, Node::Doc(Fields::new())));
+                level.len() - 1
+            }
+        };
+        level = match level.get_mut(at) {
+            Some((_, Node::Doc(sub))) => sub,
             _ => return Err(format!("column '{}' nests under a value", path.join("."))),
         };
     }
-    if d.contains_key(last) {
-        return Err(format!("column '{}' appears twice", path.join(".")));
+    let k = key(last)?;
+    if level.iter().any(|(n, _)| *n == k) {
+        return Err(format!(
+            "column '{}' appears twice, or holds a value where other columns nest",
+            path.join(".")
+        ));
     }
-    d.insert(last.clone(), v);
+    level.push((k, leaf));
     Ok(())
 }
 
@@ -209,6 +313,13 @@ mod tests {
     use super::*;
     use crate::times::TimeUnit;
     use tsbucket::bson::doc;
+
+    /// The document of a row, through its BSON bytes.
+    fn doc_of(schema: &RowSchema, rec: &csv::StringRecord) -> Result<Document, String> {
+        let mut bytes = Vec::new();
+        schema.row_bson(rec, &mut bytes)?;
+        Ok(Document::from_reader(bytes.as_slice()).unwrap())
+    }
 
     fn opts() -> CsvOptions {
         CsvOptions {
@@ -235,7 +346,7 @@ mod tests {
             csv::StringRecord::from(flat.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         let row = csv::StringRecord::from(flat.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>());
         let schema = RowSchema::new(&header, &opts()).unwrap();
-        assert_eq!(schema.row(&row).unwrap(), d);
+        assert_eq!(doc_of(&schema, &row).unwrap(), d);
     }
 
     #[test]
@@ -251,14 +362,14 @@ mod tests {
         };
         let schema = RowSchema::new(&header, &ms).unwrap();
         assert_eq!(
-            schema.row(&row).unwrap(),
+            doc_of(&schema, &row).unwrap(),
             doc! {"time": DateTime::from_millis(1000), "tags": {"host": "h1"}, "a": -7_i64, "b": 1500.0, "d": "inf"}
         );
         let bad = csv::StringRecord::from(vec!["yesterday", "h", "", "", "", ""]);
-        assert!(schema.row(&bad).unwrap_err().contains("yesterday"));
+        assert!(doc_of(&schema, &bad).unwrap_err().contains("yesterday"));
         // Without a unit, 1000 is refused rather than read as a time in 1970.
         let schema = RowSchema::new(&header, &opts()).unwrap();
-        assert!(schema.row(&row).unwrap_err().contains("--time-unit"));
+        assert!(doc_of(&schema, &row).unwrap_err().contains("--time-unit"));
     }
 
     /// Times of every year, and those RFC 3339 cannot write, read back as they were written
@@ -288,13 +399,38 @@ mod tests {
             let d = doc! {"time": DateTime::from_millis(ms)};
             assert_eq!(flatten(&d), [("time".to_string(), text.to_string())]);
             let row = csv::StringRecord::from(vec![text]);
-            assert_eq!(schema.row(&row).unwrap(), d, "{text}");
+            assert_eq!(doc_of(&schema, &row).unwrap(), d, "{text}");
         }
         let nested = doc! {"a": [DateTime::from_millis(i64::MAX)]};
         assert_eq!(
             flatten(&nested)[0].1,
             r#"[{"$date":{"$numberLong":"9223372036854775807"}}]"#
         );
+    }
+
+    #[test]
+    fn subdocuments_of_empty_cells_are_left_out_and_clashing_columns_refused() {
+        let header = csv::StringRecord::from(vec!["time", "tags.a", "v", "tags.b", "x.y.z"]);
+        let schema = RowSchema::new(&header, &opts()).unwrap();
+        let t = "2016-01-01T00:00:00Z";
+        let got = doc_of(&schema, &csv::StringRecord::from(vec![t, "", "1", "", ""])).unwrap();
+        let time = DateTime::from_millis(1_451_606_400_000);
+        assert_eq!(got, doc! {"time": time, "v": 1_i64});
+        let got = doc_of(&schema, &csv::StringRecord::from(vec![t, "", "", "b", "s"])).unwrap();
+        assert_eq!(
+            got,
+            doc! {"time": time, "tags": {"b": "b"}, "x": {"y": {"z": "s"}}}
+        );
+        for clash in [
+            vec!["time", "a", "a.b"],
+            vec!["time", "a.b", "a"],
+            vec!["time", "a", "a"],
+        ] {
+            let e = RowSchema::new(&csv::StringRecord::from(clash.clone()), &opts())
+                .err()
+                .unwrap();
+            assert!(e.contains("column 'a"), "{clash:?}: {e}");
+        }
     }
 
     #[test]

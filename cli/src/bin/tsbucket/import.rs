@@ -13,8 +13,12 @@ use crossbeam_channel::Sender;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
-use tsbucket::bson::{Bson, Document};
+use tsbucket::bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
 use tsbucket::{Collection, Database, Error};
+
+/// Bytes of documents that make a batch whatever `--batch` says: far below the engine's
+/// limit on a batch, so that wide documents are not refused in batches of many.
+const BATCH_BYTES: usize = 8 << 20;
 
 /// Bad records described on stderr with `--skip-bad`; later ones are only counted.
 const SHOWN_BAD: u64 = 10;
@@ -84,14 +88,24 @@ fn parse_delimiter(s: &str) -> Result<u8, String> {
 }
 
 /// `d` with its time field a date: an epoch number or text read as `times` says (see
-/// [`TimeRead`]); other values are left for the engine to refuse.
-fn time_as_date(mut d: Document, time_field: &str, times: &TimeRead) -> Result<Document, String> {
-    let Some(got) = d.get(time_field).and_then(|v| times.value(v)) else {
+/// [`TimeRead`]); other values are left for the engine to refuse. Documents whose time is a
+/// date already, as nearly all are, pass as they are.
+fn time_as_date(
+    d: RawDocumentBuf,
+    time_field: &str,
+    times: &TimeRead,
+) -> Result<RawDocumentBuf, String> {
+    match d.get(time_field) {
+        Ok(Some(RawBsonRef::DateTime(_)) | None) | Err(_) => return Ok(d),
+        Ok(Some(_)) => {}
+    }
+    let mut doc = Document::from_reader(d.as_bytes()).map_err(|e| format!("invalid BSON: {e}"))?;
+    let Some(got) = doc.get(time_field).and_then(|v| times.value(v)) else {
         return Ok(d);
     };
     let t = got.map_err(|why| format!("field '{time_field}': {why}"))?;
-    d.insert(time_field, Bson::DateTime(t));
-    Ok(d)
+    doc.insert(time_field, Bson::DateTime(t));
+    sources::raw(&doc)
 }
 
 /// Progress of an import.
@@ -143,6 +157,7 @@ pub fn run(a: ImportArgs) -> CliResult {
         skip_bad: a.skip_bad,
         batch: Vec::new(),
         locs: Vec::new(),
+        bytes: 0,
         n: Counts::default(),
     };
     let t0 = Instant::now();
@@ -156,13 +171,7 @@ pub fn run(a: ImportArgs) -> CliResult {
                 Chunk::Records(records) => {
                     for (loc, doc) in records {
                         match doc.and_then(|d| time_as_date(d, &time_field, &times)) {
-                            Ok(d) => {
-                                imp.batch.push(d);
-                                imp.locs.push(loc);
-                                if imp.batch.len() as u64 >= a.batch {
-                                    imp.write()?;
-                                }
-                            }
+                            Ok(d) => imp.push(d, loc, a.batch)?,
                             Err(why) => imp.bad(loc, &why)?,
                         }
                     }
@@ -268,32 +277,53 @@ struct Importer<'a> {
     coll: &'a Collection,
     pb: &'a ProgressBar,
     skip_bad: bool,
-    /// The batch being filled, and where each of its documents came from.
-    batch: Vec<Document>,
+    /// The batch being filled, where each of its documents came from, and its bytes.
+    batch: Vec<RawDocumentBuf>,
     locs: Vec<Loc>,
+    bytes: usize,
     n: Counts,
 }
 
 impl Importer<'_> {
+    /// Adds a document to the batch, and writes the batch once it holds `rows` documents or
+    /// [`BATCH_BYTES`].
+    fn push(&mut self, d: RawDocumentBuf, loc: Loc, rows: u64) -> CliResult {
+        self.bytes += d.as_bytes().len();
+        self.batch.push(d);
+        self.locs.push(loc);
+        if self.batch.len() as u64 >= rows || self.bytes >= BATCH_BYTES {
+            self.write()?;
+        }
+        Ok(())
+    }
+
     /// Inserts the pending batch. The engine names the first invalid document; with
-    /// `--skip-bad` it is dropped and the rest retried.
+    /// `--skip-bad` it is dropped and the rest retried. A batch the engine finds too large
+    /// (documents that encode larger than they read) is written in halves.
     fn write(&mut self) -> CliResult {
+        let mut end = self.batch.len();
         while !self.batch.is_empty() {
-            match self.coll.insert_many(&self.batch) {
+            end = end.clamp(1, self.batch.len());
+            let part = self.batch.get(..end).unwrap_or_default();
+            match self.coll.insert_many_raw(part) {
                 Ok(r) => {
                     self.n.imported += r.inserted_count;
                     self.pb.inc(r.inserted_count);
-                    self.batch.clear();
-                    self.locs.clear();
+                    self.batch.drain(..end);
+                    self.locs.drain(..end);
+                    end = self.batch.len();
                 }
-                Err(Error::InvalidDocument { index, message }) if index < self.locs.len() => {
+                Err(Error::InvalidDocument { index, message }) if index < end => {
                     let loc = self.locs.remove(index);
                     self.batch.remove(index);
+                    end -= 1;
                     self.bad(loc, &message)?;
                 }
+                Err(Error::BadValue(m)) if end > 1 && m.contains("split it") => end /= 2,
                 Err(e) => return Err(e.into()),
             }
         }
+        self.bytes = 0;
         Ok(())
     }
 

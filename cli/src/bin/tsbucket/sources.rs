@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
-use tsbucket::bson::Document;
+use tsbucket::bson::{Document, RawDocumentBuf};
 
 /// Largest BSON document accepted (MongoDB's 16 MiB plus its 16 KiB allowance for overhead).
 const MAX_BSON_DOC: usize = 16 * 1024 * 1024 + 16 * 1024;
@@ -50,8 +50,8 @@ impl fmt::Display for Loc {
     }
 }
 
-/// One record: where it was, and its document or why there is none.
-pub type Record = (Loc, Result<Document, String>);
+/// One record: where it was, and its document (as BSON bytes) or why there is none.
+pub type Record = (Loc, Result<RawDocumentBuf, String>);
 
 /// The records of a file.
 pub type Records = Box<dyn Iterator<Item = Result<Record, String>> + Send>;
@@ -130,6 +130,11 @@ fn without_compression(path: &str) -> &str {
         .iter()
         .find_map(|s| path.strip_suffix(s))
         .unwrap_or(path)
+}
+
+/// `d` as BSON bytes.
+pub fn raw(d: &Document) -> Result<RawDocumentBuf, String> {
+    RawDocumentBuf::try_from(d).map_err(|e| format!("the document makes no BSON: {e}"))
 }
 
 /// Guesses the format from the first bytes: a BSON document starts with its length, whose
@@ -325,7 +330,8 @@ impl Iterator for JsonValues {
         }
         let doc = std::str::from_utf8(&self.buf)
             .map_err(|_| "the document is not valid UTF-8".to_string())
-            .and_then(parse_doc);
+            .and_then(parse_doc)
+            .and_then(|d| raw(&d));
         Some(Ok((loc, doc)))
     }
 }
@@ -354,7 +360,8 @@ impl Iterator for JsonLines {
             }
             let doc = std::str::from_utf8(&self.buf)
                 .map_err(|_| "the line is not valid UTF-8".to_string())
-                .and_then(parse_doc);
+                .and_then(parse_doc)
+                .and_then(|d| raw(&d));
             let loc = Loc {
                 file: self.name.clone(),
                 pos: Pos::Line(self.line),
@@ -439,7 +446,8 @@ impl Iterator for BsonDocs {
         let doc = match repeated_name(&bytes) {
             Some(path) => Err(format!("field name {path:?} appears more than once")),
             None => {
-                Document::from_reader(bytes.as_slice()).map_err(|e| format!("invalid BSON: {e}"))
+                // The engine checks every byte of it when it is inserted.
+                RawDocumentBuf::from_bytes(bytes).map_err(|e| format!("invalid BSON: {e}"))
             }
         };
         Some(Ok((loc, doc)))
@@ -500,6 +508,7 @@ struct CsvRows {
     reader: csv::Reader<Box<dyn BufRead + Send>>,
     schema: RowSchema,
     rec: csv::StringRecord,
+    bytes: Vec<u8>,
 }
 
 fn csv_rows(
@@ -545,6 +554,7 @@ fn csv_rows(
         reader,
         schema,
         rec: csv::StringRecord::new(),
+        bytes: Vec::new(),
     }))
 }
 
@@ -556,7 +566,12 @@ impl Iterator for CsvRows {
             Ok(false) => return None,
             Ok(true) => (
                 self.rec.position().map_or(0, csv::Position::line),
-                self.schema.row(&self.rec),
+                self.schema
+                    .row_bson(&self.rec, &mut self.bytes)
+                    .and_then(|()| {
+                        RawDocumentBuf::from_bytes(self.bytes.clone())
+                            .map_err(|e| format!("the row makes no document: {e}"))
+                    }),
             ),
             Err(e) if e.is_io_error() => return Some(Err(format!("{}: {e}", self.name))),
             Err(e) => {
