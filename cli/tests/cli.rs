@@ -788,3 +788,34 @@ fn json_arrays_pretty_json_compressed_files_and_other_delimiters_import() {
     );
     assert_eq!(count(d, "c", "{}"), 9);
 }
+
+#[test]
+fn wide_documents_import_in_batches_of_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    // 300 documents of 200 KB of text that does not compress: 60 MB in one batch of rows,
+    // over the engine's 48 MiB.
+    let mut x: u64 = 7;
+    let mut wide = || -> String {
+        (0..200_000)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                char::from(b'a' + (x >> 59) as u8)
+            })
+            .collect()
+    };
+    let lines: String = (0..300)
+        .map(|i| {
+            let wide = wide();
+            format!(
+                "{{\"t\": {{\"$date\": {{\"$numberLong\": \"{}\"}}}}, \"s\": \"{wide}\"}}\n",
+                1_451_606_400_000i64 + i
+            )
+        })
+        .collect();
+    std::fs::write(d.join("wide.jsonl"), lines).unwrap();
+    let out = ok(d, &["import", "db", "c", "wide.jsonl", "--batch", "1000"]);
+    assert!(out.contains("imported 300 rows"), "{out}");
+    assert_eq!(count(d, "c", "{}"), 300);
+}
