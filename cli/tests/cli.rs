@@ -819,3 +819,49 @@ fn wide_documents_import_in_batches_of_bytes() {
     assert!(out.contains("imported 300 rows"), "{out}");
     assert_eq!(count(d, "c", "{}"), 300);
 }
+
+#[test]
+fn an_interrupted_import_says_which_rows_are_written() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
+        .current_dir(d)
+        .args(["import", "db", "c", "-", "--batch", "100"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Two chunks of records reach the importer (it is handed 256 at a time); stdin stays
+    // open, so the reader waits for more.
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..600i64 {
+        let t = 1_451_606_400_000 + i;
+        writeln!(
+            stdin,
+            "{{\"t\": {{\"$date\": {{\"$numberLong\": \"{t}\"}}}}, \"i\": {i}}}"
+        )
+        .unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    // However far it got, what it says is written is what the collection holds: whole
+    // batches, through the line it names.
+    drop(stdin);
+    let n = count(d, "c", "{}");
+    assert!(n % 100 == 0 && n <= 500, "{n}");
+    let said = match n {
+        0 => "import interrupted: no row is imported".to_string(),
+        n => format!("import interrupted: the {n} rows through <stdin>, line {n} are imported"),
+    };
+    assert!(err.contains(&said), "{err}");
+}

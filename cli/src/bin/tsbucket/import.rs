@@ -9,9 +9,11 @@ use crate::sources::{self, Loc, Record};
 use crate::times::{TimeRead, TimeUnit};
 use crate::{open_existing, open_for_writing, CliResult, Format};
 use clap::Args;
-use crossbeam_channel::Sender;
+use crossbeam_channel::{RecvTimeoutError, Sender};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use tsbucket::bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
 use tsbucket::{Collection, Database, Error};
@@ -147,10 +149,38 @@ pub fn run(a: ImportArgs) -> CliResult {
         meta_field: opts.get_meta_field().map(str::to_string),
         meta_columns: a.meta_columns.clone(),
     };
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(ProgressStyle::with_template(
-        "{spinner} import {human_pos} rows, {per_sec} {msg}",
-    )?);
+    // With every input a file, progress is the share of their bytes read (compressed ones
+    // as stored); from stdin only rows can be counted.
+    let sizes: Option<u64> = a
+        .files
+        .iter()
+        .map(|f| match crate::is_std(f) {
+            true => None,
+            false => std::fs::metadata(f).ok().map(|m| m.len()),
+        })
+        .sum();
+    let pb = match sizes {
+        Some(total) => {
+            let pb = ProgressBar::new(total);
+            pb.set_style(ProgressStyle::with_template(
+                "{spinner} import {percent:>3}% of {total_bytes}, {msg}, {eta} left",
+            )?);
+            pb
+        }
+        None => {
+            let pb = ProgressBar::new_spinner();
+            pb.set_style(ProgressStyle::with_template("{spinner} import {msg}")?);
+            pb
+        }
+    };
+    let read = Arc::new(AtomicU64::new(0));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        // Only `import` sets a handler; without one, Ctrl-C ends the process as usual.
+        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+            .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    }
     let mut imp = Importer {
         coll: &coll,
         pb: &pb,
@@ -158,29 +188,49 @@ pub fn run(a: ImportArgs) -> CliResult {
         batch: Vec::new(),
         locs: Vec::new(),
         bytes: 0,
+        last: None,
         n: Counts::default(),
     };
     let t0 = Instant::now();
     let (tx, rx) = crossbeam_channel::bounded::<Chunk>(4);
-    std::thread::scope(|scope| -> CliResult {
-        scope.spawn(|| read_files(&a.files, a.format, &csv, tx));
-        // Returning early drops `rx`, which stops the reader at its next send.
-        for chunk in rx {
-            match chunk {
-                Chunk::File(name) => pb.set_message(name),
-                Chunk::Records(records) => {
-                    for (loc, doc) in records {
-                        match doc.and_then(|d| time_as_date(d, &time_field, &times)) {
-                            Ok(d) => imp.push(d, loc, a.batch)?,
-                            Err(why) => imp.bad(loc, &why)?,
-                        }
+    // Not a scoped thread: a reader blocked on stdin must not hold up the end of an
+    // interrupted import. Returning early drops `rx`, which stops the reader at its next send.
+    {
+        let (files, format, csv, read) = (a.files.clone(), a.format, csv.clone(), read.clone());
+        std::thread::Builder::new()
+            .name("import-read".into())
+            .spawn(move || read_files(&files, format, &csv, &read, tx))?;
+    }
+    let mut file = String::new();
+    loop {
+        if interrupted.load(Ordering::Relaxed) {
+            return Err(Box::new(imp.interrupted()));
+        }
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        pb.set_position(read.load(Ordering::Relaxed));
+        pb.set_message(format!(
+            "{} rows ({:.0}/s){file}",
+            imp.n.imported,
+            imp.n.imported as f64 / secs
+        ));
+        let chunk = match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(c) => c,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        match chunk {
+            Chunk::File(name) => file = format!(", {name}"),
+            Chunk::Records(records) => {
+                for (loc, doc) in records {
+                    match doc.and_then(|d| time_as_date(d, &time_field, &times)) {
+                        Ok(d) => imp.push(d, loc, a.batch)?,
+                        Err(why) => imp.bad(loc, &why)?,
                     }
                 }
-                Chunk::Fatal(e) => return Err(imp.stopped(e)),
             }
+            Chunk::Fatal(e) => return Err(imp.stopped(e)),
         }
-        Ok(())
-    })?;
+    }
     imp.write()?;
     let n = imp.n;
     pb.finish_and_clear();
@@ -215,12 +265,18 @@ enum Chunk {
 const CHUNK: usize = 256;
 
 /// Reads and parses the files in order, on its own thread, so that parsing overlaps writing.
-fn read_files(files: &[PathBuf], format: Format, csv: &CsvOptions, tx: Sender<Chunk>) {
+fn read_files(
+    files: &[PathBuf],
+    format: Format,
+    csv: &CsvOptions,
+    read: &Arc<AtomicU64>,
+    tx: Sender<Chunk>,
+) {
     for file in files {
         if tx.send(Chunk::File(file.display().to_string())).is_err() {
             return;
         }
-        let records = match sources::open(file, format, csv) {
+        let records = match sources::open(file, format, csv, read) {
             Ok(r) => r,
             Err(e) => {
                 let _ = tx.send(Chunk::Fatal(e));
@@ -281,6 +337,8 @@ struct Importer<'a> {
     batch: Vec<RawDocumentBuf>,
     locs: Vec<Loc>,
     bytes: usize,
+    /// Where the last document written came from.
+    last: Option<Loc>,
     n: Counts,
 }
 
@@ -308,7 +366,7 @@ impl Importer<'_> {
             match self.coll.insert_many_raw(part) {
                 Ok(r) => {
                     self.n.imported += r.inserted_count;
-                    self.pb.inc(r.inserted_count);
+                    self.last = self.locs.get(end - 1).cloned().or(self.last.take());
                     self.batch.drain(..end);
                     self.locs.drain(..end);
                     end = self.batch.len();
@@ -327,15 +385,34 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// What is written: the rows imported, through which record.
+    fn written(&self) -> String {
+        match &self.last {
+            Some(loc) => format!(
+                "the {} rows through {loc} are imported and stay",
+                self.n.imported
+            ),
+            None => "no row is imported".to_string(),
+        }
+    }
+
     /// The error that ends the import, saying what was written.
     fn stopped(&self, e: impl std::fmt::Display) -> Box<dyn std::error::Error> {
         self.pb.finish_and_clear();
         format!(
-            "{e}\nimport stopped: nothing of the current batch was written; the {} rows of \
-             earlier batches are imported and stay",
-            self.n.imported
+            "{e}\nimport stopped: nothing of the current batch was written; {}",
+            self.written()
         )
         .into()
+    }
+
+    /// The end of an import that SIGINT stopped.
+    fn interrupted(&self) -> crate::Interrupted {
+        self.pb.finish_and_clear();
+        crate::Interrupted(format!(
+            "import interrupted: {}; nothing after them was written",
+            self.written()
+        ))
     }
 
     /// A record that cannot be imported: stops the import, or is counted with `--skip-bad`.

@@ -177,12 +177,29 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`tsbucket find ... | head`): it has all it wanted.
         Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Interrupted>() => {
+            eprintln!("{e}");
+            // As a shell reports a process that SIGINT ended.
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {}", describe(e.as_ref()));
             ExitCode::FAILURE
         }
     }
 }
+
+/// A command stopped by SIGINT (Ctrl-C), with what it had done: the exit status is 130.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// The error's message, with MongoDB's error code where the engine gives one.
 fn describe(e: &(dyn std::error::Error + 'static)) -> String {

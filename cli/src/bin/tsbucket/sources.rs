@@ -11,6 +11,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tsbucket::bson::{Document, RawDocumentBuf};
 
@@ -59,13 +60,23 @@ pub type Records = Box<dyn Iterator<Item = Result<Record, String>> + Send>;
 /// Opens `path` (`-` for stdin) as `format`; `Format::Auto` goes by the extension, else by
 /// the first bytes. Input compressed with gzip or zstd is decompressed, found by its first
 /// bytes; a `.gz` or `.zst` ending is looked through for the format.
-pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, String> {
-    let (name, read): (Arc<str>, Box<dyn Read + Send>) = if is_std(path) {
+/// `read` counts the bytes taken from the file (before decompression).
+pub fn open(
+    path: &Path,
+    format: Format,
+    csv: &CsvOptions,
+    read: &Arc<AtomicU64>,
+) -> Result<Records, String> {
+    let (name, file): (Arc<str>, Box<dyn Read + Send>) = if is_std(path) {
         ("<stdin>".into(), Box::new(io::stdin()))
     } else {
         let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         (path.display().to_string().into(), Box::new(f))
     };
+    let read = Box::new(Counted {
+        inner: file,
+        n: read.clone(),
+    });
     let mut input: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 16, read));
     input = decompressed(input).map_err(|e| format!("{name}: {e}"))?;
     let format = match format {
@@ -107,6 +118,20 @@ pub fn open(path: &Path, format: Format, csv: &CsvOptions) -> Result<Records, St
         }),
         Format::Csv => csv_rows(name, input, csv)?,
     })
+}
+
+/// A reader that adds the bytes it gives to a counter, for the progress shown.
+struct Counted {
+    inner: Box<dyn Read + Send>,
+    n: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n.fetch_add(k as u64, Ordering::Relaxed);
+        Ok(k)
+    }
 }
 
 /// `input` decompressed when its first bytes are gzip's or zstd's magic number.
