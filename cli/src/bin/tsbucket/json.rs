@@ -298,6 +298,61 @@ mod tests {
                 let text = to_relaxed(d.clone()).to_string();
                 prop_assert_eq!(parse_doc(&text).unwrap(), d, "{}", text);
             }
+
+            /// The writer of BSON bytes straight from JSON gives the bytes of the document
+            /// `parse_doc` reads, or leaves the record to it; in canonical Extended JSON too.
+            #[test]
+            fn json_written_straight_to_bson_is_the_parsed_document(
+                fields in prop::collection::vec(("[a-z$]{1,3}", value()), 0..6),
+                t in date_ms(),
+                canonical in any::<bool>(),
+            ) {
+                let mut d: Document = fields.into_iter().collect();
+                d.insert("t", DateTime::from_millis(t));
+                let text = match canonical {
+                    true => Bson::Document(d.clone()).into_canonical_extjson().to_string(),
+                    false => to_relaxed(d.clone()).to_string(),
+                };
+                let mut bytes = Vec::new();
+                if crate::jsonbson::transcode(&text, &mut bytes).is_some() {
+                    let want = tsbucket::bson::RawDocumentBuf::try_from(&parse_doc(&text).unwrap())
+                        .unwrap();
+                    prop_assert_eq!(bytes, want.into_bytes(), "{}", text);
+                }
+            }
+        }
+
+        #[test]
+        fn json_outside_the_straight_writers_subset_is_left_to_parse_doc() {
+            let mut bytes = Vec::new();
+            for text in [
+                r#"{"a": 1, "a": 2}"#,
+                r#"{"$x": 1}"#,
+                r#"{"a": {"b": 1, "$date": 5}}"#,
+                r#"{"a": {"$date": "2021-05-19"}}"#,
+                r#"{"a": {"$date": 1, "x": 2}}"#,
+                r#"{"a": {"$numberDouble": "NaN"}}"#,
+                r#"{"a\u0000": 1}"#,
+                r#"[1]"#,
+                r#"{"a": 1} x"#,
+            ] {
+                assert!(
+                    crate::jsonbson::transcode(text, &mut bytes).is_none(),
+                    "{text}"
+                );
+            }
+            // Deep records go to `parse_doc`, which holds them to the exact limit.
+            let deep = super::nested(MAX_NESTING + 1, "1");
+            assert!(crate::jsonbson::transcode(&deep, &mut bytes).is_none());
+            assert!(parse_doc(&deep).is_err());
+            let ok = super::nested(100, "[1]");
+            assert!(crate::jsonbson::transcode(&ok, &mut bytes).is_some());
+            assert_eq!(
+                bytes,
+                tsbucket::bson::RawDocumentBuf::try_from(&parse_doc(&ok).unwrap())
+                    .unwrap()
+                    .into_bytes()
+            );
         }
     }
 

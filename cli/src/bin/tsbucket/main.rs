@@ -19,6 +19,7 @@ mod extjson;
 mod gen;
 mod import;
 mod json;
+mod jsonbson;
 mod modify;
 mod out;
 mod query;

@@ -6,6 +6,7 @@
 
 use crate::csvdoc::{CsvOptions, RowSchema};
 use crate::json::parse_doc;
+use crate::jsonbson::transcode;
 use crate::{is_std, Format};
 use std::fmt;
 use std::fs::File;
@@ -155,6 +156,16 @@ fn without_compression(path: &str) -> &str {
         .iter()
         .find_map(|s| path.strip_suffix(s))
         .unwrap_or(path)
+}
+
+/// A JSON record as BSON bytes: written as it is parsed where [`transcode`] takes it, else
+/// through a `Document`, which also says what is wrong with a bad one.
+fn json_record(text: &str) -> Result<RawDocumentBuf, String> {
+    let mut bytes = Vec::new();
+    match transcode(text, &mut bytes) {
+        Some(()) => RawDocumentBuf::from_bytes(bytes).map_err(|e| format!("invalid BSON: {e}")),
+        None => parse_doc(text).and_then(|d| raw(&d)),
+    }
 }
 
 /// `d` as BSON bytes.
@@ -355,8 +366,7 @@ impl Iterator for JsonValues {
         }
         let doc = std::str::from_utf8(&self.buf)
             .map_err(|_| "the document is not valid UTF-8".to_string())
-            .and_then(parse_doc)
-            .and_then(|d| raw(&d));
+            .and_then(json_record);
         Some(Ok((loc, doc)))
     }
 }
@@ -385,8 +395,7 @@ impl Iterator for JsonLines {
             }
             let doc = std::str::from_utf8(&self.buf)
                 .map_err(|_| "the line is not valid UTF-8".to_string())
-                .and_then(parse_doc)
-                .and_then(|d| raw(&d));
+                .and_then(json_record);
             let loc = Loc {
                 file: self.name.clone(),
                 pos: Pos::Line(self.line),
