@@ -865,3 +865,77 @@ fn an_interrupted_import_says_which_rows_are_written() {
     };
     assert!(err.contains(&said), "{err}");
 }
+
+#[test]
+fn line_protocol_imports_with_its_tags_as_the_meta_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "time",
+            "--meta-field",
+            "tags",
+        ],
+    );
+    let lines = "# from influx\n\
+                 cpu,host=a,region=eu usage_user=12.5,n=3i 1451606400000000000\n\
+                 cpu,region=eu,host=a usage_user=13.5,n=4i 1451606410000000000\n\
+                 cpu,host=b,region=eu usage_user=1,n=5i 1451606400000000000\n";
+    std::fs::write(d.join("p.lp"), lines).unwrap();
+    let out = ok(d, &["import", "db", "c", "p.lp"]);
+    assert!(out.contains("imported 3 rows"), "{out}");
+    // Without the extension, it is found by its first line.
+    std::fs::write(d.join("p.txt"), lines).unwrap();
+    let out = ok(d, &["import", "db", "c", "p.txt", "--drop"]);
+    assert!(out.contains("imported 3 rows"), "{out}");
+    // The tags in either order are one series.
+    assert_eq!(
+        count(
+            d,
+            "c",
+            r#"{"tags": {"measurement": "cpu", "host": "a", "region": "eu"}}"#
+        ),
+        2
+    );
+    let found = ok(d, &["find", "db", "c", r#"{"n": 3}"#]);
+    assert!(
+        found.contains("2016-01-01T00:00:00Z") && found.contains("12.5"),
+        "{found}"
+    );
+    // Seconds, with --precision; a line without a timestamp is refused by its line.
+    std::fs::write(
+        d.join("s.lp"),
+        "mem,host=a used=1i 1451606420\nmem,host=a used=2i\n",
+    )
+    .unwrap();
+    let err = fails(d, &["import", "db", "c", "s.lp", "--precision", "s"], 1);
+    assert!(
+        err.contains("s.lp, line 2") && err.contains("no timestamp"),
+        "{err}"
+    );
+    ok(
+        d,
+        &[
+            "import",
+            "db",
+            "c",
+            "s.lp",
+            "--precision",
+            "s",
+            "--skip-bad",
+        ],
+    );
+    assert_eq!(count(d, "c", r#"{"tags.measurement": "mem"}"#), 1);
+    // A collection without a meta field has nowhere for the tags.
+    ok(d, &["create", "db", "flat", "--time-field", "time"]);
+    let err = fails(d, &["import", "db", "flat", "p.lp"], 1);
+    assert!(
+        err.contains("needs a collection with a meta field"),
+        "{err}"
+    );
+}

@@ -76,6 +76,9 @@ pub fn run(a: GenArgs) -> CliResult {
             .unwrap_or(Format::Jsonl),
         f => f,
     };
+    if format == Format::LineProtocol {
+        return Err("gen writes JSON Lines, BSON or CSV, not line protocol".into());
+    }
     let sink: Box<dyn Write> = if is_std(&a.out) {
         Box::new(io::stdout().lock())
     } else {

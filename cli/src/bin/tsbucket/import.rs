@@ -64,6 +64,9 @@ pub struct ImportArgs {
     /// refused otherwise.
     #[arg(long, value_enum, value_name = "UNIT")]
     time_unit: Option<TimeUnit>,
+    /// Line protocol: the unit of timestamps, as InfluxDB's `precision` (default: ns).
+    #[arg(long, value_enum, value_name = "UNIT", conflicts_with = "time_unit")]
+    precision: Option<TimeUnit>,
     /// `strftime` format of times given as text, such as '%Y-%m-%d %H:%M:%S' (read as UTC
     /// unless the format has a zone, %z). Without it, text times must be RFC 3339.
     #[arg(long, value_name = "FMT")]
@@ -134,7 +137,7 @@ pub fn run(a: ImportArgs) -> CliResult {
     let (db, coll) = open_collection(&a)?;
     let opts = coll.options()?;
     let times = TimeRead {
-        unit: a.time_unit,
+        unit: a.time_unit.or(a.precision),
         format: a.time_format.clone(),
     };
     let time_field = opts.get_time_field().to_string();

@@ -20,6 +20,7 @@ mod gen;
 mod import;
 mod json;
 mod jsonbson;
+mod lineproto;
 mod modify;
 mod out;
 mod query;
@@ -127,6 +128,8 @@ pub enum Format {
     Bson,
     /// A header line and one row per document; nested fields as dotted column names.
     Csv,
+    /// InfluxDB line protocol (.lp): the measurement and tags become the meta document.
+    LineProtocol,
 }
 
 impl Format {
@@ -137,6 +140,7 @@ impl Format {
             "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
             "bson" => Some(Format::Bson),
             "csv" => Some(Format::Csv),
+            "lp" | "line" => Some(Format::LineProtocol),
             _ => None,
         }
     }

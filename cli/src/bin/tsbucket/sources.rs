@@ -7,6 +7,7 @@
 use crate::csvdoc::{CsvOptions, RowSchema};
 use crate::json::parse_doc;
 use crate::jsonbson::transcode;
+use crate::lineproto::LineSchema;
 use crate::{is_std, Format};
 use std::fmt;
 use std::fs::File;
@@ -118,7 +119,74 @@ pub fn open(
             done: false,
         }),
         Format::Csv => csv_rows(name, input, csv)?,
+        Format::LineProtocol => {
+            let meta_field = csv.meta_field.clone().ok_or_else(|| {
+                format!(
+                    "{name}: line protocol needs a collection with a meta field: the \
+                     measurement and tags become it"
+                )
+            })?;
+            let mut times = csv.times.clone();
+            // The protocol's own default.
+            times.unit = times.unit.or(Some(crate::times::TimeUnit::Ns));
+            Box::new(LineRecords {
+                name,
+                input,
+                line: 0,
+                text: String::new(),
+                schema: LineSchema {
+                    time_field: csv.time_field.clone(),
+                    meta_field,
+                    times,
+                },
+            })
+        }
     })
+}
+
+/// The points of a line protocol file.
+struct LineRecords {
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
+    line: u64,
+    text: String,
+    schema: LineSchema,
+}
+
+impl Iterator for LineRecords {
+    type Item = Result<Record, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.text.clear();
+            match self.input.read_line(&mut self.text) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.line += 1;
+                    return Some(Err(format!(
+                        "{}, line {}: the line is not valid UTF-8",
+                        self.name, self.line
+                    )));
+                }
+                Err(e) => return Some(Err(format!("{}: {e}", self.name))),
+            }
+            self.line += 1;
+            let mut bytes = Vec::new();
+            let doc = match self.schema.line_bson(&self.text, &mut bytes) {
+                Ok(false) => continue,
+                Ok(true) => {
+                    RawDocumentBuf::from_bytes(bytes).map_err(|e| format!("invalid BSON: {e}"))
+                }
+                Err(e) => Err(e),
+            };
+            let loc = Loc {
+                file: self.name.clone(),
+                pos: Pos::Line(self.line),
+            };
+            return Some(Ok((loc, doc)));
+        }
+    }
 }
 
 /// A reader that adds the bytes it gives to a counter, for the progress shown.
@@ -181,8 +249,19 @@ fn sniff(input: &mut Box<dyn BufRead + Send>) -> io::Result<Format> {
     if head.len() >= 5 && head.get(3) == Some(&0) {
         return Ok(Format::Bson);
     }
+    // Line protocol: `measurement,tag=v field=v ...`, a space then an `=`, which a CSV header
+    // seldom has.
+    let first = head
+        .split(|&b| b == b'\n')
+        .find(|l| !l.trim_ascii().is_empty() && !l.starts_with(b"#"))
+        .unwrap_or_default();
+    let line_protocol = first
+        .iter()
+        .position(|&b| b == b' ')
+        .is_some_and(|sp| first.get(sp..).is_some_and(|rest| rest.contains(&b'=')));
     Ok(match head.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{' | b'[') | None => Format::Jsonl,
+        _ if line_protocol => Format::LineProtocol,
         Some(_) => Format::Csv,
     })
 }
