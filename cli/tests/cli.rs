@@ -939,3 +939,121 @@ fn line_protocol_imports_with_its_tags_as_the_meta_document() {
         "{err}"
     );
 }
+
+#[test]
+fn exports_import_again_to_identical_documents_for_every_type() {
+    use tsbucket::bson::{doc, oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime};
+    use tsbucket::bson::{Decimal128, Regex, Timestamp};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "t",
+            "--meta-field",
+            "m",
+        ],
+    );
+    let mut lines = String::new();
+    for (i, t) in [
+        0i64,
+        1_451_606_400_123,
+        -62_167_219_200_001,
+        253_402_300_800_000,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = doc! {
+            "t": DateTime::from_millis(t),
+            "m": {"host": format!("h{i}"), "n": i as i32},
+            "i32": i as i32, "i64": 1_i64 << 40, "small64": 3_i64, "f": 1.0, "g": -0.5,
+            "inf": f64::INFINITY, "s": "héllo \"q\"", "b": true, "z": Bson::Null,
+            "o": ObjectId::from_bytes([i as u8; 12]),
+            "bin": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+            "ts": Timestamp { time: 5, increment: 6 },
+            "dec": "1.5".parse::<Decimal128>().unwrap(),
+            "re": Regex { pattern: "^a".to_string().try_into().unwrap(), options: "i".to_string().try_into().unwrap() },
+            "arr": [1, "x", {"k": [DateTime::from_millis(7)]}],
+            "nested": {"a": {"b": 2.5}},
+            "min": Bson::MinKey, "max": Bson::MaxKey,
+        };
+        lines += &Bson::Document(d).into_canonical_extjson().to_string();
+        lines.push('\n');
+    }
+    std::fs::write(d.join("in.jsonl"), lines).unwrap();
+    ok(d, &["import", "db", "c", "in.jsonl"]);
+    let want = ok(d, &["find", "db", "c", "{}", "--sort", r#"{"t": 1}"#]);
+    assert_eq!(want.lines().count(), 4);
+    for (file, extra) in [
+        ("out.jsonl", vec![]),
+        ("out.bson", vec![]),
+        ("out.json", vec![]),
+        ("canon.jsonl", vec!["--canonical"]),
+    ] {
+        let export = [&["export", "db", "c", "--out", file][..], &extra].concat();
+        ok(d, &export);
+        let coll = file.replace('.', "_");
+        let create = [
+            "create",
+            "db",
+            &coll,
+            "--time-field",
+            "t",
+            "--meta-field",
+            "m",
+        ];
+        ok(d, &create);
+        ok(d, &["import", "db", &coll, file]);
+        let got = ok(d, &["find", "db", &coll, "{}", "--sort", r#"{"t": 1}"#]);
+        assert_eq!(got, want, "{file}");
+    }
+    // To stdout, with a filter, projection, sort and limit; CSV with chosen columns.
+    let out = ok(
+        d,
+        &[
+            "export",
+            "db",
+            "c",
+            r#"{"m.n": {"$gte": 1}}"#,
+            "--projection",
+            r#"{"_id": 0, "m.host": 1, "i32": 1}"#,
+            "--sort",
+            r#"{"i32": -1}"#,
+            "--limit",
+            "2",
+        ],
+    );
+    let rows: Vec<serde_json::Value> = json_lines(&out);
+    assert_eq!(
+        rows,
+        vec![
+            serde_json::json!({"m": {"host": "h3"}, "i32": 3}),
+            serde_json::json!({"m": {"host": "h2"}, "i32": 2}),
+        ]
+    );
+    let csv = ok(
+        d,
+        &[
+            "export",
+            "db",
+            "c",
+            "--format",
+            "csv",
+            "--fields",
+            "t,m.host,f,s",
+            "--sort",
+            r#"{"t": 1}"#,
+        ],
+    );
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("t,m.host,f,s"));
+    assert!(
+        lines.any(|l| l == r##"1970-01-01T00:00:00Z,h0,1.0,"héllo ""q""""##),
+        "{csv}"
+    );
+}

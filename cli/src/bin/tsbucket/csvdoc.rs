@@ -42,7 +42,7 @@ fn cell(v: &Bson) -> String {
 const YEAR_0_MS: i64 = -62_167_219_200_000;
 
 /// A date's text: RFC 3339 where its year has four digits, else integer epoch milliseconds
-/// (which [`parse_time`] reads too). The `bson` crate formats the dates from the year 10000
+/// (which `import --time-unit ms` reads back). The `bson` crate formats the dates from the year 10000
 /// on as the last instant of 9999, so it is not asked for them.
 fn date_cell(t: DateTime) -> String {
     let ms = t.timestamp_millis();

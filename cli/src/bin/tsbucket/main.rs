@@ -15,6 +15,7 @@
 mod admin;
 mod csvdoc;
 mod demo;
+mod export;
 mod extjson;
 mod gen;
 mod import;
@@ -75,6 +76,10 @@ enum Cmd {
     Import(import::ImportArgs),
     /// Print the measurements matching a filter, one relaxed Extended JSON document per line.
     Find(query::FindArgs),
+    /// Write the measurements matching a filter to a file as JSON Lines, a JSON array, CSV
+    /// or BSON (by --format or the file's extension); JSON Lines and BSON import again to
+    /// identical documents.
+    Export(export::ExportArgs),
     /// Run an aggregation pipeline and print its results as JSON Lines.
     Aggregate(query::AggregateArgs),
     /// Show how a find filter or a pipeline would read the collection's buckets.
@@ -165,6 +170,7 @@ fn main() -> ExitCode {
         Cmd::Create(a) => admin::create(a),
         Cmd::Import(a) => import::run(a),
         Cmd::Find(a) => query::find(a),
+        Cmd::Export(a) => export::run(a),
         Cmd::Aggregate(a) => query::aggregate(a),
         Cmd::Explain(a) => query::explain(a),
         Cmd::Count(a) => query::count(a),
