@@ -3,13 +3,14 @@
 //! DuckDB, pandas or a spreadsheet. JSON Lines and BSON import again to identical documents.
 
 use crate::csvdoc::flatten;
-use crate::json::{doc_arg, to_relaxed};
+use crate::json::doc_arg;
+use crate::rawjson::write_relaxed;
 use crate::{is_std, open_for_reading, CliResult};
 use clap::{Args, ValueEnum};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-use tsbucket::bson::{Bson, Document};
+use tsbucket::bson::{Bson, Document, RawDocument};
 use tsbucket::FindOptions;
 
 /// Formats `export` writes.
@@ -98,12 +99,6 @@ pub fn run(a: ExportArgs) -> CliResult {
         false => Box::new(File::create(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?),
     };
     let mut w = BufWriter::with_capacity(1 << 16, sink);
-    let json = |d: Document| -> serde_json::Value {
-        match a.canonical {
-            true => Bson::Document(d).into_canonical_extjson(),
-            false => to_relaxed(d),
-        }
-    };
     let mut n = 0u64;
     match format {
         ExportFormat::Bson => {
@@ -114,21 +109,37 @@ pub fn run(a: ExportArgs) -> CliResult {
                 n += 1;
             }
         }
-        ExportFormat::Jsonl => {
-            for d in cursor.by_ref() {
-                serde_json::to_writer(&mut w, &json(d?))?;
-                w.write_all(b"\n")?;
+        ExportFormat::Jsonl | ExportFormat::Json => {
+            let array = format == ExportFormat::Json;
+            if array {
+                w.write_all(b"[")?;
+            }
+            let (mut bson, mut text) = (Vec::new(), Vec::new());
+            while cursor.next_into(&mut bson)? {
+                text.clear();
+                if array {
+                    text.extend_from_slice(if n == 0 { b"\n" } else { b",\n" });
+                }
+                match a.canonical {
+                    false => write_relaxed(RawDocument::from_bytes(&bson)?, &mut text)?,
+                    true => {
+                        let d = Document::from_reader(bson.as_slice())?;
+                        serde_json::to_writer(
+                            &mut text,
+                            &Bson::Document(d).into_canonical_extjson(),
+                        )?;
+                    }
+                }
+                if !array {
+                    text.push(b'\n');
+                }
+                w.write_all(&text)?;
+                bson.clear();
                 n += 1;
             }
-        }
-        ExportFormat::Json => {
-            w.write_all(b"[")?;
-            for d in cursor.by_ref() {
-                w.write_all(if n == 0 { b"\n" } else { b",\n" })?;
-                serde_json::to_writer(&mut w, &json(d?))?;
-                n += 1;
+            if array {
+                w.write_all(b"\n]\n")?;
             }
-            w.write_all(b"\n]\n")?;
         }
         ExportFormat::Csv => {
             let mut out = csv::Writer::from_writer(&mut w);

@@ -322,6 +322,25 @@ mod tests {
             }
         }
 
+        proptest! {
+            /// BSON bytes written straight to JSON print as `to_relaxed` prints the document,
+            /// NaN and infinities included.
+            #[test]
+            fn bson_written_straight_to_json_is_the_relaxed_text(
+                fields in prop::collection::vec(("[a-z\"\\\\é]{1,3}", value()), 0..6),
+                t in date_ms(),
+                odd in prop::sample::select(vec![f64::NAN, -f64::NAN, f64::INFINITY, -0.0, 1e300]),
+            ) {
+                let mut d: Document = fields.into_iter().collect();
+                d.insert("t", DateTime::from_millis(t));
+                d.insert("odd", odd);
+                let raw = tsbucket::bson::RawDocumentBuf::try_from(&d).unwrap();
+                let mut out = Vec::new();
+                crate::rawjson::write_relaxed(&raw, &mut out).unwrap();
+                prop_assert_eq!(String::from_utf8(out).unwrap(), to_relaxed(d).to_string());
+            }
+        }
+
         #[test]
         fn json_outside_the_straight_writers_subset_is_left_to_parse_doc() {
             let mut bytes = Vec::new();

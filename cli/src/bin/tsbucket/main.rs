@@ -25,6 +25,7 @@ mod lineproto;
 mod modify;
 mod out;
 mod query;
+mod rawjson;
 mod sources;
 mod times;
 

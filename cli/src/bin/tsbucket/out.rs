@@ -17,16 +17,15 @@ impl Out {
         }
     }
 
-    /// Writes `v` as compact JSON and a newline.
-    pub fn json_line(&mut self, v: &Value) -> io::Result<()> {
-        serde_json::to_writer(&mut self.w, v)?;
-        self.w.write_all(b"\n")
-    }
-
     /// Writes `v` as indented JSON and a newline.
     pub fn json_pretty(&mut self, v: &Value) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut self.w, v)?;
         self.w.write_all(b"\n")
+    }
+
+    /// Writes bytes as they are.
+    pub fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        self.w.write_all(b)
     }
 
     /// Writes a line of text.

@@ -1,11 +1,12 @@
 //! Reading commands: `find`, `aggregate`, `explain` and `count`.
 
-use crate::json::{doc_arg, pipeline_arg, to_relaxed};
+use crate::json::{doc_arg, pipeline_arg};
 use crate::out::Out;
 use crate::{open_for_reading, CliResult};
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
+use tsbucket::bson::RawDocument;
 use tsbucket::{Cursor, Explain, FindOptions};
 
 /// Flags of `tsbucket find`.
@@ -126,10 +127,15 @@ pub fn count(a: CountArgs) -> CliResult {
     Ok(())
 }
 
-fn print_docs(cursor: Cursor) -> CliResult {
+fn print_docs(mut cursor: Cursor) -> CliResult {
     let mut out = Out::new();
-    for doc in cursor {
-        out.json_line(&to_relaxed(doc?))?;
+    let (mut bson, mut line) = (Vec::new(), Vec::new());
+    while cursor.next_into(&mut bson)? {
+        line.clear();
+        crate::rawjson::write_relaxed(RawDocument::from_bytes(&bson)?, &mut line)?;
+        line.push(b'\n');
+        out.bytes(&line)?;
+        bson.clear();
     }
     out.finish()?;
     Ok(())
