@@ -1057,3 +1057,21 @@ fn exports_import_again_to_identical_documents_for_every_type() {
         "{csv}"
     );
 }
+
+#[test]
+fn a_mistyped_collection_name_gets_the_names_near_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["create", "db", "weather", "--time-field", "t"]);
+    ok(d, &["create", "db", "cpu", "--time-field", "t"]);
+    let err = fails(d, &["count", "db", "wether", "{}"], 1);
+    assert!(
+        err.contains("no collection 'wether'") && err.contains("did you mean weather?"),
+        "{err}"
+    );
+    let err = fails(d, &["find", "db", "zzz"], 1);
+    assert!(
+        err.contains("its collections: ") && err.contains("cpu"),
+        "{err}"
+    );
+}

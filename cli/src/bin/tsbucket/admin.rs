@@ -177,7 +177,7 @@ pub fn stats(a: StatsArgs) -> CliResult {
     };
     let mut all = Vec::new();
     for n in names {
-        let s = db.collection(&n)?.stats()?;
+        let s = crate::collection(&db, &n)?.stats()?;
         all.push((n, s));
     }
     let recovery = db.recovery_report();
@@ -204,7 +204,12 @@ pub fn stats(a: StatsArgs) -> CliResult {
                 s.unflushed_buckets,
                 s.catalog_memory_bytes
             ))?;
-            out.line("bucket catalog:")?;
+            // As in MongoDB, these count since the database was opened, and this command
+            // just opened it.
+            out.line(
+                "bucket catalog, since this command opened the database (counters of a \
+                 running process are in Collection::stats):",
+            )?;
             for (k, v) in catalog_counters(s) {
                 out.line(&format!("  {k:<48} {v:>12}"))?;
             }

@@ -93,7 +93,7 @@ pub fn run(a: ExportArgs) -> CliResult {
         limit: a.limit,
     };
     let db = open_for_reading(&a.dir)?;
-    let mut cursor = db.collection(&a.coll)?.find_with(filter, options)?;
+    let mut cursor = crate::collection(&db, &a.coll)?.find_with(filter, options)?;
     let sink: Box<dyn Write> = match is_std(&a.out) {
         true => Box::new(io::stdout().lock()),
         false => Box::new(File::create(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?),

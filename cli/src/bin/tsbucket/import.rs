@@ -320,13 +320,13 @@ fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
     };
     let options = match (&a.time_field, a.create) {
         (Some(time_field), true) => a.bucket.options(time_field),
-        _ => db.collection(&a.coll)?.options()?,
+        _ => crate::collection(&db, &a.coll)?.options()?,
     };
     if a.drop {
         db.drop_collection(&a.coll)?;
     }
     let coll = match (a.create, a.drop) {
-        (false, false) => db.collection(&a.coll)?,
+        (false, false) => crate::collection(&db, &a.coll)?,
         _ => db.create_collection(&a.coll, options)?,
     };
     Ok((db, coll))

@@ -201,6 +201,54 @@ fn main() -> ExitCode {
     }
 }
 
+/// The collection `name` of `db`; when there is none, the error names the collections with a
+/// similar name.
+pub fn collection(db: &Database, name: &str) -> CliResult<tsbucket::Collection> {
+    match db.collection(name) {
+        Err(tsbucket::Error::NamespaceNotFound(_)) => {
+            let names: Vec<String> = db
+                .list_collections()
+                .map(|cs| cs.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default();
+            let near: Vec<&str> = names
+                .iter()
+                .filter(|n| similar(n, name))
+                .map(String::as_str)
+                .collect();
+            let hint = match (near.as_slice(), names.is_empty()) {
+                ([], true) => " (the database has no collection)".to_string(),
+                ([], false) => format!(" (its collections: {})", names.join(", ")),
+                (near, _) => format!(" (did you mean {}?)", near.join(" or ")),
+            };
+            Err(format!("no collection '{name}' in {}{hint}", db.path().display()).into())
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Whether two names are a typo apart: at most two edits (of the shorter's length, at most a
+/// third), or one the other's prefix.
+fn similar(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().min(b.len()) >= 2 && (a.starts_with(&b) || b.starts_with(&a)) {
+        return true;
+    }
+    // Levenshtein distance, one row at a time.
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut row = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev.get(j).copied().unwrap_or(0) + usize::from(ca != cb);
+            let del = prev.get(j + 1).copied().unwrap_or(0) + 1;
+            let ins = row.get(j).copied().unwrap_or(0) + 1;
+            row.push(sub.min(del).min(ins));
+        }
+        prev = row;
+    }
+    let d = prev.last().copied().unwrap_or(0);
+    d <= 2 && d * 3 <= a.len().min(b.len()).max(1)
+}
+
 /// A command stopped by SIGINT (Ctrl-C), with what it had done: the exit status is 130.
 #[derive(Debug)]
 pub struct Interrupted(pub String);

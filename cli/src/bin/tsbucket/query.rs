@@ -84,7 +84,7 @@ pub fn find(a: FindArgs) -> CliResult {
         limit: a.limit,
     };
     let db = open_for_reading(&a.dir)?;
-    let cursor = db.collection(&a.coll)?.find_with(filter, options)?;
+    let cursor = crate::collection(&db, &a.coll)?.find_with(filter, options)?;
     print_docs(cursor)?;
     db.close()?;
     Ok(())
@@ -94,7 +94,7 @@ pub fn find(a: FindArgs) -> CliResult {
 pub fn aggregate(a: AggregateArgs) -> CliResult {
     let pipeline = pipeline_arg(&a.pipeline)?;
     let db = open_for_reading(&a.dir)?;
-    let cursor = db.collection(&a.coll)?.aggregate(pipeline)?;
+    let cursor = crate::collection(&db, &a.coll)?.aggregate(pipeline)?;
     print_docs(cursor)?;
     db.close()?;
     Ok(())
@@ -103,7 +103,7 @@ pub fn aggregate(a: AggregateArgs) -> CliResult {
 /// Runs `explain`.
 pub fn explain(a: ExplainArgs) -> CliResult {
     let db = open_for_reading(&a.dir)?;
-    let coll = db.collection(&a.coll)?;
+    let coll = crate::collection(&db, &a.coll)?;
     let ex = match &a.pipeline {
         Some(p) => coll.explain_aggregate(pipeline_arg(p)?)?,
         None => coll.explain(doc_arg("filter", &a.filter)?)?,
@@ -119,7 +119,7 @@ pub fn explain(a: ExplainArgs) -> CliResult {
 pub fn count(a: CountArgs) -> CliResult {
     let filter = doc_arg("filter", &a.filter)?;
     let db = open_for_reading(&a.dir)?;
-    let n = db.collection(&a.coll)?.count_documents(filter)?;
+    let n = crate::collection(&db, &a.coll)?.count_documents(filter)?;
     let mut out = Out::new();
     out.line(&n.to_string())?;
     out.finish()?;
