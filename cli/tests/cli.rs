@@ -1075,3 +1075,67 @@ fn a_mistyped_collection_name_gets_the_names_near_it() {
         "{err}"
     );
 }
+
+#[test]
+fn filters_take_mongosh_syntax_and_come_from_files_or_stdin() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "t",
+            "--meta-field",
+            "metadata",
+        ],
+    );
+    let lines: String = (0..10)
+        .map(|i| format!("{{\"t\": {{\"$date\": \"2021-05-18T0{i}:00:00Z\"}}, \"metadata\": {{\"sensorId\": {}}}, \"temp\": {i}}}\n", i % 2))
+        .collect();
+    std::fs::write(d.join("w.jsonl"), lines).unwrap();
+    ok(d, &["import", "db", "c", "w.jsonl"]);
+    assert_eq!(count(d, "c", "{metadata.sensorId: 1}"), 5);
+    assert_eq!(
+        count(d, "c", "{t: {$gte: ISODate('2021-05-18T05:00:00Z')}, }"),
+        5
+    );
+    assert_eq!(
+        count(d, "c", "{t: {$lt: ISODate('2021-05-18T02:00:00')}}"),
+        2
+    );
+    std::fs::write(d.join("f.json"), "{'temp': {$gt: 6}}").unwrap();
+    assert_eq!(count(d, "c", "@f.json"), 3);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
+        .current_dir(d)
+        .args(["aggregate", "db", "c", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"[{$group: {_id: '$metadata.sensorId', n: {$sum: 1}}}, {$sort: {_id: 1}}]")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let rows = json_lines(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        rows,
+        vec![
+            serde_json::json!({"_id": 0, "n": 5}),
+            serde_json::json!({"_id": 1, "n": 5})
+        ]
+    );
+    // Neither JSON nor shell syntax: the JSON error, with the forms that work.
+    let err = fails(d, &["count", "db", "c", "{temp: > 3}"], 1);
+    assert!(
+        err.contains("mongosh syntax") && err.contains("@FILE"),
+        "{err}"
+    );
+}

@@ -18,15 +18,50 @@ pub fn parse_doc(text: &str) -> Result<Document, String> {
     parse_within(text, MAX_NESTING)
 }
 
+/// The text of an argument: `@FILE` reads the file, `-` stdin, anything else is the text.
+fn arg_text(what: &str, text: &str) -> CliResult<String> {
+    let read = |r: std::io::Result<String>, from: &str| {
+        r.map_err(|e| -> Box<dyn std::error::Error> { format!("{what}: {from}: {e}").into() })
+    };
+    match text {
+        "-" => read(std::io::read_to_string(std::io::stdin()), "stdin"),
+        _ => match text.strip_prefix('@') {
+            Some(path) => read(std::fs::read_to_string(path), path),
+            None => Ok(text.to_string()),
+        },
+    }
+}
+
+/// Reads an argument with `parse`: as strict JSON, else as mongosh syntax (see
+/// [`crate::shell`]); when neither reads, the strict error with a hint.
+fn lenient<T>(what: &str, text: &str, parse: impl Fn(&str) -> Result<T, String>) -> CliResult<T> {
+    let text = arg_text(what, text)?;
+    let strict = match parse(&text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if let Ok(v) = crate::shell::to_strict(&text).and_then(|t| parse(&t)) {
+        return Ok(v);
+    }
+    Err(format!(
+        "{what}: {strict} (arguments are JSON or mongosh syntax: {{\"t\": {{\"$gte\": \
+         {{\"$date\": \"2021-05-18T00:00:00Z\"}}}}}} or {{t: {{$gte: ISODate('2021-05-18')}}}}; \
+         @FILE reads a file, - stdin)"
+    )
+    .into())
+}
+
 /// Parses an argument that must hold a JSON object, naming the argument in the error.
 pub fn doc_arg(what: &str, text: &str) -> CliResult<Document> {
-    parse_within(text, MAX_REQUEST_NESTING).map_err(|e| format!("{what}: {e}").into())
+    lenient(what, text, |t| parse_within(t, MAX_REQUEST_NESTING))
 }
 
 /// Parses a pipeline argument: a JSON array of stage objects, or a single stage object.
 pub fn pipeline_arg(text: &str) -> CliResult<Vec<Document>> {
     // The array adds one level to the stages' own.
-    let v = parse_value(text, MAX_REQUEST_NESTING + 1).map_err(|e| format!("pipeline: {e}"))?;
+    let v = lenient("pipeline", text, |t| {
+        parse_value(t, MAX_REQUEST_NESTING + 1)
+    })?;
     let stages = match v {
         Value::Array(stages) => stages,
         v @ Value::Object(_) => vec![v],

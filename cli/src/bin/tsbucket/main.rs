@@ -26,6 +26,7 @@ mod modify;
 mod out;
 mod query;
 mod rawjson;
+mod shell;
 mod sources;
 mod times;
 
