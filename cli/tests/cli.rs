@@ -1139,3 +1139,64 @@ fn filters_take_mongosh_syntax_and_come_from_files_or_stdin() {
         "{err}"
     );
 }
+
+#[test]
+fn find_and_aggregate_print_tables_csv_and_pretty_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "create",
+            "db",
+            "c",
+            "--time-field",
+            "t",
+            "--meta-field",
+            "m",
+        ],
+    );
+    let lines: String = (0..3)
+        .map(|i| format!("{{\"t\": {{\"$date\": \"2021-05-18T0{i}:00:00Z\"}}, \"m\": {{\"id\": {i}}}, \"temp\": {}}}\n", 20 + i))
+        .collect();
+    std::fs::write(d.join("w.jsonl"), lines).unwrap();
+    ok(d, &["import", "db", "c", "w.jsonl"]);
+    let projection = ["--projection", "{_id: 0}", "--sort", "{t: 1}"];
+    let table = ok(
+        d,
+        &[
+            &["find", "db", "c", "{}", "--format", "table"][..],
+            &projection,
+        ]
+        .concat(),
+    );
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        rows.first(),
+        Some(&"t                     m.id  temp"),
+        "{table}"
+    );
+    assert_eq!(
+        rows.get(2),
+        Some(&"2021-05-18T00:00:00Z  0     20"),
+        "{table}"
+    );
+    assert_eq!(rows.len(), 5, "{table}");
+    let csv = ok(
+        d,
+        &[
+            &["find", "db", "c", "{}", "--format", "csv"][..],
+            &projection,
+        ]
+        .concat(),
+    );
+    assert_eq!(csv.lines().next(), Some("t,m.id,temp"), "{csv}");
+    assert_eq!(
+        csv.lines().nth(3),
+        Some("2021-05-18T02:00:00Z,2,22"),
+        "{csv}"
+    );
+    let pipeline = "[{$group: {_id: null, avg: {$avg: '$temp'}}}]";
+    let pretty = ok(d, &["aggregate", "db", "c", pipeline, "--format", "pretty"]);
+    assert_eq!(pretty, "{\n  \"_id\": null,\n  \"avg\": 21.0\n}\n");
+}

@@ -9,6 +9,16 @@ pub struct Out {
     w: BufWriter<StdoutLock<'static>>,
 }
 
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
 impl Out {
     /// Locks stdout for the rest of the command.
     pub fn new() -> Out {

@@ -31,6 +31,22 @@ pub struct FindArgs {
     /// Most matches to print (0 = no limit).
     #[arg(long)]
     limit: Option<i64>,
+    /// How to print the documents.
+    #[arg(long, value_enum, default_value_t = Shown::Jsonl)]
+    format: Shown,
+}
+
+/// How `find` and `aggregate` print documents.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Shown {
+    /// One relaxed Extended JSON document per line.
+    Jsonl,
+    /// Indented relaxed Extended JSON, a document at a time.
+    Pretty,
+    /// A text table: a column per field of the first documents, nested fields dotted.
+    Table,
+    /// CSV: a header, then a row per document (the first document's fields).
+    Csv,
 }
 
 /// Flags of `tsbucket aggregate`.
@@ -42,6 +58,9 @@ pub struct AggregateArgs {
     coll: String,
     /// Pipeline as a JSON array of stages, e.g. '[{"$group": {"_id": null, "n": {"$sum": 1}}}]'.
     pipeline: String,
+    /// How to print the documents.
+    #[arg(long, value_enum, default_value_t = Shown::Jsonl)]
+    format: Shown,
 }
 
 /// Flags of `tsbucket explain`.
@@ -85,7 +104,7 @@ pub fn find(a: FindArgs) -> CliResult {
     };
     let db = open_for_reading(&a.dir)?;
     let cursor = crate::collection(&db, &a.coll)?.find_with(filter, options)?;
-    print_docs(cursor)?;
+    print_docs(cursor, a.format)?;
     db.close()?;
     Ok(())
 }
@@ -95,7 +114,7 @@ pub fn aggregate(a: AggregateArgs) -> CliResult {
     let pipeline = pipeline_arg(&a.pipeline)?;
     let db = open_for_reading(&a.dir)?;
     let cursor = crate::collection(&db, &a.coll)?.aggregate(pipeline)?;
-    print_docs(cursor)?;
+    print_docs(cursor, a.format)?;
     db.close()?;
     Ok(())
 }
@@ -127,7 +146,40 @@ pub fn count(a: CountArgs) -> CliResult {
     Ok(())
 }
 
-fn print_docs(mut cursor: Cursor) -> CliResult {
+/// Rows a table's column widths are measured on; later cells are cut to them.
+const TABLE_ROWS_MEASURED: usize = 200;
+
+fn print_docs(mut cursor: Cursor, shown: Shown) -> CliResult {
+    match shown {
+        Shown::Jsonl => {}
+        Shown::Pretty => {
+            let mut out = Out::new();
+            for d in cursor {
+                out.json_pretty(&crate::json::to_relaxed(d?))?;
+            }
+            return Ok(out.finish()?);
+        }
+        Shown::Csv => {
+            let mut w = csv::Writer::from_writer(Out::new());
+            let mut columns: Option<Vec<String>> = None;
+            for d in cursor {
+                let flat = crate::csvdoc::flatten(&d?);
+                let cols = match &columns {
+                    Some(c) => c,
+                    None => {
+                        let c = columns.insert(flat.iter().map(|(k, _)| k.clone()).collect());
+                        w.write_record(c.iter())?;
+                        c
+                    }
+                };
+                w.write_record(cols.iter().map(|c| cell_of(&flat, c)))?;
+            }
+            w.flush()?;
+            let out = w.into_inner().map_err(|e| e.to_string())?;
+            return Ok(out.finish()?);
+        }
+        Shown::Table => return print_table(cursor),
+    }
     let mut out = Out::new();
     let (mut bson, mut line) = (Vec::new(), Vec::new());
     while cursor.next_into(&mut bson)? {
@@ -139,6 +191,89 @@ fn print_docs(mut cursor: Cursor) -> CliResult {
     }
     out.finish()?;
     Ok(())
+}
+
+/// The text of column `c` in a flattened document; empty where it has none.
+fn cell_of<'a>(flat: &'a [(String, String)], c: &str) -> &'a str {
+    flat.iter()
+        .find(|(k, _)| k == c)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Documents as a text table, for a person: columns from the fields of the first rows, as
+/// wide as their widest cell there (at most 40 characters; longer cells end in `…`).
+fn print_table(cursor: Cursor) -> CliResult {
+    let mut t = Table::default();
+    let mut out = Out::new();
+    for d in cursor {
+        let flat = crate::csvdoc::flatten(&d?);
+        if !t.printed {
+            t.measure(&flat);
+        }
+        t.rows.push(flat);
+        if t.rows.len() >= TABLE_ROWS_MEASURED {
+            t.print(&mut out)?;
+        }
+    }
+    t.print(&mut out)?;
+    Ok(out.finish()?)
+}
+
+/// A table being printed: its columns and their widths, and the rows not printed yet.
+#[derive(Default)]
+struct Table {
+    columns: Vec<String>,
+    widths: Vec<usize>,
+    rows: Vec<Vec<(String, String)>>,
+    printed: bool,
+}
+
+impl Table {
+    fn measure(&mut self, flat: &[(String, String)]) {
+        let width = |s: &str| s.chars().count().min(40);
+        for (k, v) in flat {
+            match self.columns.iter().position(|c| c == k) {
+                Some(i) => {
+                    if let Some(w) = self.widths.get_mut(i) {
+                        *w = (*w).max(width(v));
+                    }
+                }
+                None => {
+                    self.columns.push(k.clone());
+                    self.widths.push(width(k).max(width(v)));
+                }
+            }
+        }
+    }
+
+    fn line(&self, cells: impl Iterator<Item = String>) -> String {
+        let mut l = String::new();
+        for (c, &w) in cells.zip(&self.widths) {
+            let text: String = match c.chars().count() > w {
+                true => c.chars().take(w.saturating_sub(1)).chain(['…']).collect(),
+                false => c,
+            };
+            l.push_str(&format!("{text:<w$}  "));
+        }
+        l.trim_end().to_string()
+    }
+
+    /// Prints the header the first time, then the rows held.
+    fn print(&mut self, out: &mut Out) -> CliResult {
+        if self.rows.is_empty() && self.printed {
+            return Ok(());
+        }
+        if !self.printed {
+            out.line(&self.line(self.columns.iter().cloned()))?;
+            out.line(&self.line(self.widths.iter().map(|w| "-".repeat(*w))))?;
+            self.printed = true;
+        }
+        for r in std::mem::take(&mut self.rows) {
+            let cells = self.columns.iter().map(|c| cell_of(&r, c).to_string());
+            out.line(&self.line(cells))?;
+        }
+        Ok(())
+    }
 }
 
 fn explain_json(ex: &Explain) -> serde_json::Value {
