@@ -81,17 +81,68 @@ enum Node {
     Doc(Fields),
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Kind {
     Time,
     Meta,
-    Typed,
+    Typed(Cast),
+}
+
+/// A column's type, as mongoimport's `--columnsHaveTypes` names it in the header
+/// (`name.int64()`); `Auto` types each cell by its content.
+#[derive(Clone, Debug, PartialEq)]
+enum Cast {
+    Auto,
+    Str,
+    Int32,
+    Int64,
+    Double,
+    Decimal,
+    Bool,
+    /// RFC 3339 (or the import's time options), or this `strftime` format.
+    Date(Option<String>),
+}
+
+/// A header cell `name.type()` as the name and its type.
+fn typed_name(h: &str) -> Result<(&str, Cast), String> {
+    let bad = || {
+        format!(
+            "column '{h}' names no type: with --columns-have-types a column is \
+             name.type(), type one of auto string int32 int64 double decimal boolean \
+             date date(FORMAT)"
+        )
+    };
+    let open = h.rfind(".").ok_or_else(bad)?;
+    let (name, ty) = (
+        h.get(..open).unwrap_or_default(),
+        h.get(open + 1..).unwrap_or_default(),
+    );
+    let (ty, arg) = ty
+        .strip_suffix(')')
+        .and_then(|t| t.split_once('('))
+        .ok_or_else(bad)?;
+    let cast = match (ty, arg) {
+        ("auto", "") => Cast::Auto,
+        ("string", "") => Cast::Str,
+        ("int32", "") => Cast::Int32,
+        ("int64", "") => Cast::Int64,
+        ("double", "") => Cast::Double,
+        ("decimal", "") => Cast::Decimal,
+        ("boolean", "") => Cast::Bool,
+        ("date", "") => Cast::Date(None),
+        ("date" | "date_ms", f) => Cast::Date(Some(f.to_string())),
+        _ => return Err(bad()),
+    };
+    match name.is_empty() {
+        true => Err(bad()),
+        false => Ok((name, cast)),
+    }
 }
 
 enum Column {
     Time(String),
-    Meta(Vec<String>),
-    Typed(Vec<String>),
+    Meta(Vec<String>, Cast),
+    Typed(Vec<String>, Cast),
 }
 
 /// Options for reading CSV.
@@ -109,21 +160,31 @@ pub struct CsvOptions {
     pub times: TimeRead,
     /// The byte between fields.
     pub delimiter: u8,
+    /// Header cells are `name.type()`.
+    pub columns_have_types: bool,
 }
 
 impl RowSchema {
     /// The schema of a file with this header.
     pub fn new(header: &csv::StringRecord, o: &CsvOptions) -> Result<RowSchema, String> {
-        if !header.iter().any(|h| h == o.time_column) {
+        let named: Vec<(&str, Cast)> = header
+            .iter()
+            .map(|h| match o.columns_have_types {
+                true => typed_name(h),
+                false => Ok((h, Cast::Auto)),
+            })
+            .collect::<Result<_, String>>()?;
+        if !named.iter().any(|(h, _)| *h == o.time_column) {
             return Err(format!(
                 "the header has no time column '{}' (set it with --time-column)",
                 o.time_column
             ));
         }
         let meta_prefix = o.meta_field.as_ref().map(|m| format!("{m}."));
-        let columns = header
+        let columns = named
             .iter()
-            .map(|h| {
+            .map(|(h, cast)| {
+                let h = *h;
                 if h == o.time_column {
                     return Ok(Column::Time(o.time_field.clone()));
                 }
@@ -131,7 +192,7 @@ impl RowSchema {
                     let meta = o.meta_field.as_ref().ok_or_else(|| {
                         "--meta-columns needs a collection with a meta field".to_string()
                     })?;
-                    return Ok(Column::Meta(split(&format!("{meta}.{h}"))));
+                    return Ok(Column::Meta(split(&format!("{meta}.{h}")), cast.clone()));
                 }
                 let path = split(h);
                 if path.iter().any(String::is_empty) {
@@ -142,9 +203,9 @@ impl RowSchema {
                         .as_ref()
                         .is_some_and(|p| h.starts_with(p.as_str()));
                 Ok(if is_meta {
-                    Column::Meta(path)
+                    Column::Meta(path, cast.clone())
                 } else {
-                    Column::Typed(path)
+                    Column::Typed(path, cast.clone())
                 })
             })
             .collect::<Result<Vec<Column>, String>>()?;
@@ -152,8 +213,9 @@ impl RowSchema {
         for (i, c) in columns.iter().enumerate() {
             let (path, kind) = match c {
                 Column::Time(f) => (std::slice::from_ref(f), Kind::Time),
-                Column::Meta(p) => (p.as_slice(), Kind::Meta),
-                Column::Typed(p) => (p.as_slice(), Kind::Typed),
+                // Meta subfields are strings unless the header types them.
+                Column::Meta(p, Cast::Auto) => (p.as_slice(), Kind::Meta),
+                Column::Meta(p, c) | Column::Typed(p, c) => (p.as_slice(), Kind::Typed(c.clone())),
             };
             place(&mut fields, path, Node::Leaf(i, kind))?;
         }
@@ -167,6 +229,64 @@ impl RowSchema {
     pub fn row_bson(&self, rec: &csv::StringRecord, out: &mut Vec<u8>) -> Result<(), String> {
         out.clear();
         self.write_fields(&self.fields, rec, out)?;
+        Ok(())
+    }
+
+    /// A cell of a column of a stated type; a cell that is not of it is an error.
+    fn cast_element(
+        &self,
+        out: &mut Vec<u8>,
+        key: &[u8],
+        text: &str,
+        c: &Cast,
+    ) -> Result<(), String> {
+        let not = |ty: &str| format!("'{text}' is not {ty}");
+        match c {
+            Cast::Auto => typed_element(out, key, text),
+            Cast::Str => string(out, key, text),
+            Cast::Int32 => {
+                let i: i32 = text.trim().parse().map_err(|_| not("an int32"))?;
+                element(out, 0x10, key);
+                out.extend_from_slice(&i.to_le_bytes());
+            }
+            Cast::Int64 => {
+                let i: i64 = text.trim().parse().map_err(|_| not("an int64"))?;
+                element(out, 0x12, key);
+                out.extend_from_slice(&i.to_le_bytes());
+            }
+            Cast::Double => {
+                let f: f64 = text.trim().parse().map_err(|_| not("a double"))?;
+                element(out, 0x01, key);
+                out.extend_from_slice(&f.to_le_bytes());
+            }
+            Cast::Decimal => {
+                let d: tsbucket::bson::Decimal128 =
+                    text.trim().parse().map_err(|_| not("a decimal"))?;
+                element(out, 0x13, key);
+                out.extend_from_slice(&d.bytes());
+            }
+            Cast::Bool => {
+                let b = match text.trim() {
+                    "true" | "TRUE" | "True" | "1" => true,
+                    "false" | "FALSE" | "False" | "0" => false,
+                    _ => return Err(not("a boolean")),
+                };
+                element(out, 0x08, key);
+                out.push(u8::from(b));
+            }
+            Cast::Date(format) => {
+                let times = match format {
+                    Some(f) => TimeRead {
+                        unit: self.times.unit,
+                        format: Some(f.clone()),
+                    },
+                    None => self.times.clone(),
+                };
+                let t = times.text(text)?;
+                element(out, 0x09, key);
+                out.extend_from_slice(&t.timestamp_millis().to_le_bytes());
+            }
+        }
         Ok(())
     }
 
@@ -196,7 +316,8 @@ impl RowSchema {
                             out.extend_from_slice(&t.timestamp_millis().to_le_bytes());
                         }
                         Kind::Meta => string(out, key, text),
-                        Kind::Typed => typed_element(out, key, text),
+                        Kind::Typed(Cast::Auto) => typed_element(out, key, text),
+                        Kind::Typed(c) => self.cast_element(out, key, text, c)?,
                     }
                 }
                 Node::Doc(sub) => {
@@ -329,6 +450,7 @@ mod tests {
             meta_columns: vec!["host".into()],
             times: TimeRead::default(),
             delimiter: b',',
+            columns_have_types: false,
         }
     }
 
@@ -430,6 +552,67 @@ mod tests {
                 .err()
                 .unwrap();
             assert!(e.contains("column 'a"), "{clash:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn headers_may_state_each_columns_type() {
+        let header = csv::StringRecord::from(vec![
+            "time.date()",
+            "tags.rack.int32()",
+            "tags.host.auto()",
+            "n.int64()",
+            "x.double()",
+            "d.decimal()",
+            "ok.boolean()",
+            "s.string()",
+            "day.date(%d/%m/%Y)",
+        ]);
+        let typed = CsvOptions {
+            columns_have_types: true,
+            ..opts()
+        };
+        let schema = RowSchema::new(&header, &typed).unwrap();
+        let row = csv::StringRecord::from(vec![
+            "2016-01-01T00:00:00Z",
+            "12",
+            "h1",
+            "7",
+            "3",
+            "1.50",
+            "false",
+            "42",
+            "02/01/2016",
+        ]);
+        let got = doc_of(&schema, &row).unwrap();
+        assert_eq!(
+            got,
+            doc! {
+                "time": DateTime::from_millis(1_451_606_400_000),
+                "tags": {"rack": 12, "host": "h1"},
+                "n": 7_i64, "x": 3.0, "d": "1.50".parse::<tsbucket::bson::Decimal128>().unwrap(),
+                "ok": false, "s": "42", "day": DateTime::from_millis(1_451_692_800_000),
+            }
+        );
+        let bad = csv::StringRecord::from(vec![
+            "2016-01-01T00:00:00Z",
+            "x",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]);
+        assert!(doc_of(&schema, &bad)
+            .unwrap_err()
+            .contains("'x' is not an int32"));
+        for header in [vec!["time.date()", "a"], vec!["time.date()", "a.float()"]] {
+            let e = RowSchema::new(&csv::StringRecord::from(header), &typed)
+                .err()
+                .unwrap();
+            assert!(e.contains("names no type"), "{e}");
         }
     }
 

@@ -71,6 +71,10 @@ pub struct ImportArgs {
     /// unless the format has a zone, %z). Without it, text times must be RFC 3339.
     #[arg(long, value_name = "FMT")]
     time_format: Option<String>,
+    /// CSV: header cells state their column's type as mongoimport's --columnsHaveTypes does,
+    /// `name.type()`: auto, string, int32, int64, double, decimal, boolean, date, date(FORMAT).
+    #[arg(long)]
+    columns_have_types: bool,
     /// CSV: the character between fields: one ASCII character, or `tab`.
     #[arg(long, value_name = "C", default_value = ",", value_parser = parse_delimiter)]
     delimiter: u8,
@@ -144,6 +148,7 @@ pub fn run(a: ImportArgs) -> CliResult {
     let csv = CsvOptions {
         times: times.clone(),
         delimiter: a.delimiter,
+        columns_have_types: a.columns_have_types,
         time_column: a
             .time_column
             .clone()
