@@ -1200,3 +1200,82 @@ fn find_and_aggregate_print_tables_csv_and_pretty_json() {
     let pretty = ok(d, &["aggregate", "db", "c", pipeline, "--format", "pretty"]);
     assert_eq!(pretty, "{\n  \"_id\": null,\n  \"avg\": 21.0\n}\n");
 }
+
+#[test]
+fn a_mongodump_of_a_time_series_collection_imports_as_its_measurements() {
+    use tsbucket::bson::{doc, DateTime};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("dump/test")).unwrap();
+    let t = |h: i64| DateTime::from_millis(1_621_296_000_000 + h * 3_600_000);
+    // Two uncompressed buckets of MongoDB's weather example, as mongodump writes them.
+    let buckets = [
+        doc! {
+            "_id": tsbucket::bson::oid::ObjectId::from_bytes([1; 12]),
+            "control": {"version": 1, "min": {"timestamp": t(0), "temp": 11}, "max": {"timestamp": t(8), "temp": 15}},
+            "meta": {"sensorId": 5, "type": "temperature"},
+            "data": {
+                "timestamp": {"0": t(0), "1": t(4), "2": t(8)},
+                "temp": {"0": 12, "1": 11, "2": 15},
+            },
+        },
+        doc! {
+            "_id": tsbucket::bson::oid::ObjectId::from_bytes([2; 12]),
+            "control": {"version": 1},
+            "meta": {"sensorId": 7, "type": "temperature"},
+            "data": {"timestamp": {"0": t(1)}, "temp": {"0": 30}},
+        },
+    ];
+    let mut bytes = Vec::new();
+    for b in &buckets {
+        b.to_writer(&mut bytes).unwrap();
+    }
+    std::fs::write(d.join("dump/test/system.buckets.weather.bson"), &bytes).unwrap();
+    std::fs::write(
+        d.join("dump/test/weather.metadata.json"),
+        r#"{"options":{"timeseries":{"timeField":"timestamp","metaField":"metadata","granularity":"hours","bucketMaxSpanSeconds":{"$numberInt":"2592000"}}},"indexes":[],"collectionName":"weather","type":"timeseries"}"#,
+    )
+    .unwrap();
+    ok(d, &["create", "db", "other", "--time-field", "t"]);
+    let out = tsbucket(
+        d,
+        &[
+            "import",
+            "db",
+            "weather",
+            "dump/test/system.buckets.weather.bson",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("creating 'weather' as"));
+    assert_eq!(count(d, "weather", "{}"), 4);
+    assert_eq!(
+        count(d, "weather", "{metadata.sensorId: 5, temp: {$gte: 12}}"),
+        2
+    );
+    let listed = ok(d, &["list", "db"]);
+    assert!(
+        listed.contains("weather") && listed.contains("hours"),
+        "{listed}"
+    );
+    // A compressed bucket is refused by its place in the file.
+    let mut v2 = buckets[0].clone();
+    v2.insert("control", doc! {"version": 2});
+    let mut bytes = Vec::new();
+    v2.to_writer(&mut bytes).unwrap();
+    std::fs::write(d.join("dump/test/system.buckets.weather.bson"), &bytes).unwrap();
+    let err = fails(
+        d,
+        &[
+            "import",
+            "db",
+            "weather",
+            "dump/test/system.buckets.weather.bson",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("document 1") && err.contains("compressed"),
+        "{err}"
+    );
+}

@@ -319,12 +319,26 @@ fn read_files(
 }
 
 fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
-    let db = match a.create {
-        true => open_for_writing(&a.dir)?,
-        false => open_existing(&a.dir)?,
+    // A mongodump of a time-series collection says how the collection was made.
+    let dumped = a.files.iter().find_map(|f| {
+        let coll = crate::dump::buckets_of(f)?;
+        Some(crate::dump::metadata_path(f, &coll))
+    });
+    let dumped = match dumped {
+        Some(meta) if meta.is_file() => Some((crate::dump::options(&meta)?, meta)),
+        _ => None,
     };
-    let options = match (&a.time_field, a.create) {
-        (Some(time_field), true) => a.bucket.options(time_field),
+    let db = match (a.create, &dumped) {
+        (false, None) => open_existing(&a.dir)?,
+        _ => open_for_writing(&a.dir)?,
+    };
+    let options = match (&a.time_field, a.create, &dumped) {
+        (Some(time_field), true, _) => a.bucket.options(time_field),
+        (_, _, Some((o, meta))) if db.collection(&a.coll).is_err() => {
+            eprintln!("creating '{}' as {} describes it", a.coll, meta.display());
+            let coll = db.create_collection(&a.coll, o.clone())?;
+            return Ok((db, coll));
+        }
         _ => crate::collection(&db, &a.coll)?.options()?,
     };
     if a.drop {

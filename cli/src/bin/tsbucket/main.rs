@@ -15,6 +15,7 @@
 mod admin;
 mod csvdoc;
 mod demo;
+mod dump;
 mod export;
 mod extjson;
 mod gen;

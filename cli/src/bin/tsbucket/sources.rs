@@ -92,6 +92,20 @@ pub fn open(
         },
         f => f,
     };
+    if let (Some(_), Format::Bson) = (crate::dump::buckets_of(path), format) {
+        return Ok(Box::new(Buckets {
+            docs: BsonDocs {
+                name,
+                input,
+                number: 0,
+                offset: 0,
+                done: false,
+            },
+            time_field: csv.time_field.clone(),
+            meta_field: csv.meta_field.clone(),
+            pending: std::collections::VecDeque::new(),
+        }));
+    }
     Ok(match format {
         Format::Jsonl | Format::Auto => match json_layout(&mut input) {
             Ok(JsonLayout::Lines) => Box::new(JsonLines {
@@ -142,6 +156,44 @@ pub fn open(
             })
         }
     })
+}
+
+/// The measurements of the buckets of a mongodump of a time-series collection (see
+/// [`crate::dump`]), each reported at its bucket's place in the file.
+struct Buckets {
+    docs: BsonDocs,
+    time_field: String,
+    meta_field: Option<String>,
+    pending: std::collections::VecDeque<Record>,
+}
+
+impl Iterator for Buckets {
+    type Item = Result<Record, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Some(Ok(r));
+            }
+            let (loc, bucket) = match self.docs.next()? {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            };
+            let measurements = bucket
+                .and_then(|b| {
+                    Document::from_reader(b.as_bytes()).map_err(|e| format!("invalid BSON: {e}"))
+                })
+                .and_then(|b| {
+                    crate::dump::unpack(&b, &self.time_field, self.meta_field.as_deref())
+                });
+            match measurements {
+                Ok(ms) => self
+                    .pending
+                    .extend(ms.iter().map(|m| (loc.clone(), raw(m)))),
+                Err(e) => return Some(Ok((loc, Err(format!("bucket: {e}"))))),
+            }
+        }
+    }
 }
 
 /// The points of a line protocol file.
