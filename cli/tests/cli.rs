@@ -36,6 +36,15 @@ fn fails(dir: &Path, args: &[&str], code: i32) -> String {
     err
 }
 
+/// Creates collection `coll` in `db` under `dir`.
+fn create(dir: &Path, coll: &str, time: &str, meta: Option<&str>) {
+    let mut args = vec!["create", "db", coll, "--time-field", time];
+    if let Some(m) = meta {
+        args.extend(["--meta-field", m]);
+    }
+    ok(dir, &args);
+}
+
 fn count(dir: &Path, coll: &str, filter: &str) -> u64 {
     ok(dir, &["count", "db", coll, filter])
         .trim()
@@ -98,18 +107,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     assert_eq!(csv.lines().count() as u64, ROWS + 1);
     assert!(csv.starts_with("time,tags.hostname,tags.region,"));
 
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "cpu",
-            "--time-field",
-            "time",
-            "--meta-field",
-            "tags",
-        ],
-    );
+    create(d, "cpu", "time", Some("tags"));
     let summary = ok(d, &["import", "db", "cpu", "d.jsonl"]);
     assert!(
         summary.contains(&format!("imported {ROWS} rows")),
@@ -245,18 +243,7 @@ fn a_bad_line_stops_the_import_or_is_skipped() {
     };
     std::fs::write(d.join("bad3.jsonl"), with_bad(3, r#"{"time": oops}"#)).unwrap();
     std::fs::write(d.join("bad7.jsonl"), with_bad(7, r#"{"usage_user": 1}"#)).unwrap();
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "c",
-            "--time-field",
-            "time",
-            "--meta-field",
-            "tags",
-        ],
-    );
+    create(d, "c", "time", Some("tags"));
 
     // Line 3 is in the first batch of 4: nothing is written.
     let err = fails(d, &["import", "db", "c", "bad3.jsonl", "--batch", "4"], 1);
@@ -358,7 +345,7 @@ fn usage_and_option_errors_have_distinct_statuses() {
     let err = fails(d, &["find", "nothing-here", "c"], 1);
     assert!(err.contains("no tsbucket database"), "{err}");
     assert!(!d.join("nothing-here").exists());
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     let err = fails(d, &["find", "db", "c", r#"{"t": {"$bogus": 1}}"#], 1);
     assert!(err.contains("MongoDB code 2"), "{err}");
     let err = fails(d, &["find", "db", "c", "{not json"], 1);
@@ -588,7 +575,7 @@ fn json_records_nest_as_deep_as_bson_and_deeper_ones_are_refused_by_line() {
         record(4, 2),
     ];
     std::fs::write(d.join("deep.jsonl"), lines.join("\n") + "\n").unwrap();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     let err = fails(d, &["import", "db", "c", "deep.jsonl"], 1);
     assert!(
         err.contains("deep.jsonl, line 2: the document is nested more than 180 levels deep"),
@@ -637,7 +624,7 @@ fn bson_records_that_repeat_a_name_are_refused_not_collapsed() {
     ));
     file.extend(repeating(&doc! {"t": t(2), "dupA": 1, "dupB": 2}));
     std::fs::write(d.join("dup.bson"), file).unwrap();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     let err = fails(d, &["import", "db", "c", "dup.bson"], 1);
     assert!(
         err.contains("document 2 at byte offset")
@@ -659,7 +646,7 @@ fn bson_records_that_repeat_a_name_are_refused_not_collapsed() {
 fn times_other_than_dates_are_read_in_the_stated_unit_or_format_and_never_guessed() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     // Epoch seconds, as InfluxDB and Telegraf export them.
     std::fs::write(
         d.join("s.jsonl"),
@@ -732,7 +719,7 @@ fn json_arrays_pretty_json_compressed_files_and_other_delimiters_import() {
     use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     let doc = |s: u32, v: &str| {
         format!("{{\"t\": {{\"$date\": \"2016-01-01T00:00:{s:02}Z\"}}, \"v\": {v}}}")
     };
@@ -793,7 +780,7 @@ fn json_arrays_pretty_json_compressed_files_and_other_delimiters_import() {
 fn wide_documents_import_in_batches_of_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     // 300 documents of 200 KB of text that does not compress: 60 MB in one batch of rows,
     // over the engine's 48 MiB.
     let mut x: u64 = 7;
@@ -825,7 +812,7 @@ fn an_interrupted_import_says_which_rows_are_written() {
     use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(d, &["create", "db", "c", "--time-field", "t"]);
+    create(d, "c", "t", None);
     let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
         .current_dir(d)
         .args(["import", "db", "c", "-", "--batch", "100"])
@@ -870,18 +857,7 @@ fn an_interrupted_import_says_which_rows_are_written() {
 fn line_protocol_imports_with_its_tags_as_the_meta_document() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "c",
-            "--time-field",
-            "time",
-            "--meta-field",
-            "tags",
-        ],
-    );
+    create(d, "c", "time", Some("tags"));
     let lines = "# from influx\n\
                  cpu,host=a,region=eu usage_user=12.5,n=3i 1451606400000000000\n\
                  cpu,region=eu,host=a usage_user=13.5,n=4i 1451606410000000000\n\
@@ -932,7 +908,7 @@ fn line_protocol_imports_with_its_tags_as_the_meta_document() {
     );
     assert_eq!(count(d, "c", r#"{"tags.measurement": "mem"}"#), 1);
     // A collection without a meta field has nowhere for the tags.
-    ok(d, &["create", "db", "flat", "--time-field", "time"]);
+    create(d, "flat", "time", None);
     let err = fails(d, &["import", "db", "flat", "p.lp"], 1);
     assert!(
         err.contains("needs a collection with a meta field"),
@@ -946,18 +922,7 @@ fn exports_import_again_to_identical_documents_for_every_type() {
     use tsbucket::bson::{Decimal128, Regex, Timestamp};
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "c",
-            "--time-field",
-            "t",
-            "--meta-field",
-            "m",
-        ],
-    );
+    create(d, "c", "t", Some("m"));
     let mut lines = String::new();
     for (i, t) in [
         0i64,
@@ -1062,8 +1027,8 @@ fn exports_import_again_to_identical_documents_for_every_type() {
 fn a_mistyped_collection_name_gets_the_names_near_it() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(d, &["create", "db", "weather", "--time-field", "t"]);
-    ok(d, &["create", "db", "cpu", "--time-field", "t"]);
+    create(d, "weather", "t", None);
+    create(d, "cpu", "t", None);
     let err = fails(d, &["count", "db", "wether", "{}"], 1);
     assert!(
         err.contains("no collection 'wether'") && err.contains("did you mean weather?"),
@@ -1081,18 +1046,7 @@ fn filters_take_mongosh_syntax_and_come_from_files_or_stdin() {
     use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "c",
-            "--time-field",
-            "t",
-            "--meta-field",
-            "metadata",
-        ],
-    );
+    create(d, "c", "t", Some("metadata"));
     let lines: String = (0..10)
         .map(|i| format!("{{\"t\": {{\"$date\": \"2021-05-18T0{i}:00:00Z\"}}, \"metadata\": {{\"sensorId\": {}}}, \"temp\": {i}}}\n", i % 2))
         .collect();
@@ -1144,18 +1098,7 @@ fn filters_take_mongosh_syntax_and_come_from_files_or_stdin() {
 fn find_and_aggregate_print_tables_csv_and_pretty_json() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    ok(
-        d,
-        &[
-            "create",
-            "db",
-            "c",
-            "--time-field",
-            "t",
-            "--meta-field",
-            "m",
-        ],
-    );
+    create(d, "c", "t", Some("m"));
     let lines: String = (0..3)
         .map(|i| format!("{{\"t\": {{\"$date\": \"2021-05-18T0{i}:00:00Z\"}}, \"m\": {{\"id\": {i}}}, \"temp\": {}}}\n", 20 + i))
         .collect();
@@ -1236,7 +1179,7 @@ fn a_mongodump_of_a_time_series_collection_imports_as_its_measurements() {
         r#"{"options":{"timeseries":{"timeField":"timestamp","metaField":"metadata","granularity":"hours","bucketMaxSpanSeconds":{"$numberInt":"2592000"}}},"indexes":[],"collectionName":"weather","type":"timeseries"}"#,
     )
     .unwrap();
-    ok(d, &["create", "db", "other", "--time-field", "t"]);
+    create(d, "other", "t", None);
     let out = tsbucket(
         d,
         &[

@@ -442,6 +442,17 @@ mod tests {
         Ok(Document::from_reader(bytes.as_slice()).unwrap())
     }
 
+    /// [`opts`] reading epoch numbers as milliseconds.
+    fn opts_ms() -> CsvOptions {
+        CsvOptions {
+            times: TimeRead {
+                unit: Some(TimeUnit::Ms),
+                format: None,
+            },
+            ..opts()
+        }
+    }
+
     fn opts() -> CsvOptions {
         CsvOptions {
             time_column: "time".into(),
@@ -475,13 +486,7 @@ mod tests {
     fn typing_by_content_and_absent_cells() {
         let header = csv::StringRecord::from(vec!["time", "host", "a", "b", "c", "d"]);
         let row = csv::StringRecord::from(vec!["1000", "h1", "-7", "1.5e3", "", "inf"]);
-        let ms = CsvOptions {
-            times: TimeRead {
-                unit: Some(TimeUnit::Ms),
-                format: None,
-            },
-            ..opts()
-        };
+        let ms = opts_ms();
         let schema = RowSchema::new(&header, &ms).unwrap();
         assert_eq!(
             doc_of(&schema, &row).unwrap(),
@@ -499,13 +504,7 @@ mod tests {
     #[test]
     fn times_outside_four_digit_years_are_written_as_milliseconds() {
         let header = csv::StringRecord::from(vec!["time"]);
-        let ms = CsvOptions {
-            times: TimeRead {
-                unit: Some(TimeUnit::Ms),
-                format: None,
-            },
-            ..opts()
-        };
+        let ms = opts_ms();
         let schema = RowSchema::new(&header, &ms).unwrap();
         let cases = [
             (i64::MIN, "-9223372036854775808"),

@@ -3,7 +3,7 @@
 //! DuckDB, pandas or a spreadsheet. JSON Lines and BSON import again to identical documents.
 
 use crate::csvdoc::flatten;
-use crate::json::doc_arg;
+use crate::query::Query;
 use crate::rawjson::write_relaxed;
 use crate::{is_std, open_for_reading, CliResult};
 use clap::{Args, ValueEnum};
@@ -11,7 +11,6 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use tsbucket::bson::{Bson, Document, RawDocument};
-use tsbucket::FindOptions;
 
 /// Formats `export` writes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
@@ -33,9 +32,8 @@ pub struct ExportArgs {
     dir: PathBuf,
     /// Collection name.
     coll: String,
-    /// Query filter as Extended JSON.
-    #[arg(default_value = "{}")]
-    filter: String,
+    #[command(flatten)]
+    query: Query,
     /// Output file; `-` is stdout.
     #[arg(long, short, default_value = "-")]
     out: PathBuf,
@@ -48,18 +46,6 @@ pub struct ExportArgs {
     /// CSV: the columns, as dotted paths (default: the first document's fields).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     fields: Vec<String>,
-    /// Projection, e.g. '{"time": 1, "usage_user": 1, "_id": 0}'.
-    #[arg(long)]
-    projection: Option<String>,
-    /// Sort keys, 1 ascending and -1 descending, e.g. '{"time": -1}'.
-    #[arg(long)]
-    sort: Option<String>,
-    /// Matches to skip.
-    #[arg(long)]
-    skip: Option<u64>,
-    /// Most documents to write (0 = no limit).
-    #[arg(long)]
-    limit: Option<i64>,
 }
 
 /// Runs `export`.
@@ -77,23 +63,8 @@ pub fn run(a: ExportArgs) -> CliResult {
             _ => ExportFormat::Jsonl,
         }
     });
-    let filter = doc_arg("filter", &a.filter)?;
-    let options = FindOptions {
-        projection: a
-            .projection
-            .as_deref()
-            .map(|p| doc_arg("--projection", p))
-            .transpose()?,
-        sort: a
-            .sort
-            .as_deref()
-            .map(|s| doc_arg("--sort", s))
-            .transpose()?,
-        skip: a.skip,
-        limit: a.limit,
-    };
     let db = open_for_reading(&a.dir)?;
-    let mut cursor = crate::collection(&db, &a.coll)?.find_with(filter, options)?;
+    let mut cursor = a.query.run(&db, &a.coll)?;
     let sink: Box<dyn Write> = match is_std(&a.out) {
         true => Box::new(io::stdout().lock()),
         false => Box::new(File::create(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?),

@@ -1,6 +1,8 @@
-//! `tsbucket import`: JSON Lines, BSON or CSV files into a collection, in `insert_many`
-//! batches. A batch is all-or-nothing, so a bad record stops the import with its batch
-//! unwritten and earlier batches kept; `--skip-bad` drops bad records instead and counts them.
+//! `tsbucket import`: JSON (lines, pretty or an array), BSON (a time-series collection's
+//! mongodump too), CSV or line protocol files, compressed or not, into a collection, in
+//! `insert_many_raw` batches. A batch is all-or-nothing, so a bad record stops the import with
+//! its batch unwritten and earlier batches kept, and says which record was written last;
+//! `--skip-bad` drops bad records instead and counts them.
 
 use crate::admin::BucketArgs;
 use crate::csvdoc::CsvOptions;

@@ -69,9 +69,9 @@ enum Cmd {
     Gen(gen::GenArgs),
     /// Create a time-series collection (and the database if missing).
     Create(admin::CreateArgs),
-    /// Import JSON Lines, BSON or CSV files into a collection.
+    /// Import JSON, BSON, CSV or line protocol files (gzip or zstd too) into a collection.
     ///
-    /// Documents go in batches through insert_many, each written all or nothing. A bad record
+    /// Documents go in batches of --batch rows or 8 MiB, each written all or nothing. A bad record
     /// (unparsable line or row, missing or invalid time field, ...) is reported by file and
     /// line (BSON: document number and byte offset) and stops the import with nothing of its
     /// batch written; earlier batches stay. With --skip-bad bad records are skipped and

@@ -16,6 +16,16 @@ pub struct FindArgs {
     dir: PathBuf,
     /// Collection name.
     coll: String,
+    #[command(flatten)]
+    query: Query,
+    /// How to print the documents.
+    #[arg(long, value_enum, default_value_t = Shown::Jsonl)]
+    format: Shown,
+}
+
+/// What `find` and `export` read: a filter and the find options.
+#[derive(Args)]
+pub struct Query {
     /// Query filter as (relaxed or canonical) Extended JSON, e.g. '{"tags.hostname": "host_1"}'.
     #[arg(default_value = "{}")]
     filter: String,
@@ -28,12 +38,26 @@ pub struct FindArgs {
     /// Matches to skip.
     #[arg(long)]
     skip: Option<u64>,
-    /// Most matches to print (0 = no limit).
+    /// Most matches to return (0 = no limit).
     #[arg(long)]
     limit: Option<i64>,
-    /// How to print the documents.
-    #[arg(long, value_enum, default_value_t = Shown::Jsonl)]
-    format: Shown,
+}
+
+impl Query {
+    /// The cursor of the query on collection `coll` of `db`.
+    pub fn run(&self, db: &tsbucket::Database, coll: &str) -> CliResult<Cursor> {
+        let filter = doc_arg("filter", &self.filter)?;
+        let arg = |what: &str, text: &Option<String>| {
+            text.as_deref().map(|t| doc_arg(what, t)).transpose()
+        };
+        let options = FindOptions {
+            projection: arg("--projection", &self.projection)?,
+            sort: arg("--sort", &self.sort)?,
+            skip: self.skip,
+            limit: self.limit,
+        };
+        Ok(crate::collection(db, coll)?.find_with(filter, options)?)
+    }
 }
 
 /// How `find` and `aggregate` print documents.
@@ -92,18 +116,8 @@ pub struct CountArgs {
 
 /// Runs `find`.
 pub fn find(a: FindArgs) -> CliResult {
-    let filter = doc_arg("filter", &a.filter)?;
-    let options = FindOptions {
-        projection: a
-            .projection
-            .map(|p| doc_arg("--projection", &p))
-            .transpose()?,
-        sort: a.sort.map(|s| doc_arg("--sort", &s)).transpose()?,
-        skip: a.skip,
-        limit: a.limit,
-    };
     let db = open_for_reading(&a.dir)?;
-    let cursor = crate::collection(&db, &a.coll)?.find_with(filter, options)?;
+    let cursor = a.query.run(&db, &a.coll)?;
     print_docs(cursor, a.format)?;
     db.close()?;
     Ok(())
