@@ -472,16 +472,11 @@ impl Acc {
     /// the kept row's value of it, so that a caller can compare typed values without building
     /// them; `None` when `cmp` could not compare one.
     pub fn top_takes_by(&self, cmp: impl Fn(usize, &Bson) -> Option<Ordering>) -> Option<bool> {
-        let Acc::Top {
-            descending,
-            bottom,
-            best: Some(b),
-        } = self
-        else {
+        let Some((descending, bottom, keys)) = self.top_kept() else {
             return Some(true);
         };
         let mut o = Ordering::Equal;
-        for (i, kept) in b.0.iter().enumerate() {
+        for (i, kept) in keys.iter().enumerate() {
             let c = cmp(i, kept)?;
             o = if i < 32 && descending & (1 << i) != 0 {
                 c.reverse()
@@ -493,30 +488,35 @@ impl Acc {
             }
         }
         Some(match o {
-            Ordering::Less => !*bottom,
-            Ordering::Equal | Ordering::Greater => *bottom,
+            Ordering::Less => !bottom,
+            Ordering::Equal | Ordering::Greater => bottom,
         })
+    }
+
+    /// A `$top`/`$bottom` holding a row: its descending keys, whether it is `$bottom`, and the
+    /// row's sort values.
+    fn top_kept(&self) -> Option<(u32, bool, &[Bson])> {
+        match self {
+            Acc::Top {
+                descending,
+                bottom,
+                best: Some(b),
+            } => Some((*descending, *bottom, &b.0)),
+            _ => None,
+        }
     }
 
     /// Whether a row whose first sort value lies between `lo` and `hi` (in BSON order) could
     /// replace the row a `$top`/`$bottom` holds (true for other accumulators and an empty
     /// one): a row whose first value is strictly worse never does, whatever its other keys.
     pub fn top_may_take_within(&self, lo: &Bson, hi: &Bson) -> bool {
-        let Acc::Top {
-            descending,
-            bottom,
-            best: Some(b),
-        } = self
-        else {
-            return true;
-        };
-        let Some(kept) = b.0.first() else {
+        let Some((descending, bottom, [kept, ..])) = self.top_kept() else {
             return true;
         };
         let desc = descending & 1 != 0;
         // `$top` keeps the first row in sort order, `$bottom` the last: the bucket's value
         // furthest toward that end.
-        let extreme = if *bottom == desc { lo } else { hi };
+        let extreme = if bottom == desc { lo } else { hi };
         let o = cmp_bson(extreme, kept);
         let o = if desc { o.reverse() } else { o };
         match bottom {
