@@ -1,7 +1,7 @@
 //! Database administration: `create`, `list`, `stats` and `verify`.
 
+use crate::common::{open_for_reading, open_for_writing, open_to_inspect, CliResult};
 use crate::out::Out;
-use crate::{open_for_reading, open_for_writing, open_to_inspect, CliResult};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -177,7 +177,7 @@ pub fn stats(a: StatsArgs) -> CliResult {
     };
     let mut all = Vec::new();
     for n in names {
-        let s = crate::collection(&db, &n)?.stats()?;
+        let s = crate::common::collection(&db, &n)?.stats()?;
         all.push((n, s));
     }
     let recovery = db.recovery_report();

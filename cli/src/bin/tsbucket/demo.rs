@@ -1,8 +1,8 @@
 //! `tsbucket demo`: generate a workload, ingest it, flush, run its queries and report storage
 //! and speed figures.
 
+use crate::common::{CliResult, Workload};
 use crate::out::Out;
-use crate::{CliResult, Workload};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;

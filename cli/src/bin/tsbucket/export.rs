@@ -2,10 +2,10 @@
 //! limited, projected) to JSON Lines, a JSON array, CSV or BSON, for `import`, mongoimport,
 //! DuckDB, pandas or a spreadsheet. JSON Lines and BSON import again to identical documents.
 
+use crate::common::{is_std, open_for_reading, CliResult};
 use crate::csvdoc::flatten;
 use crate::query::Query;
 use crate::rawjson::write_relaxed;
-use crate::{is_std, open_for_reading, CliResult};
 use clap::{Args, ValueEnum};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

@@ -1,9 +1,9 @@
 //! `tsbucket gen`: a seeded workload written as JSON Lines, BSON or CSV. The same flags give
 //! the same bytes.
 
+use crate::common::{is_std, CliResult, Format, Workload};
 use crate::csvdoc::flatten;
 use crate::json::to_relaxed;
-use crate::{is_std, CliResult, Format, Workload};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;

@@ -5,11 +5,11 @@
 //! `--skip-bad` drops bad records instead and counts them.
 
 use crate::admin::BucketArgs;
+use crate::common::{open_existing, open_for_writing, CliResult, Format};
 use crate::csvdoc::CsvOptions;
 use crate::out::Out;
 use crate::sources::{self, Loc, Record};
 use crate::times::{TimeRead, TimeUnit};
-use crate::{open_existing, open_for_writing, CliResult, Format};
 use clap::Args;
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -164,7 +164,7 @@ pub fn run(a: ImportArgs) -> CliResult {
     let sizes: Option<u64> = a
         .files
         .iter()
-        .map(|f| match crate::is_std(f) {
+        .map(|f| match crate::common::is_std(f) {
             true => None,
             false => std::fs::metadata(f).ok().map(|m| m.len()),
         })
@@ -341,13 +341,13 @@ fn open_collection(a: &ImportArgs) -> CliResult<(Database, Collection)> {
             let coll = db.create_collection(&a.coll, o.clone())?;
             return Ok((db, coll));
         }
-        _ => crate::collection(&db, &a.coll)?.options()?,
+        _ => crate::common::collection(&db, &a.coll)?.options()?,
     };
     if a.drop {
         db.drop_collection(&a.coll)?;
     }
     let coll = match (a.create, a.drop) {
-        (false, false) => crate::collection(&db, &a.coll)?,
+        (false, false) => crate::common::collection(&db, &a.coll)?,
         _ => db.create_collection(&a.coll, options)?,
     };
     Ok((db, coll))
@@ -431,9 +431,9 @@ impl Importer<'_> {
     }
 
     /// The end of an import that SIGINT stopped.
-    fn interrupted(&self) -> crate::Interrupted {
+    fn interrupted(&self) -> crate::common::Interrupted {
         self.pb.finish_and_clear();
-        crate::Interrupted(format!(
+        crate::common::Interrupted(format!(
             "import interrupted: {}; nothing after them was written",
             self.written()
         ))

@@ -7,7 +7,7 @@
 //! nothing, refuses what could not fit before anything recursive (parsing, converting,
 //! dropping) runs on it, and the converted document is then held to the exact limit.
 
-use crate::CliResult;
+use crate::common::CliResult;
 use serde_json::Value;
 use tsbucket::bson::{Bson, Document};
 use tsbucket::depth::{within, MAX_NESTING, MAX_REQUEST_NESTING};

@@ -3,9 +3,9 @@
 //! database closed cleanly.
 
 use crate::admin::GranularityArg;
+use crate::common::{open_existing, CliResult};
 use crate::json::doc_arg;
 use crate::out::Out;
-use crate::{open_existing, CliResult};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use tsbucket::bson::DateTime;
@@ -115,7 +115,7 @@ pub fn update(a: UpdateArgs) -> CliResult {
     let filter = doc_arg("filter", &a.filter)?;
     let update = doc_arg("update", &a.update)?;
     let db = open_existing(&a.dir)?;
-    let r = crate::collection(&db, &a.coll)?.update_many(filter, update)?;
+    let r = crate::common::collection(&db, &a.coll)?.update_many(filter, update)?;
     db.close()?;
     say(&format!(
         "matched {} measurements, modified {}",
@@ -128,7 +128,7 @@ pub fn update(a: UpdateArgs) -> CliResult {
 pub fn delete(a: DeleteArgs) -> CliResult {
     let filter = doc_arg("filter", &a.filter)?;
     let db = open_existing(&a.dir)?;
-    let r = crate::collection(&db, &a.coll)?.delete_many(filter)?;
+    let r = crate::common::collection(&db, &a.coll)?.delete_many(filter)?;
     db.close()?;
     say(&format!("deleted {} measurements", r.deleted_count))?;
     Ok(())
@@ -171,7 +171,7 @@ pub fn coll_mod(a: CollModArgs) -> CliResult {
     }
     let db = open_existing(&a.dir)?;
     db.coll_mod(&a.coll, m)?;
-    let opts = crate::collection(&db, &a.coll)?.options()?;
+    let opts = crate::common::collection(&db, &a.coll)?.options()?;
     db.close()?;
     say(&format!(
         "{}: {}",
@@ -184,7 +184,7 @@ pub fn coll_mod(a: CollModArgs) -> CliResult {
 /// Runs `index`.
 pub fn index(a: IndexArgs) -> CliResult {
     let db = open_existing(&a.dir)?;
-    let c = crate::collection(&db, &a.coll)?;
+    let c = crate::common::collection(&db, &a.coll)?;
     match a.op {
         IndexOp::Create { keys, options } => {
             let keys = doc_arg("keys", &keys)?;

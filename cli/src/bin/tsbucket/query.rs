@@ -1,8 +1,8 @@
 //! Reading commands: `find`, `aggregate`, `explain` and `count`.
 
+use crate::common::{open_for_reading, CliResult};
 use crate::json::{doc_arg, pipeline_arg};
 use crate::out::Out;
-use crate::{open_for_reading, CliResult};
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -56,7 +56,7 @@ impl Query {
             skip: self.skip,
             limit: self.limit,
         };
-        Ok(crate::collection(db, coll)?.find_with(filter, options)?)
+        Ok(crate::common::collection(db, coll)?.find_with(filter, options)?)
     }
 }
 
@@ -127,7 +127,7 @@ pub fn find(a: FindArgs) -> CliResult {
 pub fn aggregate(a: AggregateArgs) -> CliResult {
     let pipeline = pipeline_arg(&a.pipeline)?;
     let db = open_for_reading(&a.dir)?;
-    let cursor = crate::collection(&db, &a.coll)?.aggregate(pipeline)?;
+    let cursor = crate::common::collection(&db, &a.coll)?.aggregate(pipeline)?;
     print_docs(cursor, a.format)?;
     db.close()?;
     Ok(())
@@ -136,7 +136,7 @@ pub fn aggregate(a: AggregateArgs) -> CliResult {
 /// Runs `explain`.
 pub fn explain(a: ExplainArgs) -> CliResult {
     let db = open_for_reading(&a.dir)?;
-    let coll = crate::collection(&db, &a.coll)?;
+    let coll = crate::common::collection(&db, &a.coll)?;
     let ex = match &a.pipeline {
         Some(p) => coll.explain_aggregate(pipeline_arg(p)?)?,
         None => coll.explain(doc_arg("filter", &a.filter)?)?,
@@ -152,7 +152,7 @@ pub fn explain(a: ExplainArgs) -> CliResult {
 pub fn count(a: CountArgs) -> CliResult {
     let filter = doc_arg("filter", &a.filter)?;
     let db = open_for_reading(&a.dir)?;
-    let n = crate::collection(&db, &a.coll)?.count_documents(filter)?;
+    let n = crate::common::collection(&db, &a.coll)?.count_documents(filter)?;
     let mut out = Out::new();
     out.line(&n.to_string())?;
     out.finish()?;

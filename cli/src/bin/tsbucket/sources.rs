@@ -4,11 +4,11 @@
 //! the file (I/O, broken BSON framing) is an `Err` of the iterator item itself. Readers are
 //! `Send` so that parsing can run on its own thread while the previous batch is written.
 
+use crate::common::{is_std, Format};
 use crate::csvdoc::{CsvOptions, RowSchema};
 use crate::json::parse_doc;
 use crate::jsonbson::transcode;
 use crate::lineproto::LineSchema;
-use crate::{is_std, Format};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
