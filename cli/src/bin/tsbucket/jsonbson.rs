@@ -235,37 +235,33 @@ impl<'de> Visitor<'de> for Value<'_> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         let first = map.next_key::<String>()?;
-        let special = match first.as_deref() {
+        // The value of a one-key wrapper, as a string parsed into `T`.
+        fn parsed<'de, T: std::str::FromStr, A: MapAccess<'de>>(
+            map: &mut A,
+        ) -> Result<T, A::Error> {
+            let s: String = map.next_value()?;
+            s.parse().map_err(|_| de::Error::custom(Other))
+        }
+        // The value's type and bytes: at most 12, an ObjectId's.
+        let mut bytes = [0u8; 12];
+        let mut put = |b: &[u8]| {
+            bytes.iter_mut().zip(b).for_each(|(d, s)| *d = *s);
+            b.len()
+        };
+        let (tag, len) = match first.as_deref() {
             Some("$date") => {
                 let ms = date(map.next_value::<serde_json::Value>()?)?;
-                self.typed(0x09);
-                self.out.extend_from_slice(&ms.to_le_bytes());
-                true
+                (0x09, put(&ms.to_le_bytes()))
             }
-            Some("$numberLong") => {
-                let s: String = map.next_value()?;
-                let i: i64 = s.parse().map_err(|_| de::Error::custom(Other))?;
-                self.typed(0x12);
-                self.out.extend_from_slice(&i.to_le_bytes());
-                true
-            }
-            Some("$numberInt") => {
-                let s: String = map.next_value()?;
-                let i: i32 = s.parse().map_err(|_| de::Error::custom(Other))?;
-                self.typed(0x10);
-                self.out.extend_from_slice(&i.to_le_bytes());
-                true
-            }
-            Some("$oid") => {
-                let s: String = map.next_value()?;
-                let oid = ObjectId::parse_str(&s).map_err(|_| de::Error::custom(Other))?;
-                self.typed(0x07);
-                self.out.extend_from_slice(&oid.bytes());
-                true
-            }
-            _ => false,
+            Some("$numberLong") => (0x12, put(&parsed::<i64, A>(&mut map)?.to_le_bytes())),
+            Some("$numberInt") => (0x10, put(&parsed::<i32, A>(&mut map)?.to_le_bytes())),
+            Some("$oid") => (0x07, put(&parsed::<ObjectId, A>(&mut map)?.bytes())),
+            _ => (0, 0),
         };
-        if special {
+        if tag != 0 {
+            self.typed(tag);
+            self.out
+                .extend_from_slice(bytes.get(..len).unwrap_or_default());
             // One key only: more would make another type, or an error, in Extended JSON.
             return match map.next_key::<de::IgnoredAny>()? {
                 None => Ok(()),

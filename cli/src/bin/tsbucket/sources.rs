@@ -734,7 +734,7 @@ impl Iterator for CsvRows {
                 self.schema
                     .row_bson(&self.rec, &mut self.bytes)
                     .and_then(|()| {
-                        RawDocumentBuf::from_bytes(self.bytes.clone())
+                        RawDocumentBuf::from_bytes(std::mem::take(&mut self.bytes))
                             .map_err(|e| format!("the row makes no document: {e}"))
                     }),
             ),
