@@ -1024,6 +1024,105 @@ fn exports_import_again_to_identical_documents_for_every_type() {
 }
 
 #[test]
+fn parquet_exports_hold_every_matched_document_in_typed_columns() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(
+        d,
+        &[
+            "gen",
+            "devops",
+            "--hosts",
+            "5",
+            "--hours",
+            "1",
+            "--out",
+            "cpu.jsonl",
+        ],
+    );
+    create(d, "cpu", "time", Some("tags"));
+    ok(d, &["import", "db", "cpu", "cpu.jsonl"]);
+    let filter = r#"{"tags.hostname": {"$in": ["host_1", "host_3"]}}"#;
+    let out = tsbucket(d, &["export", "db", "cpu", filter, "--out", "cpu.parquet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("exported 720 documents"),
+        "{err}"
+    );
+    let reader =
+        SerializedFileReader::new(std::fs::File::open(d.join("cpu.parquet")).unwrap()).unwrap();
+    assert_eq!(reader.metadata().file_metadata().num_rows(), 720);
+    let want = json_lines(&ok(d, &["find", "db", "cpu", filter]));
+    let mut hosts = std::collections::BTreeMap::new();
+    for (row, want) in reader.get_row_iter(None).unwrap().zip(&want) {
+        let row = row.unwrap().into_columns();
+        let get = |name: &str| &row.iter().find(|(k, _)| k == name).unwrap().1;
+        let Field::TimestampMillis(ms) = get("time") else {
+            panic!("{:?}", get("time"))
+        };
+        let want_ms = chrono::DateTime::parse_from_rfc3339(want["time"]["$date"].as_str().unwrap())
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(*ms, want_ms);
+        let Field::Str(host) = get("tags.hostname") else {
+            panic!()
+        };
+        assert_eq!(host, want["tags"]["hostname"].as_str().unwrap());
+        *hosts.entry(host.clone()).or_insert(0) += 1;
+        let Field::Str(id) = get("_id") else { panic!() };
+        assert_eq!(id, want["_id"]["$oid"].as_str().unwrap());
+        let usage = match get("usage_user") {
+            Field::Int(i) => f64::from(*i),
+            Field::Long(i) => *i as f64,
+            Field::Double(f) => *f,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(usage, want["usage_user"].as_f64().unwrap());
+    }
+    assert_eq!(hosts.len(), 2);
+    assert_eq!(hosts.values().sum::<i32>(), 720);
+}
+
+#[test]
+fn a_failed_export_leaves_the_file_it_would_have_replaced_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    create(d, "c", "t", None);
+    std::fs::write(d.join("out.jsonl"), "keep me\n").unwrap();
+    std::fs::write(d.join("out.parquet"), "keep me too\n").unwrap();
+    for out in ["out.jsonl", "out.parquet"] {
+        let err = fails(d, &["export", "db", "c", "{bad", "--out", out], 1);
+        assert!(err.contains("filter"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.join("out.jsonl")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("out.parquet")).unwrap(),
+        "keep me too\n"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["db", "out.jsonl", "out.parquet"]);
+    // A successful export replaces it, with the mode a created file has.
+    ok(d, &["export", "db", "c", "--out", "out.jsonl"]);
+    assert_eq!(std::fs::read_to_string(d.join("out.jsonl")).unwrap(), "");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |f: &str| std::fs::metadata(d.join(f)).unwrap().permissions().mode();
+        std::fs::write(d.join("created"), "").unwrap();
+        assert_eq!(mode("out.jsonl"), mode("created"));
+    }
+}
+
+#[test]
 fn a_mistyped_collection_name_gets_the_names_near_it() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

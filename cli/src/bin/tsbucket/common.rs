@@ -1,9 +1,11 @@
 //! What the commands share: the result they return, opening a database and a collection, the
-//! file formats, and `-` for stdin and stdout.
+//! file formats, `-` for stdin and stdout, output files written whole, and Ctrl-C.
 
 use clap::ValueEnum;
-use std::path::Path;
-use std::sync::OnceLock;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tsbucket::{Database, DbOptions};
 
@@ -114,6 +116,74 @@ impl std::fmt::Display for Interrupted {
 }
 
 impl std::error::Error for Interrupted {}
+
+/// A flag that Ctrl-C sets, for a command that stops cleanly at its next check instead of
+/// dying mid-write. Only the commands that call this handle Ctrl-C; it may be called once.
+pub fn ctrl_c_flag() -> CliResult<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    ctrlc::set_handler(move || set.store(true, Ordering::Relaxed))
+        .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    Ok(flag)
+}
+
+/// An output file written whole or not at all: the bytes go to a hidden temporary file beside
+/// `path`, which takes its name only once complete and on disk. A failed or interrupted
+/// command leaves any file already at `path` as it was, and no partial one.
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: tempfile::NamedTempFile,
+}
+
+impl AtomicFile {
+    /// Starts the file that will be `path`.
+    pub fn create(path: &Path) -> CliResult<AtomicFile> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".tsbucket-").suffix(".partial");
+        // A temporary file is private (0600); the export gets the mode a created file has.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let tmp = builder
+            .tempfile_in(dir)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp,
+        })
+    }
+
+    /// The temporary file, to write to.
+    pub fn file(&self) -> CliResult<File> {
+        Ok(self.tmp.as_file().try_clone()?)
+    }
+
+    /// Syncs the file, gives it its name and syncs the directory that holds it.
+    pub fn commit(self) -> CliResult {
+        let at = self.path.display().to_string();
+        self.tmp
+            .as_file()
+            .sync_all()
+            .map_err(|e| format!("{at}: {e}"))?;
+        self.tmp
+            .persist(&self.path)
+            .map_err(|e| format!("{at}: {}", e.error))?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(())
+    }
+}
 
 /// Opens the database in `dir` for writing, which must already hold one: a mistyped path must
 /// not leave an empty database behind. The TTL sweeper stays off, so that a command deletes

@@ -1,15 +1,18 @@
 //! `tsbucket export`: a collection's measurements (or those a filter matches, sorted,
-//! limited, projected) to JSON Lines, a JSON array, CSV or BSON, for `import`, mongoimport,
-//! DuckDB, pandas or a spreadsheet. JSON Lines and BSON import again to identical documents.
+//! limited, projected) to JSON Lines, a JSON array, CSV, BSON or Parquet, for `import`,
+//! mongoimport, DuckDB, pandas or a spreadsheet. JSON Lines and BSON import again to identical
+//! documents. A file is written whole or not at all: a failed or interrupted export leaves
+//! no partial file, and any earlier file of that name as it was.
 
-use crate::common::{is_std, open_for_reading, CliResult};
+use crate::common::{ctrl_c_flag, is_std, open_for_reading, AtomicFile, CliResult, Interrupted};
 use crate::csvdoc::flatten;
+use crate::parquet_writer::{Columns, ParquetWriter};
 use crate::query::Query;
 use crate::rawjson::write_relaxed;
 use clap::{Args, ValueEnum};
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tsbucket::bson::{Bson, Document, RawDocument};
 
 /// Formats `export` writes.
@@ -23,6 +26,8 @@ pub enum ExportFormat {
     Csv,
     /// Concatenated BSON documents (as mongodump writes).
     Bson,
+    /// Apache Parquet, zstd-compressed: a column per dotted path, typed by its values.
+    Parquet,
 }
 
 /// Flags of `tsbucket export`.
@@ -43,7 +48,8 @@ pub struct ExportArgs {
     /// JSON: canonical Extended JSON (every number's type kept) instead of relaxed.
     #[arg(long)]
     canonical: bool,
-    /// CSV: the columns, as dotted paths (default: the first document's fields).
+    /// CSV and Parquet: the columns, as dotted paths (default: CSV the first document's
+    /// fields, Parquet every field of every document).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     fields: Vec<String>,
 }
@@ -60,21 +66,61 @@ pub fn run(a: ExportArgs) -> CliResult {
             "json" => ExportFormat::Json,
             "csv" => ExportFormat::Csv,
             "bson" => ExportFormat::Bson,
+            "parquet" => ExportFormat::Parquet,
             _ => ExportFormat::Jsonl,
         }
     });
     let db = open_for_reading(&a.dir)?;
-    let mut cursor = a.query.run(&db, &a.coll)?;
-    let sink: Box<dyn Write> = match is_std(&a.out) {
-        true => Box::new(io::stdout().lock()),
-        false => Box::new(File::create(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?),
+    let stop = ctrl_c_flag()?;
+    let file = match is_std(&a.out) {
+        true => None,
+        false => Some(AtomicFile::create(&a.out)?),
+    };
+    let sink: Box<dyn Write + Send> = match &file {
+        None => Box::new(io::stdout()),
+        Some(f) => Box::new(f.file()?),
     };
     let mut w = BufWriter::with_capacity(1 << 16, sink);
+    let n = write(&a, format, &db, &mut w, &stop);
+    let n = match n {
+        Err(e) if e.is::<Interrupted>() => {
+            let at = match is_std(&a.out) {
+                true => "; what was written to stdout is incomplete".to_string(),
+                false => format!("; nothing was written to {}", a.out.display()),
+            };
+            return Err(Box::new(Interrupted(format!("export interrupted{at}"))));
+        }
+        r => r?,
+    };
+    w.flush()?;
+    drop(w);
+    db.close()?;
+    if let Some(f) = file {
+        f.commit()?;
+        eprintln!("exported {n} documents to {}", a.out.display());
+    }
+    Ok(())
+}
+
+/// Writes the query's documents to `w` as `format`; returns how many.
+fn write(
+    a: &ExportArgs,
+    format: ExportFormat,
+    db: &tsbucket::Database,
+    w: &mut BufWriter<Box<dyn Write + Send>>,
+    stop: &AtomicBool,
+) -> CliResult<u64> {
+    let check = || match stop.load(Ordering::Relaxed) {
+        true => Err(Interrupted(String::new())),
+        false => Ok(()),
+    };
+    let mut cursor = a.query.run(db, &a.coll)?;
     let mut n = 0u64;
     match format {
         ExportFormat::Bson => {
             let mut buf = Vec::new();
             while cursor.next_into(&mut buf)? {
+                check()?;
                 w.write_all(&buf)?;
                 buf.clear();
                 n += 1;
@@ -87,6 +133,7 @@ pub fn run(a: ExportArgs) -> CliResult {
             }
             let (mut bson, mut text) = (Vec::new(), Vec::new());
             while cursor.next_into(&mut bson)? {
+                check()?;
                 text.clear();
                 if array {
                     text.extend_from_slice(if n == 0 { b"\n" } else { b",\n" });
@@ -113,9 +160,10 @@ pub fn run(a: ExportArgs) -> CliResult {
             }
         }
         ExportFormat::Csv => {
-            let mut out = csv::Writer::from_writer(&mut w);
+            let mut out = csv::Writer::from_writer(&mut *w);
             let mut columns = a.fields.clone();
             for d in cursor.by_ref() {
+                check()?;
                 let flat = flatten(&d?);
                 if n == 0 {
                     if columns.is_empty() {
@@ -136,12 +184,25 @@ pub fn run(a: ExportArgs) -> CliResult {
             }
             out.flush()?;
         }
+        ExportFormat::Parquet => {
+            // Parquet fixes its columns first: one read learns them, a second writes.
+            let mut columns = Columns::new(&a.fields);
+            let mut buf = Vec::new();
+            while cursor.next_into(&mut buf)? {
+                check()?;
+                columns.survey(RawDocument::from_bytes(&buf)?)?;
+                buf.clear();
+            }
+            let mut cursor = a.query.run(db, &a.coll)?;
+            let mut out = ParquetWriter::new(columns, &mut *w)?;
+            while cursor.next_into(&mut buf)? {
+                check()?;
+                out.push(RawDocument::from_bytes(&buf)?)?;
+                buf.clear();
+                n += 1;
+            }
+            out.finish()?;
+        }
     }
-    w.flush()?;
-    drop(w);
-    db.close()?;
-    if !is_std(&a.out) {
-        eprintln!("exported {n} documents to {}", a.out.display());
-    }
-    Ok(())
+    Ok(n)
 }

@@ -14,7 +14,7 @@ use clap::Args;
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tsbucket::bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
@@ -184,13 +184,7 @@ pub fn run(a: ImportArgs) -> CliResult {
         }
     };
     let read = Arc::new(AtomicU64::new(0));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        // Only `import` sets a handler; without one, Ctrl-C ends the process as usual.
-        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-            .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
-    }
+    let interrupted = crate::common::ctrl_c_flag()?;
     let mut imp = Importer {
         coll: &coll,
         pb: &pb,

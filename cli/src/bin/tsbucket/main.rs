@@ -26,6 +26,7 @@ mod jsonbson;
 mod lineproto;
 mod modify;
 mod out;
+mod parquet_writer;
 mod query;
 mod rawjson;
 mod shell;
