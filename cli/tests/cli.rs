@@ -1300,24 +1300,67 @@ fn a_mongodump_of_a_time_series_collection_imports_as_its_measurements() {
         listed.contains("weather") && listed.contains("hours"),
         "{listed}"
     );
-    // A compressed bucket is refused by its place in the file.
-    let mut v2 = buckets[0].clone();
-    v2.insert("control", doc! {"version": 2});
+    // A compressed bucket (control.version 2: BSONColumn binaries) unpacks too. Its columns'
+    // bytes are the ones whose decoding the bsoncolumn crate's tests check value by value: times
+    // 1, 2, 3, 4 and 6 s, temperatures 1.0, 1.1, 1.2, 1.0, 1.5, and `count` in rows 2 and 4.
+    let column = |bytes: &[u8]| tsbucket::bson::Binary {
+        subtype: tsbucket::bson::spec::BinarySubtype::Column,
+        bytes: bytes.to_vec(),
+    };
+    let times = [
+        0x09, 0x00, 0xE8, 0x03, 0, 0, 0, 0, 0, 0, 0x80, 0x0B, 0x7D, 0, 0, 0, 0, 0xA0, 0x0F, 0,
+    ];
+    let temps = [
+        0x01, 0x00, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F, 0xA0, 0x2B, 0x00, 0x10, 0x00, 0x0C, 0x00, 0x14,
+        0x00, 0x00,
+    ];
+    let counts = [
+        0x80, 0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x10, 0x00, 0x05, 0x00, 0x00, 0x00,
+        0x80, 0xFD, 0xFF, 0xFF, 0xFF, 0x0B, 0x00, 0x00, 0x00, 0x00,
+    ];
+    let v2 = doc! {
+        "_id": tsbucket::bson::oid::ObjectId::from_bytes([3; 12]),
+        "control": {"version": 2, "count": 5},
+        "meta": {"sensorId": 9},
+        "data": {"timestamp": column(&times), "temp": column(&temps), "count": column(&counts)},
+    };
     let mut bytes = Vec::new();
     v2.to_writer(&mut bytes).unwrap();
     std::fs::write(d.join("dump/test/system.buckets.weather.bson"), &bytes).unwrap();
-    let err = fails(
+    let dump = "dump/test/system.buckets.weather.bson";
+    ok(d, &["import", "db", "weather", dump]);
+    let got = json_lines(&ok(
         d,
         &[
-            "import",
+            "find",
             "db",
             "weather",
-            "dump/test/system.buckets.weather.bson",
+            "{metadata.sensorId: 9}",
+            "--sort",
+            "{timestamp: 1}",
+            "--projection",
+            "{_id: 0, metadata: 0}",
         ],
-        1,
+    ));
+    let ms = |v: &serde_json::Value| v["timestamp"]["$date"].as_str().unwrap().to_string();
+    assert_eq!(
+        got.iter().map(ms).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 6].map(|s| format!("1970-01-01T00:00:0{s}Z"))
     );
+    let temps: Vec<f64> = got.iter().map(|v| v["temp"].as_f64().unwrap()).collect();
+    assert_eq!(temps, [1.0, 1.1, 1.2, 1.0, 1.5]);
+    let counts: Vec<Option<i64>> = got.iter().map(|v| v["count"].as_i64()).collect();
+    assert_eq!(counts, [None, None, Some(5), None, Some(6)]);
+    // A compressed bucket whose columns are not BSONColumn binaries is refused by its place in
+    // the file.
+    let mut bad = buckets[0].clone();
+    bad.insert("control", doc! {"version": 2});
+    let mut bytes = Vec::new();
+    bad.to_writer(&mut bytes).unwrap();
+    std::fs::write(d.join("dump/test/system.buckets.weather.bson"), &bytes).unwrap();
+    let err = fails(d, &["import", "db", "weather", dump], 1);
     assert!(
-        err.contains("document 1") && err.contains("compressed"),
+        err.contains("document 1") && err.contains("not a BSONColumn"),
         "{err}"
     );
 }
