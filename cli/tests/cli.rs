@@ -1123,6 +1123,117 @@ fn a_failed_export_leaves_the_file_it_would_have_replaced_and_nothing_else() {
 }
 
 #[test]
+fn inputs_of_many_chunks_import_in_order_with_their_line_numbers() {
+    // Files of several MiB go to the parsing workers in chunks of about 1 MiB: every row must
+    // arrive, in order, and a bad one late in the file must be named by its line, with
+    // quoted cells that hold newlines counted as the lines they take.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    create(d, "c", "t", Some("m"));
+    let rows = 25_000u64;
+    let pad = "p".repeat(120);
+    let mut csv = String::from("t,m,n,note\n");
+    let mut jsonl = String::new();
+    let mut lp = String::new();
+    for i in 0..rows {
+        let ms = 1_600_000_000_000 + i * 1000;
+        let note = match i % 1000 {
+            0 => format!("\"two\nlines, {pad}\""),
+            _ => pad.clone(),
+        };
+        csv += &format!("{ms},h{},{i},{note}\n", i % 7);
+        jsonl += &format!(
+            "{{\"t\": {{\"$date\": {{\"$numberLong\": \"{ms}\"}}}}, \"m\": \"h{}\", \"n\": {i}, \"note\": \"{pad}\"}}\n",
+            i % 7
+        );
+        lp += &format!("cpu,host=h{} n={i}i,note=\"{pad}\" {ms}\n", i % 7);
+    }
+    assert!(csv.len() > 3 << 20 && lp.len() > 3 << 20);
+    std::fs::write(d.join("a.csv"), &csv).unwrap();
+    std::fs::write(d.join("a.jsonl"), &jsonl).unwrap();
+    std::fs::write(d.join("a.lp"), &lp).unwrap();
+    for (coll, file, extra) in [
+        ("csv", "a.csv", vec!["--time-unit", "ms"]),
+        ("json", "a.jsonl", vec![]),
+        ("lp", "a.lp", vec!["--precision", "ms"]),
+    ] {
+        let args = [
+            &["import", "db", coll, file, "--create", "--time-field", "t"][..],
+            &["--meta-field", "m"],
+            &extra,
+        ]
+        .concat();
+        ok(d, &args);
+        assert_eq!(count(d, coll, "{}"), rows, "{file}");
+        let ns: Vec<i64> = json_lines(&ok(
+            d,
+            &[
+                "find",
+                "db",
+                coll,
+                "{}",
+                "--sort",
+                "{t: 1}",
+                "--projection",
+                "{n: 1, _id: 0}",
+            ],
+        ))
+        .iter()
+        .map(|v| v["n"].as_i64().unwrap())
+        .collect();
+        assert!(ns.iter().copied().eq(0..rows as i64), "{file}");
+    }
+    // Exported as a JSON array and as JSON Lines, both formatted in runs on every core: one
+    // whole array and one line per row, in order.
+    ok(
+        d,
+        &[
+            "export", "db", "json", "--sort", "{t: 1}", "--out", "all.json",
+        ],
+    );
+    let all: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(d.join("all.json")).unwrap()).unwrap();
+    let ns = all.iter().map(|v| v["n"].as_i64().unwrap());
+    assert!(ns.eq(0..rows as i64));
+    let lines = ok(d, &["export", "db", "json", "--sort", "{t: 1}"]);
+    let ns = json_lines(&lines)
+        .into_iter()
+        .map(|v| v["n"].as_i64().unwrap());
+    assert!(ns.eq(0..rows as i64));
+    let two_lines = ok(d, &["find", "db", "csv", "{n: 5000}"]);
+    assert!(two_lines.contains("two\\nlines"), "{two_lines}");
+    // Row 22,222 (from 0) of the CSV made bad: its line counts the header and the 23 earlier rows
+    // that take two lines.
+    let bad = csv.replacen(
+        &format!("{},", 1_600_000_000_000u64 + 22_222_000),
+        "oops,",
+        1,
+    );
+    std::fs::write(d.join("bad.csv"), bad).unwrap();
+    let args = [
+        "import",
+        "db",
+        "csv",
+        "bad.csv",
+        "--time-unit",
+        "ms",
+        "--skip-bad",
+    ];
+    let out = tsbucket(d, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("bad.csv, line {}", 1 + 22_222 + 23 + 1)),
+        "{err}"
+    );
+    assert_eq!(count(d, "csv", "{}"), 2 * rows - 1);
+    let bad = jsonl.replacen("\"n\": 14444,", "\"n\": oops,", 1);
+    std::fs::write(d.join("bad.jsonl"), bad).unwrap();
+    let err = fails(d, &["import", "db", "json", "bad.jsonl"], 1);
+    assert!(err.contains("bad.jsonl, line 14445"), "{err}");
+}
+
+#[test]
 fn a_mistyped_collection_name_gets_the_names_near_it() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

@@ -13,6 +13,41 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// Fewest buckets per thread worth a thread of their own.
+const BUCKETS_PER_THREAD: usize = 64;
+/// Most threads a flush encodes on.
+const MAX_ENCODE_THREADS: usize = 4;
+
+/// The buckets encoded for a segment, in order, on up to one thread per core: the buckets
+/// are independent, and the flush that ends a bulk load encodes every bucket the catalog
+/// holds while nothing else is left to run.
+fn encode_all(buckets: &[Arc<ClosedBucket>]) -> Vec<EncodedBucket> {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = cores
+        .min(MAX_ENCODE_THREADS)
+        .min(buckets.len() / BUCKETS_PER_THREAD)
+        .max(1);
+    if threads == 1 {
+        return buckets.iter().map(|b| b.encoded()).collect();
+    }
+    let per = buckets.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = buckets
+            .chunks(per)
+            .map(|part| s.spawn(move || part.iter().map(|b| b.encoded()).collect::<Vec<_>>()))
+            .collect();
+        let mut all = Vec::with_capacity(buckets.len());
+        for p in parts {
+            match p.join() {
+                Ok(part) => all.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    })
+}
+
 impl Engine {
     /// Writes closed buckets to segments, records them and the new log checkpoint in the
     /// manifest, then lets the log drop what is no longer needed. With `close_all`, every open
@@ -60,7 +95,7 @@ impl Engine {
             next_id += 1;
             let sp = segment_path(&self.path, sid);
             // Finishing closed buckets happens here, off the thread that applies batches.
-            let encoded: Vec<EncodedBucket> = buckets.iter().map(|b| b.encoded()).collect();
+            let encoded = encode_all(buckets);
             let refs: Vec<&EncodedBucket> = encoded.iter().collect();
             let info = SegmentHeaderInfo {
                 collection_id: *cid,

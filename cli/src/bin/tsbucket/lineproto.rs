@@ -6,6 +6,7 @@
 //! anything else a double. Lines starting with `#` and empty lines are passed over.
 
 use crate::times::TimeRead;
+use std::borrow::Cow;
 
 /// How lines become documents.
 pub struct LineSchema {
@@ -26,12 +27,12 @@ enum Field {
     Str(String),
 }
 
-/// One parsed line.
+/// One parsed line. Names and tag values borrow the line's text unless they hold escapes.
 #[derive(Debug, PartialEq)]
-struct Line {
-    measurement: String,
-    tags: Vec<(String, String)>,
-    fields: Vec<(String, Field)>,
+struct Line<'a> {
+    measurement: Cow<'a, str>,
+    tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    fields: Vec<(Cow<'a, str>, Field)>,
     timestamp: Option<i64>,
 }
 
@@ -58,7 +59,7 @@ impl LineSchema {
         {
             return Err(format!("tag '{k}' appears twice"));
         }
-        if p.tags.iter().any(|(k, _)| k == "measurement") {
+        if p.tags.iter().any(|(k, _)| k.as_ref() == "measurement") {
             return Err("a tag named 'measurement' clashes with the measurement's name".into());
         }
         let start = begin(out);
@@ -73,7 +74,7 @@ impl LineSchema {
         end(out, meta)?;
         let mut seen: Vec<&str> = Vec::new();
         for (k, v) in &p.fields {
-            if k == &self.time_field || k == &self.meta_field || seen.contains(&k.as_str()) {
+            if *k == self.time_field || *k == self.meta_field || seen.contains(&k.as_ref()) {
                 return Err(format!(
                     "field '{k}' appears twice or names the time or meta field"
                 ));
@@ -138,39 +139,64 @@ fn string(out: &mut Vec<u8>, name: &str, s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads text up to one of `stops` that no backslash escapes, unescaping `\<stop>` and `\\`.
-/// Returns the text and the stop found (`None` at the end of the line).
-fn token(s: &mut std::str::Chars<'_>, stops: &[char]) -> (String, Option<char>) {
-    let mut out = String::new();
-    while let Some(c) = s.next() {
-        match c {
-            '\\' => match s.clone().next() {
-                Some(n) if stops.contains(&n) || n == '\\' || n == '"' => {
-                    out.push(n);
-                    s.next();
+/// Reads text up to one of `stops` (ASCII) that no backslash escapes, unescaping `\<stop>`,
+/// `\\` and `\"`; any other backslash stays. Returns the text, borrowed from `s` unless it
+/// held an escape, and the stop found (`None` at the end of the line), and moves `s` past it.
+fn token<'a>(s: &mut &'a str, stops: &[u8]) -> (Cow<'a, str>, Option<char>) {
+    let text: &'a str = s;
+    let b = text.as_bytes();
+    let mut owned: Option<String> = None;
+    let (mut from, mut i) = (0, 0);
+    // Every stop and escape is ASCII, so each cut below falls between characters.
+    let piece = |from: usize, to: usize| text.get(from..to).unwrap_or_default();
+    while let Some(&c) = b.get(i) {
+        if c == b'\\' {
+            match b.get(i + 1) {
+                Some(&n) if stops.contains(&n) || n == b'\\' || n == b'"' => {
+                    let o = owned.get_or_insert_with(String::new);
+                    o.push_str(piece(from, i));
+                    o.push(char::from(n));
+                    i += 2;
+                    from = i;
                 }
-                _ => out.push('\\'),
-            },
-            c if stops.contains(&c) => return (out, Some(c)),
-            c => out.push(c),
+                _ => i += 1,
+            }
+            continue;
         }
+        if stops.contains(&c) {
+            *s = text.get(i + 1..).unwrap_or_default();
+            return (done(owned, piece(from, i)), Some(char::from(c)));
+        }
+        i += 1;
     }
-    (out, None)
+    *s = "";
+    (done(owned, piece(from, b.len())), None)
 }
 
-fn parse(text: &str) -> Result<Line, String> {
-    let mut s = text.chars();
-    let (measurement, mut stop) = token(&mut s, &[',', ' ']);
+/// A token: the unescaped text so far and the rest, or the borrowed text.
+fn done(owned: Option<String>, rest: &str) -> Cow<'_, str> {
+    match owned {
+        Some(mut o) => {
+            o.push_str(rest);
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(rest),
+    }
+}
+
+fn parse(text: &str) -> Result<Line<'_>, String> {
+    let mut s = text;
+    let (measurement, mut stop) = token(&mut s, b", ");
     if measurement.is_empty() {
         return Err("the line has no measurement".into());
     }
     let mut tags = Vec::new();
     while stop == Some(',') {
-        let (k, eq) = token(&mut s, &['=', ' ', ',']);
+        let (k, eq) = token(&mut s, b"= ,");
         if eq != Some('=') || k.is_empty() {
             return Err(format!("tag '{k}' has no value (tags are key=value)"));
         }
-        let (v, next) = token(&mut s, &[',', ' ', '=']);
+        let (v, next) = token(&mut s, b", =");
         if v.is_empty() || next == Some('=') {
             return Err(format!("tag '{k}' has no value, or an unescaped '='"));
         }
@@ -182,7 +208,7 @@ fn parse(text: &str) -> Result<Line, String> {
     }
     let mut fields = Vec::new();
     loop {
-        let (k, eq) = token(&mut s, &['=', ' ', ',']);
+        let (k, eq) = token(&mut s, b"= ,");
         if eq != Some('=') || k.is_empty() {
             return Err(format!("field '{k}' has no value (fields are key=value)"));
         }
@@ -198,7 +224,7 @@ fn parse(text: &str) -> Result<Line, String> {
     }
     let timestamp = match stop {
         Some(' ') => {
-            let rest = s.as_str().trim();
+            let rest = s.trim();
             match rest.is_empty() {
                 true => None,
                 false => Some(
@@ -218,14 +244,14 @@ fn parse(text: &str) -> Result<Line, String> {
 }
 
 /// A field's value, and the character after it (`,`, a space, or `None` at the end).
-fn field_value(s: &mut std::str::Chars<'_>) -> Result<(Field, Option<char>), String> {
-    if s.clone().next() == Some('"') {
-        s.next();
+fn field_value(s: &mut &str) -> Result<(Field, Option<char>), String> {
+    if let Some(quoted) = s.strip_prefix('"') {
+        let mut chars = quoted.chars();
         let mut out = String::new();
         loop {
-            match s.next() {
+            match chars.next() {
                 None => return Err("a string field has no closing quote".into()),
-                Some('\\') => match s.next() {
+                Some('\\') => match chars.next() {
                     Some(c @ ('"' | '\\')) => out.push(c),
                     Some(c) => {
                         out.push('\\');
@@ -237,15 +263,16 @@ fn field_value(s: &mut std::str::Chars<'_>) -> Result<(Field, Option<char>), Str
                 Some(c) => out.push(c),
             }
         }
-        let next = s.next();
+        let next = chars.next();
         if !matches!(next, None | Some(',' | ' ')) {
             return Err("text after a string field's closing quote".into());
         }
+        *s = chars.as_str();
         return Ok((Field::Str(out), next));
     }
-    let (v, next) = token(s, &[',', ' ']);
+    let (v, next) = token(s, b", ");
     let bad = || format!("the field value '{v}' is not a number, boolean or string");
-    let field = match v.as_str() {
+    let field = match v.as_ref() {
         "t" | "T" | "true" | "True" | "TRUE" => Field::Bool(true),
         "f" | "F" | "false" | "False" | "FALSE" => Field::Bool(false),
         _ if v.ends_with('i') => Field::Int(v.trim_end_matches('i').parse().map_err(|_| bad())?),

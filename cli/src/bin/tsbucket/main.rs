@@ -13,6 +13,7 @@
 )]
 
 mod admin;
+mod chunks;
 mod common;
 mod csvdoc;
 mod demo;
@@ -25,6 +26,7 @@ mod json;
 mod jsonbson;
 mod lineproto;
 mod modify;
+mod ordered;
 mod out;
 mod parquet_writer;
 mod query;

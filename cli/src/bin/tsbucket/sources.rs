@@ -4,6 +4,7 @@
 //! the file (I/O, broken BSON framing) is an `Err` of the iterator item itself. Readers are
 //! `Send` so that parsing can run on its own thread while the previous batch is written.
 
+use crate::chunks::{parallel, Ends, ParseChunk};
 use crate::common::{is_std, Format};
 use crate::csvdoc::{CsvOptions, RowSchema};
 use crate::json::parse_doc;
@@ -108,12 +109,29 @@ pub fn open(
     }
     Ok(match format {
         Format::Jsonl | Format::Auto => match json_layout(&mut input) {
-            Ok(JsonLayout::Lines) => Box::new(JsonLines {
-                name,
-                input,
-                line: 0,
-                buf: Vec::new(),
-            }),
+            Ok(JsonLayout::Lines) => {
+                let file = name.clone();
+                let parse: ParseChunk = Arc::new(move |bytes, line| {
+                    let input: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(bytes));
+                    let name = file.clone();
+                    let buf = Vec::new();
+                    JsonLines {
+                        name,
+                        input,
+                        line,
+                        buf,
+                    }
+                    .collect()
+                });
+                parallel(
+                    name,
+                    input,
+                    Ends::Newline,
+                    0,
+                    crate::ordered::cores(),
+                    parse,
+                )
+            }
             Ok(JsonLayout::Free { array }) => Box::new(JsonValues {
                 name,
                 input,
@@ -143,17 +161,30 @@ pub fn open(
             let mut times = csv.times.clone();
             // The protocol's own default.
             times.unit = times.unit.or(Some(crate::times::TimeUnit::Ns));
-            Box::new(LineRecords {
+            let schema = Arc::new(LineSchema {
+                time_field: csv.time_field.clone(),
+                meta_field,
+                times,
+            });
+            let file = name.clone();
+            let parse: ParseChunk = Arc::new(move |bytes, line| {
+                LineRecords {
+                    name: file.clone(),
+                    input: Box::new(io::Cursor::new(bytes)),
+                    line,
+                    text: String::new(),
+                    schema: schema.clone(),
+                }
+                .collect()
+            });
+            parallel(
                 name,
                 input,
-                line: 0,
-                text: String::new(),
-                schema: LineSchema {
-                    time_field: csv.time_field.clone(),
-                    meta_field,
-                    times,
-                },
-            })
+                Ends::Newline,
+                0,
+                crate::ordered::cores(),
+                parse,
+            )
         }
     })
 }
@@ -202,7 +233,7 @@ struct LineRecords {
     input: Box<dyn BufRead + Send>,
     line: u64,
     text: String,
-    schema: LineSchema,
+    schema: Arc<LineSchema>,
 }
 
 impl Iterator for LineRecords {
@@ -224,7 +255,7 @@ impl Iterator for LineRecords {
                 Err(e) => return Some(Err(format!("{}: {e}", self.name))),
             }
             self.line += 1;
-            let mut bytes = Vec::new();
+            let mut bytes = Vec::with_capacity(2 * self.text.len() + 64);
             let doc = match self.schema.line_bson(&self.text, &mut bytes) {
                 Ok(false) => continue,
                 Ok(true) => {
@@ -281,7 +312,8 @@ fn without_compression(path: &str) -> &str {
 /// A JSON record as BSON bytes: written as it is parsed where [`transcode`] takes it, else
 /// through a `Document`, which also says what is wrong with a bad one.
 fn json_record(text: &str) -> Result<RawDocumentBuf, String> {
-    let mut bytes = Vec::new();
+    // A document's BSON is about as long as its JSON: one allocation, not one per doubling.
+    let mut bytes = Vec::with_capacity(text.len() + 16);
     match transcode(text, &mut bytes) {
         Some(()) => RawDocumentBuf::from_bytes(bytes).map_err(|e| format!("invalid BSON: {e}")),
         None => parse_doc(text).and_then(|d| raw(&d)),
@@ -670,20 +702,39 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 
 struct CsvRows {
     name: Arc<str>,
-    reader: csv::Reader<Box<dyn BufRead + Send>>,
-    schema: RowSchema,
+    reader: csv::Reader<io::Cursor<Vec<u8>>>,
+    schema: Arc<RowSchema>,
+    /// Fields the header has: every row must have as many.
+    fields: usize,
+    /// Lines of the file before the chunk being read.
+    before: u64,
     rec: csv::StringRecord,
     bytes: Vec<u8>,
+    /// The last row's length in BSON.
+    last_len: usize,
 }
 
+/// The rows of a CSV file, after its header, parsed on every core.
 fn csv_rows(
     name: Arc<str>,
-    input: Box<dyn BufRead + Send>,
+    mut input: Box<dyn BufRead + Send>,
     o: &CsvOptions,
 ) -> Result<Records, String> {
+    // The header is read here, up to the first newline outside quotes; the rest goes to the
+    // workers in chunks.
+    let mut head = Vec::new();
+    loop {
+        match input.read_until(b'\n', &mut head) {
+            Ok(0) => break,
+            Ok(_) if head.iter().filter(|&&b| b == b'"').count() % 2 == 0 => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("{name}: cannot read the CSV header: {e}")),
+        }
+    }
+    let header_lines = head.iter().filter(|&&b| b == b'\n').count() as u64;
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(o.delimiter)
-        .from_reader(input);
+        .from_reader(head.as_slice());
     let header = reader
         .headers()
         .map_err(|e| format!("{name}: cannot read the CSV header: {e}"))?;
@@ -714,13 +765,34 @@ fn csv_rows(
             None => format!("{name}: {e}"),
         }
     })?;
-    Ok(Box::new(CsvRows {
+    let (schema, fields, delimiter) = (Arc::new(schema), header.len(), o.delimiter);
+    let file = name.clone();
+    let parse: ParseChunk = Arc::new(move |bytes, before| {
+        let reader = csv::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(io::Cursor::new(bytes));
+        CsvRows {
+            name: file.clone(),
+            reader,
+            schema: schema.clone(),
+            fields,
+            before,
+            rec: csv::StringRecord::new(),
+            bytes: Vec::new(),
+            last_len: 0,
+        }
+        .collect()
+    });
+    Ok(parallel(
         name,
-        reader,
-        schema,
-        rec: csv::StringRecord::new(),
-        bytes: Vec::new(),
-    }))
+        input,
+        Ends::CsvNewline,
+        header_lines,
+        crate::ordered::cores(),
+        parse,
+    ))
 }
 
 impl Iterator for CsvRows {
@@ -729,15 +801,28 @@ impl Iterator for CsvRows {
     fn next(&mut self) -> Option<Self::Item> {
         let (line, doc) = match self.reader.read_record(&mut self.rec) {
             Ok(false) => return None,
-            Ok(true) => (
+            Ok(true) if self.rec.len() != self.fields => (
                 self.rec.position().map_or(0, csv::Position::line),
-                self.schema
-                    .row_bson(&self.rec, &mut self.bytes)
-                    .and_then(|()| {
+                Err(format!(
+                    "the row has {} fields, the header {}",
+                    self.rec.len(),
+                    self.fields
+                )),
+            ),
+            Ok(true) => {
+                // Each row's bytes move into its document: the next row's buffer starts at
+                // the size of this one, one allocation instead of one per doubling.
+                self.bytes.reserve(self.last_len + 16);
+                let doc = self.schema.row_bson(&self.rec, &mut self.bytes);
+                self.last_len = self.bytes.len();
+                (
+                    self.rec.position().map_or(0, csv::Position::line),
+                    doc.and_then(|()| {
                         RawDocumentBuf::from_bytes(std::mem::take(&mut self.bytes))
                             .map_err(|e| format!("the row makes no document: {e}"))
                     }),
-            ),
+                )
+            }
             Err(e) if e.is_io_error() => return Some(Err(format!("{}: {e}", self.name))),
             Err(e) => {
                 let line = e.position().map_or(0, csv::Position::line);
@@ -753,7 +838,7 @@ impl Iterator for CsvRows {
         };
         let loc = Loc {
             file: self.name.clone(),
-            pos: Pos::Line(line),
+            pos: Pos::Line(self.before + line),
         };
         Some(Ok((loc, doc)))
     }
