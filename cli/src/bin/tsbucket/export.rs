@@ -6,6 +6,7 @@
 
 use crate::common::{ctrl_c_flag, is_std, open_for_reading, AtomicFile, CliResult, Interrupted};
 use crate::csvdoc::flatten;
+use crate::ordered::{cores, ordered};
 use crate::parquet_writer::{Columns, ParquetWriter};
 use crate::query::Query;
 use crate::rawjson::write_relaxed;
@@ -13,6 +14,7 @@ use clap::{Args, ValueEnum};
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tsbucket::bson::{Bson, Document, RawDocument};
 
 /// Formats `export` writes.
@@ -52,6 +54,47 @@ pub struct ExportArgs {
     /// fields, Parquet every field of every document).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     fields: Vec<String>,
+}
+
+/// Bytes of BSON documents a JSON worker formats at a time.
+const JSON_RUN_BYTES: usize = 256 << 10;
+
+/// The documents of `bson` (one after another) as JSON text: a line each, or, in an
+/// array, each after a comma (or, the first of the array, after `[`).
+fn json_text(bson: &[u8], first: bool, array: bool, canonical: bool) -> Result<Vec<u8>, String> {
+    let mut text = Vec::with_capacity(bson.len() + bson.len() / 2);
+    let mut at = 0;
+    while at < bson.len() {
+        let len = bson
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(i32::from_le_bytes)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n >= 5)
+            .ok_or("a returned document is not well-formed BSON")?;
+        let doc = bson
+            .get(at..at + len)
+            .ok_or("a returned document is not well-formed BSON")?;
+        if array {
+            text.extend_from_slice(if first && at == 0 { b"\n" } else { b",\n" });
+        }
+        match canonical {
+            false => write_relaxed(
+                RawDocument::from_bytes(doc).map_err(|e| e.to_string())?,
+                &mut text,
+            )?,
+            true => {
+                let d = Document::from_reader(doc).map_err(|e| e.to_string())?;
+                serde_json::to_writer(&mut text, &Bson::Document(d).into_canonical_extjson())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        if !array {
+            text.push(b'\n');
+        }
+        at += len;
+    }
+    Ok(text)
 }
 
 /// Runs `export`.
@@ -127,34 +170,53 @@ fn write(
             }
         }
         ExportFormat::Jsonl | ExportFormat::Json => {
-            let array = format == ExportFormat::Json;
+            let (array, canonical) = (format == ExportFormat::Json, a.canonical);
             if array {
                 w.write_all(b"[")?;
             }
-            let (mut bson, mut text) = (Vec::new(), Vec::new());
-            while cursor.next_into(&mut bson)? {
-                check()?;
-                text.clear();
-                if array {
-                    text.extend_from_slice(if n == 0 { b"\n" } else { b",\n" });
-                }
-                match a.canonical {
-                    false => write_relaxed(RawDocument::from_bytes(&bson)?, &mut text)?,
-                    true => {
-                        let d = Document::from_reader(bson.as_slice())?;
-                        serde_json::to_writer(
-                            &mut text,
-                            &Bson::Document(d).into_canonical_extjson(),
-                        )?;
+            // Documents go to the workers in runs of about 256 KiB of BSON, and their text
+            // comes back in order to a writing thread: formatting JSON is most of an export.
+            let (feed, texts) = ordered(
+                cores(),
+                Arc::new(move |(first, bson): (bool, Vec<u8>)| {
+                    json_text(&bson, first, array, canonical)
+                }),
+            );
+            n = std::thread::scope(|s| -> CliResult<u64> {
+                let out = &mut *w;
+                let writer = s.spawn(move || -> Result<(), String> {
+                    for text in texts {
+                        out.write_all(&text?).map_err(|e| e.to_string())?;
                     }
-                }
-                if !array {
-                    text.push(b'\n');
-                }
-                w.write_all(&text)?;
-                bson.clear();
-                n += 1;
-            }
+                    Ok(())
+                });
+                // Moved in, so that any return below ends the feed and so the writer.
+                let mut feed = feed;
+                let fed = (|| -> CliResult<u64> {
+                    let (mut run, mut first, mut n) = (Vec::new(), true, 0u64);
+                    while cursor.next_into(&mut run)? {
+                        check()?;
+                        n += 1;
+                        if run.len() >= JSON_RUN_BYTES {
+                            if !feed.send((first, std::mem::take(&mut run))) {
+                                break;
+                            }
+                            first = false;
+                        }
+                    }
+                    if !run.is_empty() {
+                        feed.send((first, run));
+                    }
+                    Ok(n)
+                })();
+                drop(feed);
+                let written = writer
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                let n = fed?;
+                written?;
+                Ok(n)
+            })?;
             if array {
                 w.write_all(b"\n]\n")?;
             }

@@ -69,10 +69,18 @@ fn document(b: &[u8], array: bool, out: &mut Vec<u8>) -> Result<(), String> {
 /// A JSON string of UTF-8 bytes: quotes, backslashes and control characters escaped as
 /// serde_json escapes them.
 fn string(s: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    std::str::from_utf8(s).map_err(|_| bad())?;
+    // Most names and values are ASCII and need no escape: one pass, which the compiler
+    // vectorises, finds both, and only other text is checked as UTF-8.
+    let (mut plain, mut ascii) = (true, true);
+    for &c in s {
+        plain &= c >= 0x20 && c != b'"' && c != b'\\';
+        ascii &= c < 0x80;
+    }
+    if !ascii {
+        std::str::from_utf8(s).map_err(|_| bad())?;
+    }
     out.push(b'"');
-    // Most names and values need no escape: one pass that the compiler vectorises finds so.
-    if !s.iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\') {
+    if plain {
         out.extend_from_slice(s);
         out.push(b'"');
         return Ok(());
