@@ -1,7 +1,7 @@
 //! End-to-end tests of the `tsbucket` binary: generate, create, import, query, verify, and
 //! the failure paths (bad input lines, corruption, closed pipes, usage errors).
 
-use std::io::{BufRead, BufReader};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -279,7 +279,7 @@ fn a_bad_line_stops_the_import_or_is_skipped() {
 }
 
 #[test]
-fn a_closed_pipe_ends_find_quietly() {
+fn a_closed_pipe_ends_find_and_export_quietly() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     ok(
@@ -300,23 +300,33 @@ fn a_closed_pipe_ends_find_quietly() {
             "time",
         ],
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
-        .current_dir(d)
-        .args(["find", "db", "cpu"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with(r#"{"_id":{"$oid":"#), "{first}");
-    // The reader is dropped here; the rest of the output (megabytes) cannot be written.
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {err}", out.status);
-    assert!(!err.contains("panicked"), "{err}");
+    for command in [
+        &["find", "db", "cpu"][..],
+        &["export", "db", "cpu"],
+        &["export", "db", "cpu", "--format", "csv"],
+        &["export", "db", "cpu", "--format", "parquet"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tsbucket"))
+            .current_dir(d)
+            .args(command)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 4];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let want: &[u8] = match command.last() {
+            Some(&"parquet") => b"PAR1",
+            Some(&"csv") => &first,
+            _ => br#"{"_i"#,
+        };
+        assert_eq!(first, want, "{command:?}");
+        // The reader is dropped here; the rest of the output (megabytes) cannot be written.
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command:?}: {:?}: {err}", out.status);
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }
 
 #[test]

@@ -97,6 +97,18 @@ fn json_text(bson: &[u8], first: bool, array: bool, canonical: bool) -> Result<V
     Ok(text)
 }
 
+/// A CSV error; a failed write stays an `io::Error` (the csv crate's error does not expose it
+/// as its source), so that a closed pipe is known as one.
+fn csv_error(e: csv::Error) -> Box<dyn std::error::Error> {
+    if !e.is_io_error() {
+        return e.into();
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => io.into(),
+        other => format!("{other:?}").into(),
+    }
+}
+
 /// Runs `export`.
 pub fn run(a: ExportArgs) -> CliResult {
     let format = a.format.unwrap_or_else(|| {
@@ -184,9 +196,10 @@ fn write(
             );
             n = std::thread::scope(|s| -> CliResult<u64> {
                 let out = &mut *w;
-                let writer = s.spawn(move || -> Result<(), String> {
+                // An io::Error stays one, so that a closed pipe still ends the export quietly.
+                let writer = s.spawn(move || -> io::Result<()> {
                     for text in texts {
-                        out.write_all(&text?).map_err(|e| e.to_string())?;
+                        out.write_all(&text.map_err(io::Error::other)?)?;
                     }
                     Ok(())
                 });
@@ -231,18 +244,18 @@ fn write(
                     if columns.is_empty() {
                         columns = flat.iter().map(|(k, _)| k.clone()).collect();
                     }
-                    out.write_record(&columns)?;
+                    out.write_record(&columns).map_err(csv_error)?;
                 }
                 let row = columns.iter().map(|c| {
                     flat.iter()
                         .find(|(k, _)| k == c)
                         .map_or("", |(_, v)| v.as_str())
                 });
-                out.write_record(row)?;
+                out.write_record(row).map_err(csv_error)?;
                 n += 1;
             }
             if n == 0 && !columns.is_empty() {
-                out.write_record(&columns)?;
+                out.write_record(&columns).map_err(csv_error)?;
             }
             out.flush()?;
         }

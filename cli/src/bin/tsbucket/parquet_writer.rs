@@ -11,8 +11,10 @@
 //! or values of mixed types, as text (other values as relaxed Extended JSON). Nulls and
 //! missing fields are Parquet nulls. Rows go in groups of [`ROW_GROUP`], compressed with zstd.
 
+use crate::common::CliResult;
 use parquet::basic::{LogicalType, Repetition, TimeUnit, Type as Physical};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
@@ -335,7 +337,7 @@ pub struct ParquetWriter<W: Write + Send> {
 
 impl<W: Write + Send> ParquetWriter<W> {
     /// Starts the file on `out`.
-    pub fn new(columns: Columns, out: W) -> Result<Self, String> {
+    pub fn new(columns: Columns, out: W) -> CliResult<Self> {
         let schema = columns
             .schema()
             .map_err(|e| format!("parquet schema: {e}"))?;
@@ -344,7 +346,7 @@ impl<W: Write + Send> ParquetWriter<W> {
             .set_created_by(format!("tsbucket {}", env!("CARGO_PKG_VERSION")))
             .build();
         let file = SerializedFileWriter::new(out, Arc::new(schema), Arc::new(props))
-            .map_err(|e| format!("parquet: {e}"))?;
+            .map_err(parquet_error)?;
         let buffers = columns
             .kinds
             .iter()
@@ -368,7 +370,7 @@ impl<W: Write + Send> ParquetWriter<W> {
     }
 
     /// Adds one document as a row.
-    pub fn push(&mut self, doc: &RawDocument) -> Result<(), String> {
+    pub fn push(&mut self, doc: &RawDocument) -> CliResult {
         let row = self.rows;
         let mut path = std::mem::take(&mut self.columns.path);
         path.clear();
@@ -405,11 +407,11 @@ impl<W: Write + Send> ParquetWriter<W> {
         Ok(())
     }
 
-    fn write_group(&mut self) -> Result<(), String> {
+    fn write_group(&mut self) -> CliResult {
         if self.rows == 0 {
             return Ok(());
         }
-        let pq = |e: parquet::errors::ParquetError| format!("parquet: {e}");
+        let pq = parquet_error;
         let mut group = self.file.next_row_group().map_err(pq)?;
         for col in &mut self.buffers {
             let Some(mut w) = group.next_column().map_err(pq)? else {
@@ -456,9 +458,20 @@ impl<W: Write + Send> ParquetWriter<W> {
     }
 
     /// Writes the last row group and the footer.
-    pub fn finish(mut self) -> Result<W, String> {
+    pub fn finish(mut self) -> CliResult<W> {
         self.write_group()?;
-        self.file.into_inner().map_err(|e| format!("parquet: {e}"))
+        self.file.into_inner().map_err(parquet_error)
+    }
+}
+
+/// A Parquet error; a failed write stays an `io::Error`, so that a closed pipe is known as one.
+fn parquet_error(e: ParquetError) -> Box<dyn std::error::Error> {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => io,
+            Err(other) => format!("parquet: {other}").into(),
+        },
+        e => format!("parquet: {e}").into(),
     }
 }
 
