@@ -110,27 +110,14 @@ pub fn open(
     Ok(match format {
         Format::Jsonl | Format::Auto => match json_layout(&mut input) {
             Ok(JsonLayout::Lines) => {
-                let file = name.clone();
-                let parse: ParseChunk = Arc::new(move |bytes, line| {
-                    let input: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(bytes));
-                    let name = file.clone();
-                    let buf = Vec::new();
+                in_chunks(name, input, Ends::Newline, 0, |name, input, line| {
                     JsonLines {
                         name,
                         input,
                         line,
-                        buf,
+                        buf: Vec::new(),
                     }
-                    .collect()
-                });
-                parallel(
-                    name,
-                    input,
-                    Ends::Newline,
-                    0,
-                    crate::ordered::cores(),
-                    parse,
-                )
+                })
             }
             Ok(JsonLayout::Free { array }) => Box::new(JsonValues {
                 name,
@@ -166,25 +153,15 @@ pub fn open(
                 meta_field,
                 times,
             });
-            let file = name.clone();
-            let parse: ParseChunk = Arc::new(move |bytes, line| {
+            in_chunks(name, input, Ends::Newline, 0, move |name, input, line| {
                 LineRecords {
-                    name: file.clone(),
-                    input: Box::new(io::Cursor::new(bytes)),
+                    name,
+                    input,
                     line,
                     text: String::new(),
                     schema: schema.clone(),
                 }
-                .collect()
-            });
-            parallel(
-                name,
-                input,
-                Ends::Newline,
-                0,
-                crate::ordered::cores(),
-                parse,
-            )
+            })
         }
     })
 }
@@ -702,7 +679,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 
 struct CsvRows {
     name: Arc<str>,
-    reader: csv::Reader<io::Cursor<Vec<u8>>>,
+    reader: csv::Reader<Box<dyn BufRead + Send>>,
     schema: Arc<RowSchema>,
     /// Fields the header has: every row must have as many.
     fields: usize,
@@ -766,33 +743,46 @@ fn csv_rows(
         }
     })?;
     let (schema, fields, delimiter) = (Arc::new(schema), header.len(), o.delimiter);
-    let file = name.clone();
-    let parse: ParseChunk = Arc::new(move |bytes, before| {
-        let reader = csv::ReaderBuilder::new()
-            .delimiter(delimiter)
-            .has_headers(false)
-            .flexible(true)
-            .from_reader(io::Cursor::new(bytes));
-        CsvRows {
-            name: file.clone(),
-            reader,
+    let rows = in_chunks(
+        name,
+        input,
+        Ends::CsvNewline,
+        header_lines,
+        move |name, input, before| CsvRows {
+            name,
+            reader: csv::ReaderBuilder::new()
+                .delimiter(delimiter)
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(input),
             schema: schema.clone(),
             fields,
             before,
             rec: csv::StringRecord::new(),
             bytes: Vec::new(),
             last_len: 0,
-        }
-        .collect()
+        },
+    );
+    Ok(rows)
+}
+
+/// The records of a file of lines (its first `lines` already read), parsed on every core:
+/// `reader` reads one chunk, given the lines of the file before it.
+fn in_chunks<R>(
+    name: Arc<str>,
+    input: Box<dyn BufRead + Send>,
+    ends: Ends,
+    lines: u64,
+    reader: impl Fn(Arc<str>, Box<dyn BufRead + Send>, u64) -> R + Send + Sync + 'static,
+) -> Records
+where
+    R: Iterator<Item = Result<Record, String>>,
+{
+    let file = name.clone();
+    let parse: ParseChunk = Arc::new(move |bytes, before| {
+        reader(file.clone(), Box::new(io::Cursor::new(bytes)), before).collect()
     });
-    Ok(parallel(
-        name,
-        input,
-        Ends::CsvNewline,
-        header_lines,
-        crate::ordered::cores(),
-        parse,
-    ))
+    parallel(name, input, ends, lines, crate::ordered::cores(), parse)
 }
 
 impl Iterator for CsvRows {
