@@ -7,7 +7,6 @@
 //! whatever the input's size; dropping the records stops every thread at its next hand-over.
 
 use crate::ordered::{ordered, Feed};
-use crate::sources::{Record, Records};
 use std::io::{self, BufRead};
 use std::sync::Arc;
 
@@ -15,8 +14,9 @@ use std::sync::Arc;
 /// that every worker has one early.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Parses one chunk of whole records, given the lines of the file before it.
-pub type ParseChunk = Arc<dyn Fn(Vec<u8>, u64) -> Vec<Result<Record, String>> + Send + Sync>;
+/// Parses one chunk of whole records, given the lines of the file before it: a record each, or
+/// why one cannot be read.
+pub type ParseChunk<R> = Arc<dyn Fn(Vec<u8>, u64) -> Vec<Result<R, String>> + Send + Sync>;
 
 /// Where a record may end.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -38,14 +38,14 @@ enum Job {
 
 /// The records of `input` (whose first `lines` lines were already read), parsed by `parse` on
 /// `workers` threads.
-pub fn parallel(
+pub fn parallel<R: Send + 'static>(
     name: Arc<str>,
     mut input: Box<dyn BufRead + Send>,
     ends: Ends,
     lines: u64,
     workers: usize,
-    parse: ParseChunk,
-) -> Records {
+    parse: ParseChunk<R>,
+) -> Box<dyn Iterator<Item = Result<R, String>> + Send> {
     let (mut feed, records) = ordered(
         workers,
         Arc::new(move |job| match job {
@@ -139,35 +139,21 @@ fn last_end(buf: &[u8], ends: Ends) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::{Loc, Pos};
     use proptest::prelude::*;
-    use tsbucket::bson::{doc, RawDocumentBuf};
 
-    /// A record per line: its number and its text (as a document).
-    fn lines_of(bytes: Vec<u8>, before: u64) -> Vec<Result<Record, String>> {
+    /// A record per line: its number and its text.
+    fn lines_of(bytes: Vec<u8>, before: u64) -> Vec<Result<(u64, String), String>> {
         let text = String::from_utf8(bytes).unwrap();
         text.lines()
             .enumerate()
-            .map(|(i, l)| {
-                let loc = Loc {
-                    file: "f".into(),
-                    pos: Pos::Line(before + i as u64 + 1),
-                };
-                let d = RawDocumentBuf::try_from(&doc! {"l": l}).unwrap();
-                Ok((loc, Ok(d)))
-            })
+            .map(|(i, l)| Ok((before + i as u64 + 1, l.to_string())))
             .collect()
     }
 
     fn run(text: &str, ends: Ends, workers: usize) -> Vec<(u64, String)> {
         let input: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(text.as_bytes().to_vec()));
         parallel("f".into(), input, ends, 0, workers, Arc::new(lines_of))
-            .map(|r| {
-                let (loc, d) = r.unwrap();
-                let Pos::Line(n) = loc.pos else { panic!() };
-                let l = d.unwrap().get_str("l").unwrap().to_string();
-                (n, l)
-            })
+            .map(Result::unwrap)
             .collect()
     }
 

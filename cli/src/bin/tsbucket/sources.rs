@@ -779,7 +779,7 @@ where
     R: Iterator<Item = Result<Record, String>>,
 {
     let file = name.clone();
-    let parse: ParseChunk = Arc::new(move |bytes, before| {
+    let parse: ParseChunk<Record> = Arc::new(move |bytes, before| {
         reader(file.clone(), Box::new(io::Cursor::new(bytes)), before).collect()
     });
     parallel(name, input, ends, lines, crate::ordered::cores(), parse)
