@@ -18,12 +18,17 @@ const BUCKETS_PER_THREAD: usize = 64;
 /// Most threads a flush encodes on.
 const MAX_ENCODE_THREADS: usize = 4;
 
-/// The buckets encoded for a segment, in order, on up to one thread per core: the buckets
-/// are independent, and the flush that ends a bulk load encodes every bucket the catalog
-/// holds while nothing else is left to run.
-fn encode_all(buckets: &[Arc<ClosedBucket>]) -> Vec<EncodedBucket> {
+/// The buckets encoded for a segment, in order; with `spread`, on up to one thread per core.
+/// The buckets are independent, and a flush that closes every bucket (the one that ends a bulk
+/// load, or a close) encodes all the catalog holds while nothing else is left to run. A flush
+/// during ingest stays on its thread: the cores are busy inserting, and spreading it measured
+/// no faster.
+fn encode_all(buckets: &[Arc<ClosedBucket>], spread: bool) -> Vec<EncodedBucket> {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cores = match spread {
+        true => *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        false => 1,
+    };
     let threads = cores
         .min(MAX_ENCODE_THREADS)
         .min(buckets.len() / BUCKETS_PER_THREAD)
@@ -95,7 +100,7 @@ impl Engine {
             next_id += 1;
             let sp = segment_path(&self.path, sid);
             // Finishing closed buckets happens here, off the thread that applies batches.
-            let encoded = encode_all(buckets);
+            let encoded = encode_all(buckets, close_all);
             let refs: Vec<&EncodedBucket> = encoded.iter().collect();
             let info = SegmentHeaderInfo {
                 collection_id: *cid,
