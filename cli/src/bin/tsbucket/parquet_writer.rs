@@ -76,7 +76,8 @@ pub struct Columns {
     index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
     /// Only these paths are taken (`--fields`); every other is passed over.
     fixed: bool,
-    path: String,
+    /// The dotted path being walked, kept between documents for its allocation.
+    path: Vec<u8>,
     /// The columns of the last document's values, in its order: the documents of a
     /// collection mostly share their layout, so a value's column is looked up only where the
     /// layout differs.
@@ -104,16 +105,12 @@ impl Columns {
 
     /// Learns the columns and kinds of one document.
     pub fn survey(&mut self, doc: &RawDocument) -> Result<(), String> {
-        self.path.clear();
-        let mut path = std::mem::take(&mut self.path);
-        let r = self.walk(doc, &mut path, &mut |c, at, v| {
+        self.walk(doc, &mut |c, at, v| {
             if let (Some(k), Some(kind)) = (Kind::of(&v), c.kinds.get_mut(at)) {
                 *kind = kind.join(k);
             }
             Ok(())
-        });
-        self.path = path;
-        r
+        })
     }
 
     /// Calls `each` with the column of every value in `doc` that is not a document (adding
@@ -121,16 +118,15 @@ impl Columns {
     fn walk(
         &mut self,
         doc: &RawDocument,
-        path: &mut String,
         each: &mut dyn FnMut(&mut Columns, usize, RawBsonRef<'_>) -> Result<(), String>,
     ) -> Result<(), String> {
-        let mut key = std::mem::take(path).into_bytes();
-        key.clear();
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
         let mut seen = 0;
         let mut rare = Vec::new();
-        let r = self.walk_at(doc.as_bytes(), &mut key, &mut seen, &mut rare, each);
+        let r = self.walk_at(doc.as_bytes(), &mut path, &mut seen, &mut rare, each);
         self.layout.truncate(seen);
-        *path = String::from_utf8(key).unwrap_or_default();
+        self.path = path;
         r
     }
 
@@ -372,10 +368,8 @@ impl<W: Write + Send> ParquetWriter<W> {
     /// Adds one document as a row.
     pub fn push(&mut self, doc: &RawDocument) -> CliResult {
         let row = self.rows;
-        let mut path = std::mem::take(&mut self.columns.path);
-        path.clear();
         let buffers = &mut self.buffers;
-        let r = self.columns.walk(doc, &mut path, &mut |c, at, v| {
+        self.columns.walk(doc, &mut |c, at, v| {
             let (Some(col), Some(&kind)) = (buffers.get_mut(at), c.kinds.get(at)) else {
                 return Err(format!(
                     "the field {} appeared between the export's two reads of the data",
@@ -394,9 +388,7 @@ impl<W: Write + Send> ParquetWriter<W> {
                 }
             }
             Ok(())
-        });
-        self.columns.path = path;
-        r?;
+        })?;
         self.rows += 1;
         for col in &mut self.buffers {
             col.defined.resize(self.rows, 0);
