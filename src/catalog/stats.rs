@@ -45,4 +45,32 @@ impl CatalogStats {
         self.num_measurements_committed
             .checked_div(self.num_commits)
     }
+
+    /// Every counter under MongoDB's name (`numBucketInserts`, …), in the order `collStats`
+    /// reports them, with `avgNumMeasurementsPerCommit` last once there was a commit.
+    pub fn named(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("numBucketsOpenedDueToMetadata", self.num_buckets_opened_due_to_metadata),
+            ("numBucketsClosedDueToCount", self.num_buckets_closed_due_to_count),
+            ("numBucketsClosedDueToSize", self.num_buckets_closed_due_to_size),
+            ("numBucketsClosedDueToTimeForward", self.num_buckets_closed_due_to_time_forward),
+            ("numBucketsClosedDueToTimeBackward", self.num_buckets_closed_due_to_time_backward),
+            ("numBucketsClosedDueToMemoryThreshold", self.num_buckets_closed_due_to_memory_threshold),
+            ("numBucketsClosedDueToSchemaChange", self.num_buckets_closed_due_to_schema_change),
+            ("numBucketsClosedDueToWalLimit", self.num_buckets_closed_due_to_wal_limit),
+            ("numBucketsClosedDueToFlush", self.num_buckets_closed_due_to_flush),
+            ("numBucketsReopened", self.num_buckets_reopened),
+            ("numBucketsKeptOpenDueToLargeMeasurements", self.num_buckets_kept_open_due_to_large_measurements),
+            ("numBucketInserts", self.num_bucket_inserts),
+            ("numBucketUpdates", self.num_bucket_updates),
+            ("numCommits", self.num_commits),
+            ("numMeasurementsCommitted", self.num_measurements_committed),
+        ]
+        .into_iter()
+        .chain(
+            self.avg_num_measurements_per_commit()
+                .map(|v| ("avgNumMeasurementsPerCommit", v)),
+        )
+        .collect()
+    }
 }

@@ -258,60 +258,7 @@ fn stats_table(all: &[(String, CollStats)]) -> Vec<String> {
 }
 
 fn catalog_counters(s: &CollStats) -> Vec<(&'static str, u64)> {
-    let c = &s.catalog;
-    vec![
-        (
-            "numBucketsOpenedDueToMetadata",
-            c.num_buckets_opened_due_to_metadata,
-        ),
-        (
-            "numBucketsClosedDueToCount",
-            c.num_buckets_closed_due_to_count,
-        ),
-        (
-            "numBucketsClosedDueToSize",
-            c.num_buckets_closed_due_to_size,
-        ),
-        (
-            "numBucketsClosedDueToTimeForward",
-            c.num_buckets_closed_due_to_time_forward,
-        ),
-        (
-            "numBucketsClosedDueToTimeBackward",
-            c.num_buckets_closed_due_to_time_backward,
-        ),
-        (
-            "numBucketsClosedDueToMemoryThreshold",
-            c.num_buckets_closed_due_to_memory_threshold,
-        ),
-        (
-            "numBucketsClosedDueToSchemaChange",
-            c.num_buckets_closed_due_to_schema_change,
-        ),
-        (
-            "numBucketsClosedDueToWalLimit",
-            c.num_buckets_closed_due_to_wal_limit,
-        ),
-        (
-            "numBucketsClosedDueToFlush",
-            c.num_buckets_closed_due_to_flush,
-        ),
-        ("numBucketsReopened", c.num_buckets_reopened),
-        (
-            "numBucketsKeptOpenDueToLargeMeasurements",
-            c.num_buckets_kept_open_due_to_large_measurements,
-        ),
-        ("numBucketInserts", c.num_bucket_inserts),
-        ("numBucketUpdates", c.num_bucket_updates),
-        ("numCommits", c.num_commits),
-        ("numMeasurementsCommitted", c.num_measurements_committed),
-    ]
-    .into_iter()
-    .chain(
-        c.avg_num_measurements_per_commit()
-            .map(|v| ("avgNumMeasurementsPerCommit", v)),
-    )
-    .collect()
+    s.catalog.named()
 }
 
 fn stats_json(s: &CollStats) -> Value {

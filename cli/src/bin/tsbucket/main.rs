@@ -31,6 +31,7 @@ mod out;
 mod parquet_writer;
 mod query;
 mod rawjson;
+mod serve;
 mod shell;
 mod sources;
 mod times;
@@ -106,6 +107,9 @@ enum Cmd {
     Index(modify::IndexArgs),
     /// Drop a collection and its files.
     Drop(modify::DropArgs),
+    /// Serve the databases in a directory over MongoDB's wire protocol, for MongoDB's drivers
+    /// and shell (loopback only, unless users are set up with --auth-file).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
         Cmd::CollMod(a) => modify::coll_mod(a),
         Cmd::Index(a) => modify::index(a),
         Cmd::Drop(a) => modify::drop(a),
+        Cmd::Serve(a) => serve::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
