@@ -51,6 +51,8 @@ pub struct Open {
     left: u64,
     ns: String,
     last_used: Instant,
+    /// Bytes of the last batch, reserved for the next one.
+    last_batch: usize,
 }
 
 impl Open {
@@ -63,6 +65,7 @@ impl Open {
             left: limit.unwrap_or(u64::MAX),
             ns,
             last_used: Instant::now(),
+            last_batch: 0,
         }
     }
 
@@ -74,6 +77,14 @@ impl Open {
     /// Writes up to `max_docs` documents into `array` (an open BSON array); returns whether
     /// the cursor is exhausted.
     pub fn fill(&mut self, array: &mut RawDoc, max_docs: usize) -> CmdResult<bool> {
+        let start = array.len();
+        array.reserve(self.last_batch);
+        let done = self.fill_batch(array, max_docs);
+        self.last_batch = array.len() - start;
+        done
+    }
+
+    fn fill_batch(&mut self, array: &mut RawDoc, max_docs: usize) -> CmdResult<bool> {
         let mut n = 0;
         while n < max_docs && self.left > 0 {
             let mark = array.len();

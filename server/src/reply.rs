@@ -54,9 +54,29 @@ impl RawDoc {
 
     fn index_key(&mut self, t: u8, i: usize) {
         self.buf.push(t);
-        let mut b = itoa_buf(i);
-        self.buf.append(&mut b);
+        // Array keys are the decimal indexes; written without allocating, as a batch has
+        // tens of thousands of them.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut v = i;
+        loop {
+            at -= 1;
+            if let Some(d) = digits.get_mut(at) {
+                *d = b'0' + (v % 10) as u8;
+            }
+            v /= 10;
+            if v == 0 || at == 0 {
+                break;
+            }
+        }
+        self.buf
+            .extend_from_slice(digits.get(at..).unwrap_or_default());
         self.buf.push(0);
+    }
+
+    /// Reserves room for `bytes` more, so that a large batch is not copied as it grows.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.buf.reserve(bytes);
     }
 
     /// Opens a nested document under `key`.
@@ -149,19 +169,6 @@ impl RawDoc {
     }
 }
 
-fn itoa_buf(mut i: usize) -> Vec<u8> {
-    if i == 0 {
-        return vec![b'0'];
-    }
-    let mut out = Vec::with_capacity(8);
-    while i > 0 {
-        out.push(b'0' + (i % 10) as u8);
-        i /= 10;
-    }
-    out.reverse();
-    out
-}
-
 /// `{cursor: {<batch_key>: [...], id, ns}, ok: 1}` with the batch from `fill`.
 pub fn cursor_reply(
     batch_key: &str,
@@ -211,6 +218,10 @@ mod tests {
         let d = rawdoc! {"k": 10};
         r.push_indexed_document(12, d.as_bytes());
         assert_eq!(r.split_off_value(mark), d.as_bytes());
+        r.push_indexed_document(0, d.as_bytes());
+        r.push_indexed_document(1_234_567, d.as_bytes());
+        assert_eq!(r.len(), mark + 2 * (d.as_bytes().len() + 2) + 1 + 7);
+        r.truncate(mark);
         assert_eq!(r.len(), mark);
         r.end();
         r.fields_of(&doc! {"z": true});

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import unittest
 
-from harness import HERE, ServerTestCase
+from harness import HERE, REPO_ROOT, ServerTestCase
 
 EXAMPLE = os.path.join(HERE, "readme_example.py")
 
@@ -20,9 +20,14 @@ sensor 5579: average 16.0
 
 
 class ReadmeExampleTest(ServerTestCase):
-    def test_example_is_short(self):
+    def test_example_is_short_and_in_the_readme(self):
         with open(EXAMPLE) as f:
-            self.assertLessEqual(len(f.read().splitlines()), 25)
+            lines = f.read().splitlines()
+        self.assertLessEqual(len(lines), 25)
+        with open(os.path.join(REPO_ROOT, "README.md")) as f:
+            readme = f.read()
+        # Everything after the file's first comment line, verbatim, as a python block.
+        self.assertIn("```python\n" + "\n".join(lines[1:]) + "\n```", readme)
 
     def test_example_runs(self):
         env = dict(os.environ, MONGODB_URI=self.server.uri)
