@@ -119,14 +119,32 @@ impl Databases {
     /// Closes and deletes the database `name`; false when there was none.
     pub fn drop_database(&self, name: &str) -> CmdResult<bool> {
         check_name(name)?;
+        // The registry stays locked until the directory is gone, so that no command opens
+        // the database again halfway through.
         let mut open = self.open.lock();
         let path = self.dir.join(name);
-        if let Some(db) = open.remove(name) {
-            // Other connections may hold the handle for a command in flight; closing takes
-            // effect for them too, and their commands fail with "database is closed".
-            match Arc::try_unwrap(db) {
-                Ok(db) => db.close()?,
-                Err(db) => db.flush()?,
+        if let Some(mut db) = open.remove(name) {
+            // A command in flight on another connection holds the handle: wait for it to
+            // finish rather than delete files under an open database.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match Arc::try_unwrap(db) {
+                    Ok(d) => {
+                        d.close()?;
+                        break;
+                    }
+                    Err(d) if std::time::Instant::now() < deadline => {
+                        db = d;
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    Err(d) => {
+                        open.insert(name.to_string(), d);
+                        return Err(CommandError::new(
+                            crate::error::OPERATION_FAILED,
+                            format!("database {name} is still in use by other commands; try again"),
+                        ));
+                    }
+                }
             }
         }
         if is_virtual(name) || !path.is_dir() {

@@ -108,6 +108,13 @@ pub fn code_name(code: i32) -> &'static str {
         OPERATION_FAILED => "OperationFailed",
         NOT_IMPLEMENTED => "NotImplemented",
         292 => "QueryExceededMemoryLimitNoDiskUseAllowed",
+        334 => "MechanismUnavailable",
+        352 => "UnsupportedOpQueryCommand",
+        // Codes MongoDB raises at one place in its sources are named by that place.
+        31254 => "Location31254",
+        40414 => "Location40414",
+        40415 => "Location40415",
+        40571 => "Location40571",
         _ => "UnknownError",
     }
 }

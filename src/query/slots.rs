@@ -96,7 +96,7 @@ impl<'a, T: Copy> SlotsRef<'a, T> {
     }
 
     /// One entry per row, `None` where a row has no value.
-    pub fn to_rows(&self) -> Vec<Option<T>> {
+    pub fn to_rows(self) -> Vec<Option<T>> {
         match self {
             SlotsRef::Dense(v) => v.iter().copied().map(Some).collect(),
             SlotsRef::Rows(v) => v.to_vec(),
