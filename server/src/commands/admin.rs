@@ -35,8 +35,39 @@ pub fn hello(shared: &Shared, session: &mut Session, req: &Request<'_>) -> CmdRe
         if let Some(Bson::String(_)) = req.body.get("saslSupportedMechs") {
             d.insert("saslSupportedMechs", vec!["SCRAM-SHA-256"]);
         }
+        if let Some(Bson::Document(start)) = req.body.get("speculativeAuthenticate") {
+            if let Some(first) = speculative_start(shared, session, req.db, start) {
+                d.insert("speculativeAuthenticate", first);
+            }
+        }
     }
     ok(d)
+}
+
+/// A driver with credentials puts its `saslStart` in the handshake, saving a round trip. The
+/// reply carries the server's first message; anything else, a failure included, is left
+/// out, and the driver then authenticates the ordinary way.
+fn speculative_start(
+    shared: &Shared,
+    session: &mut Session,
+    db: &str,
+    start: &Document,
+) -> Option<Document> {
+    if start.get_str("mechanism").ok()? != crate::auth::MECHANISM {
+        return None;
+    }
+    let raw = bson::RawDocumentBuf::try_from(start).ok()?;
+    let req = Request {
+        db,
+        name: "saslStart".into(),
+        body: start.clone(),
+        raw: &raw,
+        sequences: Vec::new(),
+    };
+    let reply = crate::auth::sasl_start(shared, session, &req).ok()?;
+    let mut reply = Document::from_reader(reply.as_slice()).ok()?;
+    reply.remove("ok");
+    Some(reply)
 }
 
 pub fn build_info() -> CmdResult<Vec<u8>> {

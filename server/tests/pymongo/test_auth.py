@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import unittest
 
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 from pymongo.errors import OperationFailure
 
 from harness import BIN, Server
@@ -28,14 +28,18 @@ class AuthTest(unittest.TestCase):
         add_user(self.users, "bob,=x", "pässwörd")
         self.server = Server(directory=os.path.join(self.tmp, "data"), extra_args=["--auth-file", self.users]).start()
         self.addCleanup(self.server.cleanup)
+        self.clients = []
 
     def tearDown(self):
+        # Clients first: a client closed after the server waits for it to end its sessions.
+        for c in self.clients:
+            c.close()
         self.assertEqual(self.server.stop(), 0)
 
     def login(self, user, password, **kw):
         c = MongoClient(f"mongodb://127.0.0.1:{self.server.port}", username=user, password=password,
                         authSource="admin", serverSelectionTimeoutMS=5000, **kw)
-        self.addCleanup(c.close)
+        self.clients.append(c)
         return c
 
     def test_the_file_holds_no_password(self):
@@ -56,6 +60,26 @@ class AuthTest(unittest.TestCase):
         c2 = self.login("bob,=x", "pässwörd", authMechanism="SCRAM-SHA-256")
         self.assertEqual(c2.test.m.count_documents({}), 1)
 
+    def test_the_handshake_carries_the_first_step(self):
+        # pymongo puts its saslStart in the handshake (speculative authentication); when the
+        # server answers it there, the login takes one saslContinue and no saslStart.
+        sent = []
+
+        class Listener(monitoring.CommandListener):
+            def started(self, event):
+                sent.append(event.command_name)
+
+            def succeeded(self, event):
+                pass
+
+            def failed(self, event):
+                pass
+
+        c = self.login("alice", "correct horse", event_listeners=[Listener()])
+        self.assertEqual(c.admin.command("ping")["ok"], 1.0)
+        self.assertNotIn("saslStart", sent)
+        self.assertEqual(sent.count("saslContinue"), 1)
+
     def test_wrong_password_and_unknown_user_fail_alike(self):
         for user, pw in [("alice", "wrong"), ("nobody", "correct horse")]:
             with self.assertRaises(OperationFailure) as e:
@@ -65,7 +89,7 @@ class AuthTest(unittest.TestCase):
 
     def test_commands_need_a_login(self):
         anon = MongoClient(self.server.uri, serverSelectionTimeoutMS=5000)
-        self.addCleanup(anon.close)
+        self.clients.append(anon)
         self.assertEqual(anon.admin.command("ping")["ok"], 1.0)  # allowed before a login, as in mongod
         with self.assertRaises(OperationFailure) as e:
             anon.list_database_names()
@@ -92,8 +116,8 @@ class BindTest(unittest.TestCase):
         s = Server(directory=os.path.join(tmp, "data"), extra_args=["--bind", "0.0.0.0", "--auth-file", users]).start()
         self.addCleanup(s.cleanup)
         c = MongoClient(f"mongodb://alice:pw@127.0.0.1:{s.port}/?authSource=admin", serverSelectionTimeoutMS=5000)
-        self.addCleanup(c.close)
         self.assertEqual(c.admin.command("ping")["ok"], 1.0)
+        c.close()
         self.assertEqual(s.stop(), 0)
 
 
