@@ -43,14 +43,14 @@ pub fn serve(shared: &Shared, stream: TcpStream, id: i64) {
                 break;
             }
             Err(e) => {
-                shared.log(format_args!("connection {id} from {peer} closed: {e}"));
+                shared.warn(format_args!("connection {id} from {peer} closed: {e}"));
                 break;
             }
         };
         let request = match wire::parse_request(&bytes) {
             Ok((_, r)) => r,
             Err(e) => {
-                shared.log(format_args!("connection {id} from {peer} closed: {e}"));
+                shared.warn(format_args!("connection {id} from {peer} closed: {e}"));
                 break;
             }
         };

@@ -63,7 +63,8 @@ pub struct ServerOptions {
     pub max_message_bytes: usize,
     /// Options each database opens with.
     pub db_options: Arc<dyn Fn() -> DbOptions + Send + Sync>,
-    /// Print connection events and protocol errors to standard error.
+    /// Print every connection's start and end to standard error. Protocol errors, which
+    /// close a connection, are printed either way.
     pub log: bool,
 }
 
@@ -124,6 +125,12 @@ impl Shared {
         if self.log {
             eprintln!("{msg}");
         }
+    }
+
+    /// A client broke the protocol: always worth a line, since its driver only sees the
+    /// connection close.
+    fn warn(&self, msg: std::fmt::Arguments<'_>) {
+        eprintln!("{msg}");
     }
 }
 
@@ -255,7 +262,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, max_connections: usiz
             }
         };
         if shared.connections() >= max_connections {
-            shared.log(format_args!(
+            shared.warn(format_args!(
                 "connection refused because too many are open ({max_connections})"
             ));
             drop(stream);

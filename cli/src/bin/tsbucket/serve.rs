@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// Close cursors idle this many seconds.
     #[arg(long, default_value_t = 600)]
     cursor_timeout: u64,
-    /// Print each connection and protocol error to standard error.
+    /// Print each connection's start and end to standard error (protocol errors, which close
+    /// a connection, are printed either way).
     #[arg(long)]
     verbose: bool,
 }
