@@ -96,6 +96,15 @@ impl Client {
     }
 }
 
+/// A reply's `n`, an int32 or an int64 as MongoDB sends it.
+fn n_of(d: &Document) -> i64 {
+    match d.get("n") {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        other => panic!("n is {other:?} in {d}"),
+    }
+}
+
 fn measurements(n: usize) -> Vec<Document> {
     (0..n)
         .map(|i| {
@@ -225,14 +234,14 @@ fn inserts_in_a_sequence_or_unacknowledged_are_stored() {
         doc! {"insert": "cpu", "ordered": true},
         &[("documents", docs)],
     );
-    assert_eq!(r.get_i64("n").unwrap(), 1000, "{r}");
+    assert_eq!(n_of(&r), 1000, "{r}");
     // w:0 sets moreToCome: no reply comes, and the next command sees the documents.
     let body = RawDocumentBuf::try_from(&doc! {"insert": "cpu", "documents": [measurements(1)[0].clone()], "writeConcern": {"w": 0}, "$db": "db"}).unwrap();
     let mut msg = encode_msg(99, body.as_bytes(), &[], false);
     msg[16] |= 2;
     c.send(&msg);
     let r = c.run("db", doc! {"count": "cpu"});
-    assert_eq!(r.get_i64("n").unwrap(), 1001);
+    assert_eq!(n_of(&r), 1001);
 }
 
 #[test]
@@ -249,7 +258,7 @@ fn unordered_inserts_report_each_bad_document_and_keep_the_rest() {
         "db",
         doc! {"insert": "cpu", "documents": arr.clone(), "ordered": false},
     );
-    assert_eq!(r.get_i64("n").unwrap(), 4, "{r}");
+    assert_eq!(n_of(&r), 4, "{r}");
     let errs = r.get_array("writeErrors").unwrap();
     let idx: Vec<i32> = errs
         .iter()
@@ -264,9 +273,9 @@ fn unordered_inserts_report_each_bad_document_and_keep_the_rest() {
         "db",
         doc! {"insert": "cpu", "documents": arr, "ordered": true},
     );
-    assert_eq!(r.get_i64("n").unwrap(), 1, "{r}");
+    assert_eq!(n_of(&r), 1, "{r}");
     assert_eq!(r.get_array("writeErrors").unwrap().len(), 1);
-    assert_eq!(c.run("db", doc! {"count": "cpu"}).get_i64("n").unwrap(), 5);
+    assert_eq!(n_of(&c.run("db", doc! {"count": "cpu"})), 5);
 }
 
 #[test]
@@ -277,7 +286,7 @@ fn wire_answers_equal_the_rust_apis() {
     create(&mut c);
     let docs: Vec<Bson> = measurements(5000).into_iter().map(Bson::Document).collect();
     let r = c.run("db", doc! {"insert": "cpu", "documents": docs});
-    assert_eq!(r.get_i64("n").unwrap(), 5000);
+    assert_eq!(n_of(&r), 5000);
     let db = server.shared().dbs.get("db").unwrap().unwrap();
     let coll = db.collection("cpu").unwrap();
     let finds = [
@@ -346,7 +355,7 @@ fn wire_answers_equal_the_rust_apis() {
     }
     let n = c.run("db", doc! {"count": "cpu", "query": {"m.host": "h2"}});
     assert_eq!(
-        n.get_i64("n").unwrap() as u64,
+        n_of(&n) as u64,
         coll.count_documents(doc! {"m.host": "h2"}).unwrap()
     );
 }

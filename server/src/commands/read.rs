@@ -393,8 +393,9 @@ pub fn count(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
         }
     };
     let n = n.saturating_sub(skip);
-    let n = limit.map_or(n, |l| n.min(l));
-    ok(doc! {"n": n as i64})
+    let n = limit.map_or(n, |l| n.min(l)) as i64;
+    // An int32 while it fits, as MongoDB sends it.
+    ok(doc! {"n": i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)})
 }
 
 pub fn distinct(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {

@@ -1,7 +1,7 @@
 //! `insert`, `update` and `delete`, with MongoDB's per-statement `writeErrors`.
 
 use super::{collection_name, ok, opt_bool, Request};
-use crate::error::{CmdResult, CommandError, INTERNAL_ERROR, NAMESPACE_NOT_FOUND};
+use crate::error::{CmdResult, CommandError, NAMESPACE_NOT_FOUND};
 use crate::Shared;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
@@ -110,11 +110,16 @@ pub fn insert(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
         }
         offset += take;
     }
-    let mut reply = doc! {"n": n as i64};
+    let mut reply = doc! {"n": count(n as i64)};
     if !errors.is_empty() {
         reply.insert("writeErrors", errors);
     }
     ok(reply)
+}
+
+/// A count as MongoDB sends it: an int32 while it fits.
+fn count(n: i64) -> Bson {
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
 
 fn statements(req: &Request<'_>, key: &str) -> CmdResult<Vec<Document>> {
@@ -163,7 +168,7 @@ pub fn update(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
             }
         }
     }
-    let mut reply = doc! {"n": n, "nModified": modified};
+    let mut reply = doc! {"n": count(n), "nModified": count(modified)};
     if !errors.is_empty() {
         reply.insert("writeErrors", errors);
     }
@@ -193,10 +198,9 @@ pub fn delete(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
             }
         }
     }
-    let mut reply = doc! {"n": n};
+    let mut reply = doc! {"n": count(n)};
     if !errors.is_empty() {
         reply.insert("writeErrors", errors);
     }
-    let _ = INTERNAL_ERROR;
     ok(reply)
 }
