@@ -29,13 +29,11 @@
 //! MongoDB's `AuthenticationFailed` and its message, so a client cannot learn which user
 //! names exist.
 
-use crate::commands::{Request, Session};
 use crate::error::{CmdResult, CommandError, AUTHENTICATION_FAILED, BAD_VALUE, INTERNAL_ERROR};
-use crate::Shared;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use bson::spec::BinarySubtype;
-use bson::{doc, Binary, Bson};
+use bson::{doc, Binary, Bson, Document};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -542,27 +540,33 @@ fn protocol(what: &str) -> CommandError {
     CommandError::new(BAD_VALUE, format!("SCRAM-SHA-256: {what}"))
 }
 
+/// What a connection knows of its login: who it authenticated as, and a SCRAM conversation
+/// in progress.
+#[derive(Default)]
+pub struct Login {
+    /// The user the connection authenticated as, if any.
+    pub user: Option<String>,
+    /// A conversation between `saslStart` and its last `saslContinue`.
+    pub sasl: Option<Conversation>,
+}
+
 /// `saslStart`: begins a SCRAM-SHA-256 conversation. Any conversation the connection had
 /// in progress is dropped.
-pub fn sasl_start(shared: &Shared, session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u8>> {
-    start_command(shared.auth.as_ref(), session, req)
+pub fn sasl_start(users: Option<&Users>, login: &mut Login, body: &Document) -> CmdResult<Vec<u8>> {
+    start_command(users, login, body)
 }
 
 /// `saslContinue`: the client's proof, and, unless the client asked for
 /// `skipEmptyExchange`, its empty last message. Sets the session's user when the
 /// conversation is done. Any error ends the conversation.
-pub fn sasl_continue(
-    _shared: &Shared,
-    session: &mut Session,
-    req: &Request<'_>,
-) -> CmdResult<Vec<u8>> {
-    continue_command(session, req)
+pub fn sasl_continue(login: &mut Login, body: &Document) -> CmdResult<Vec<u8>> {
+    continue_command(login, body)
 }
 
 fn start_command(
     users: Option<&Users>,
-    session: &mut Session,
-    req: &Request<'_>,
+    session: &mut Login,
+    body: &Document,
 ) -> CmdResult<Vec<u8>> {
     session.sasl = None;
     let Some(users) = users else {
@@ -571,7 +575,7 @@ fn start_command(
             "authentication is not enabled on this server",
         ));
     };
-    match req.body.get("mechanism") {
+    match body.get("mechanism") {
         Some(Bson::String(m)) if m == MECHANISM => {}
         Some(Bson::String(m)) => {
             return Err(CommandError::new(
@@ -587,8 +591,8 @@ fn start_command(
             ))
         }
     }
-    let (payload, as_text) = payload(req)?;
-    let skip = match req.body.get("options") {
+    let (payload, as_text) = payload(body)?;
+    let skip = match body.get("options") {
         Some(Bson::Document(o)) => o.get("skipEmptyExchange").is_some_and(truthy),
         _ => false,
     };
@@ -598,7 +602,7 @@ fn start_command(
     reply(false, server_first, as_text)
 }
 
-fn continue_command(session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u8>> {
+fn continue_command(session: &mut Login, body: &Document) -> CmdResult<Vec<u8>> {
     // Taken out, so that whatever fails below leaves no conversation behind.
     let conv = session.sasl.take().ok_or_else(|| {
         CommandError::new(
@@ -606,7 +610,7 @@ fn continue_command(session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u
             "no SASL conversation is in progress: send saslStart first",
         )
     })?;
-    match req.body.get("conversationId") {
+    match body.get("conversationId") {
         None => {}
         Some(id) if as_i64(id) == Some(i64::from(CONVERSATION_ID)) => {}
         Some(id) => {
@@ -615,7 +619,7 @@ fn continue_command(session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u
             )))
         }
     }
-    let (payload, as_text) = payload(req)?;
+    let (payload, as_text) = payload(body)?;
     let skip = conv.skip_empty_exchange;
     match conv.state {
         State::Proof(p) => {
@@ -644,8 +648,8 @@ fn continue_command(session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u
 /// The command's payload, and whether it came as a string. MongoDB takes a string as base64
 /// (older shells send that); a SCRAM message always has a ',' and so is never base64, which
 /// lets a client that sends the message itself as a string be understood too.
-fn payload(req: &Request<'_>) -> CmdResult<(Vec<u8>, bool)> {
-    match req.body.get("payload") {
+fn payload(body: &Document) -> CmdResult<(Vec<u8>, bool)> {
+    match body.get("payload") {
         Some(Bson::Binary(b)) => Ok((b.bytes.clone(), false)),
         Some(Bson::String(s)) => Ok((
             B64.decode(s).unwrap_or_else(|_| s.as_bytes().to_vec()),
@@ -656,7 +660,7 @@ fn payload(req: &Request<'_>) -> CmdResult<(Vec<u8>, bool)> {
         )),
         None => Err(CommandError::bad_value(format!(
             "{} needs a payload",
-            req.name
+            body.keys().next().map_or("the command", String::as_str)
         ))),
     }
 }
@@ -670,7 +674,7 @@ fn reply(done: bool, payload: Vec<u8>, as_text: bool) -> CmdResult<Vec<u8>> {
             bytes: payload,
         })
     };
-    Ok(crate::commands::bson_bytes(&doc! {
+    Ok(crate::reply::bson_bytes(&doc! {
         "conversationId": CONVERSATION_ID,
         "done": done,
         "payload": payload,
@@ -699,7 +703,7 @@ fn truthy(v: &Bson) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bson::{Document, RawDocumentBuf};
+    use bson::Document;
 
     /// The client's side of SCRAM-SHA-256, as a driver does it.
     struct Client {
@@ -770,20 +774,11 @@ mod tests {
     }
 
     fn run(
-        f: impl FnOnce(&mut Session, &Request<'_>) -> CmdResult<Vec<u8>>,
-        session: &mut Session,
+        f: impl FnOnce(&mut Login, &Document) -> CmdResult<Vec<u8>>,
+        session: &mut Login,
         body: Document,
     ) -> CmdResult<Document> {
-        let raw = RawDocumentBuf::try_from(&body).unwrap();
-        let name = body.keys().next().unwrap().clone();
-        let req = Request {
-            db: "admin",
-            name,
-            body,
-            raw: &raw,
-            sequences: Vec::new(),
-        };
-        f(session, &req).map(|bytes| Document::from_reader(bytes.as_slice()).unwrap())
+        f(session, &body).map(|bytes| Document::from_reader(bytes.as_slice()).unwrap())
     }
 
     fn bin(bytes: impl Into<Vec<u8>>) -> Binary {
@@ -800,7 +795,7 @@ mod tests {
     /// A whole exchange through the commands; the error of the first step that fails.
     fn login(
         users: &Users,
-        session: &mut Session,
+        session: &mut Login,
         user: &str,
         password: &str,
         skip: bool,
@@ -882,14 +877,14 @@ mod tests {
     fn full_exchange_through_the_commands() {
         let users = users(&[line("alice", "secret"), line("b,o=b", "pässwörd")]);
         for skip in [true, false] {
-            let mut session = Session::default();
+            let mut session = Login::default();
             login(&users, &mut session, "alice", "secret", skip).unwrap();
-            let mut session = Session::default();
+            let mut session = Login::default();
             login(&users, &mut session, "b,o=b", "pässwörd", skip).unwrap();
         }
 
         // A wrong password and an unknown user fail alike, and leave nothing behind.
-        let mut session = Session::default();
+        let mut session = Login::default();
         let wrong = login(&users, &mut session, "alice", "Secret", true).unwrap_err();
         assert_eq!(
             wrong,
@@ -935,7 +930,7 @@ mod tests {
     fn string_payloads_are_base64_and_answered_so() {
         let users = users(&[line("alice", "secret")]);
         let client = Client::new("alice", "secret", "abcdef");
-        let mut session = Session::default();
+        let mut session = Login::default();
         let start = doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": B64.encode(client.first())};
         let r = run(
             |s, q| start_command(Some(&users), s, q),
@@ -963,7 +958,7 @@ mod tests {
     fn refusals() {
         let users = users(&[line("alice", "secret")]);
         let start = |users: Option<&Users>, body: Document| {
-            let mut session = Session::default();
+            let mut session = Login::default();
             let r = run(|s, q| start_command(users, s, q), &mut session, body);
             assert!(session.sasl.is_none());
             r.unwrap_err()
@@ -1011,7 +1006,7 @@ mod tests {
         }
         // An authorization identity that is the user is fine, and so is "y".
         for good in ["n,a=alice,n=alice,r=abc", "y,,n=alice,r=abc"] {
-            let mut session = Session::default();
+            let mut session = Login::default();
             run(
                 |s, q| start_command(Some(&users), s, q),
                 &mut session,
@@ -1029,7 +1024,7 @@ mod tests {
             |m: String| m.replace(",p=", ",q="),
             |m: String| format!("{m}AAAA"),
         ] {
-            let mut session = Session::default();
+            let mut session = Login::default();
             let r = run(
                 |s, q| start_command(Some(&users), s, q),
                 &mut session,
@@ -1042,7 +1037,7 @@ mod tests {
             assert!(session.sasl.is_none() && session.user.is_none());
         }
         // So does a conversation id that is not 1, or a last message that is not empty.
-        let mut session = Session::default();
+        let mut session = Login::default();
         let r = run(
             |s, q| start_command(Some(&users), s, q),
             &mut session,
@@ -1104,8 +1099,8 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(users.len(), 2);
         assert!(users.contains("alice") && users.contains("bob") && !users.contains("carol"));
-        login(&users, &mut Session::default(), "alice", "secret", true).unwrap();
-        let mut session = Session::default();
+        login(&users, &mut Login::default(), "alice", "secret", true).unwrap();
+        let mut session = Login::default();
         login(&users, &mut session, "bob", "IX", false).unwrap();
         assert!(login(&users, &mut session, "bob", "I\u{00AD}X!", true).is_err());
     }

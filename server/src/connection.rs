@@ -1,8 +1,10 @@
 //! One client connection: read a message, run its command, write the reply, until the client
 //! closes or sends something that cannot be understood.
 
-use crate::commands::{self, Request, Session};
+use crate::commands;
 use crate::error::{CommandError, FAILED_TO_PARSE};
+use crate::reply::bson_bytes;
+use crate::request::{Request, Session};
 use crate::wire::{self, WireError};
 use crate::Shared;
 use bson::{Document, RawDocumentBuf};
@@ -81,7 +83,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, id: i64) {
 }
 
 fn error_reply(e: CommandError) -> Vec<u8> {
-    commands::bson_bytes(&e.to_document())
+    bson_bytes(&e.to_document())
 }
 
 fn run_msg(shared: &Shared, session: &mut Session, m: wire::Msg) -> Vec<u8> {

@@ -28,6 +28,7 @@ pub mod databases;
 pub mod error;
 pub mod matcher;
 pub mod reply;
+pub mod request;
 pub mod wire;
 
 use databases::Databases;

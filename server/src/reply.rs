@@ -1,6 +1,7 @@
 //! A BSON writer for replies whose bulk is documents already in BSON (cursor batches), so
 //! they are copied into the reply as bytes instead of being parsed and encoded again.
 
+use crate::error::CmdResult;
 use bson::{Document, RawDocumentBuf};
 
 /// A BSON document (or array) being written. Nested documents are written in place and closed
@@ -183,6 +184,29 @@ pub fn cursor_reply(
     r.i64("id", id);
     r.str("ns", ns);
     r.end();
+    r.f64("ok", 1.0);
+    Ok(r.finish())
+}
+
+/// A reply document as bytes.
+pub fn bson_bytes(d: &Document) -> Vec<u8> {
+    let mut out = Vec::new();
+    if d.to_writer(&mut out).is_err() {
+        out.clear();
+        let _ = bson::doc! {"ok": 0.0, "errmsg": "the reply could not be encoded", "code": 1, "codeName": "InternalError"}
+            .to_writer(&mut out);
+    }
+    out
+}
+
+/// `d` with `ok: 1`, as bytes.
+pub fn ok(mut d: Document) -> CmdResult<Vec<u8>> {
+    d.insert("ok", 1.0);
+    Ok(bson_bytes(&d))
+}
+
+/// A reply built with [`RawDoc`], closed with `ok: 1`.
+pub fn raw_ok(mut r: RawDoc) -> CmdResult<Vec<u8>> {
     r.f64("ok", 1.0);
     Ok(r.finish())
 }

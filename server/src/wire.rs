@@ -16,6 +16,12 @@ pub const OP_COMPRESSED: i32 = 2012;
 /// `OP_MSG`: every command of a modern driver.
 pub const OP_MSG: i32 = 2013;
 
+/// The MongoDB version whose behaviour the server follows (time-series collections with
+/// custom bucketing), and its wire version. Every command of that version that a driver
+/// needs for these collections is served; the rest are refused by name.
+pub const MONGODB_VERSION: &str = "7.0.0";
+/// Wire version 21 is MongoDB 7.0.
+pub const MAX_WIRE_VERSION: i32 = 21;
 /// The largest message accepted, MongoDB's `maxMessageSizeBytes`.
 pub const MAX_MESSAGE_BYTES: usize = 48_000_000;
 /// The largest document, MongoDB's `maxBsonObjectSize`.

@@ -148,6 +148,12 @@ fn legacy_handshake_is_answered_and_other_legacy_queries_are_refused() {
     assert_eq!(c.run("admin", doc! {"ping": 1}).get_f64("ok").unwrap(), 1.0);
 }
 
+/// A `ping` on database `a`, with or without a checksum.
+fn ping(checksum: bool) -> Vec<u8> {
+    let body = RawDocumentBuf::try_from(&doc! {"ping": 1, "$db": "a"}).unwrap();
+    encode_msg(1, body.as_bytes(), &[], checksum)
+}
+
 #[test]
 fn a_malformed_message_closes_only_its_own_connection() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,14 +163,7 @@ fn a_malformed_message_closes_only_its_own_connection() {
     for garbage in [
         // A body document that claims more bytes than the message has.
         {
-            let mut m = encode_msg(
-                1,
-                RawDocumentBuf::try_from(&doc! {"ping": 1, "$db": "a"})
-                    .unwrap()
-                    .as_bytes(),
-                &[],
-                false,
-            );
+            let mut m = ping(false);
             m[21] = 0x7f;
             m
         },
@@ -177,28 +176,14 @@ fn a_malformed_message_closes_only_its_own_connection() {
         },
         // A checksum that does not match.
         {
-            let mut m = encode_msg(
-                1,
-                RawDocumentBuf::try_from(&doc! {"ping": 1, "$db": "a"})
-                    .unwrap()
-                    .as_bytes(),
-                &[],
-                true,
-            );
+            let mut m = ping(true);
             let at = m.len() - 1;
             m[at] ^= 0xff;
             m
         },
         // An opCode that does not exist.
         {
-            let mut m = encode_msg(
-                1,
-                RawDocumentBuf::try_from(&doc! {"ping": 1, "$db": "a"})
-                    .unwrap()
-                    .as_bytes(),
-                &[],
-                false,
-            );
+            let mut m = ping(false);
             m[12] = 0x55;
             m
         },

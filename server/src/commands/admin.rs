@@ -1,17 +1,11 @@
 //! The handshake and the commands drivers and shells send about the server itself.
 
-use super::{ok, Request, Session};
 use crate::error::{CmdResult, CommandError};
-use crate::wire::{MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES};
+use crate::reply::ok;
+use crate::request::{Request, Session};
+use crate::wire::{MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES, MAX_WIRE_VERSION, MONGODB_VERSION};
 use crate::Shared;
 use bson::{doc, Bson, DateTime, Document};
-
-/// The MongoDB version whose behaviour the server follows (time-series collections with
-/// custom bucketing), and its wire version. Every command of that version that a driver
-/// needs for these collections is served; the rest are refused by name.
-pub const MONGODB_VERSION: &str = "7.0.0";
-/// Wire version 21 is MongoDB 7.0.
-pub const MAX_WIRE_VERSION: i32 = 21;
 
 pub fn hello(shared: &Shared, session: &mut Session, req: &Request<'_>) -> CmdResult<Vec<u8>> {
     let mut d = doc! {
@@ -36,7 +30,7 @@ pub fn hello(shared: &Shared, session: &mut Session, req: &Request<'_>) -> CmdRe
             d.insert("saslSupportedMechs", vec!["SCRAM-SHA-256"]);
         }
         if let Some(Bson::Document(start)) = req.body.get("speculativeAuthenticate") {
-            if let Some(first) = speculative_start(shared, session, req.db, start) {
+            if let Some(first) = speculative_start(shared, session, start) {
                 d.insert("speculativeAuthenticate", first);
             }
         }
@@ -47,24 +41,11 @@ pub fn hello(shared: &Shared, session: &mut Session, req: &Request<'_>) -> CmdRe
 /// A driver with credentials puts its `saslStart` in the handshake, saving a round trip. The
 /// reply carries the server's first message; anything else, a failure included, is left
 /// out, and the driver then authenticates the ordinary way.
-fn speculative_start(
-    shared: &Shared,
-    session: &mut Session,
-    db: &str,
-    start: &Document,
-) -> Option<Document> {
+fn speculative_start(shared: &Shared, session: &mut Session, start: &Document) -> Option<Document> {
     if start.get_str("mechanism").ok()? != crate::auth::MECHANISM {
         return None;
     }
-    let raw = bson::RawDocumentBuf::try_from(start).ok()?;
-    let req = Request {
-        db,
-        name: "saslStart".into(),
-        body: start.clone(),
-        raw: &raw,
-        sequences: Vec::new(),
-    };
-    let reply = crate::auth::sasl_start(shared, session, &req).ok()?;
+    let reply = crate::auth::sasl_start(shared.auth.as_ref(), &mut session.login, start).ok()?;
     let mut reply = Document::from_reader(reply.as_slice()).ok()?;
     reply.remove("ok");
     Some(reply)
@@ -174,6 +155,7 @@ pub fn get_log(req: &Request<'_>) -> CmdResult<Vec<u8>> {
 
 pub fn connection_status(session: &Session) -> CmdResult<Vec<u8>> {
     let users: Vec<Bson> = session
+        .login
         .user
         .iter()
         .map(|u| Bson::Document(doc! {"user": u.clone(), "db": "admin"}))

@@ -1,10 +1,11 @@
 //! Databases, collections and indexes: what exists and how it is set up.
 
-use super::{buckets_of, collection_name, ok, opt_bool, opt_doc, opt_i64, Request};
 use crate::cursors::{Docs, Open};
 use crate::databases::check_name;
 use crate::error::{CmdResult, CommandError, INVALID_OPTIONS, NAMESPACE_NOT_FOUND};
 use crate::matcher::matches;
+use crate::reply::ok;
+use crate::request::{buckets_of, collection_name, opt_bool, opt_doc, opt_i64, Request};
 use crate::Shared;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use tsbucket::{CollMod, Granularity, TimeseriesOptions};

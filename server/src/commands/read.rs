@@ -1,13 +1,14 @@
 //! `find`, `aggregate` and the cursor commands, `count`, `distinct`, `explain` and the
 //! statistics commands.
 
-use super::{
-    buckets_of, collection_name, non_negative, ok, opt_bool, opt_doc, opt_i64, raw_ok, Request,
-};
 use crate::cursors::{Docs, Open, DEFAULT_FIRST_BATCH};
 use crate::error::{CmdResult, CommandError, BAD_VALUE, NAMESPACE_NOT_FOUND, NOT_IMPLEMENTED};
 use crate::matcher::{compare, project, sort_documents};
 use crate::reply::{cursor_reply, RawDoc};
+use crate::reply::{ok, raw_ok};
+use crate::request::{
+    buckets_of, collection_name, non_negative, opt_bool, opt_doc, opt_i64, Request,
+};
 use crate::Shared;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use tsbucket::{Collection, FindOptions};
@@ -473,7 +474,7 @@ fn explain_document(ns: &str, e: tsbucket::Explain, command: &str) -> Document {
             "bucketsUnpacked": e.buckets_unpacked as i64,
             "bucketsFromStats": e.buckets_from_stats as i64,
         },
-        "serverInfo": {"host": "localhost", "version": super::admin::MONGODB_VERSION},
+        "serverInfo": {"host": "localhost", "version": crate::wire::MONGODB_VERSION},
     }
 }
 

@@ -1,7 +1,8 @@
 //! `insert`, `update` and `delete`, with MongoDB's per-statement `writeErrors`.
 
-use super::{collection_name, ok, opt_bool, Request};
 use crate::error::{CmdResult, CommandError, NAMESPACE_NOT_FOUND};
+use crate::reply::ok;
+use crate::request::{collection_name, opt_bool, Request};
 use crate::Shared;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
