@@ -19,10 +19,6 @@ pub fn serve(shared: &Shared, stream: TcpStream, id: i64) {
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    let loopback = stream
-        .peer_addr()
-        .map(|a| a.ip().is_loopback())
-        .unwrap_or(false);
     let _ = stream.set_nodelay(true);
     let Ok(read_half) = stream.try_clone() else {
         return;
@@ -31,7 +27,6 @@ pub fn serve(shared: &Shared, stream: TcpStream, id: i64) {
     let mut writer = BufWriter::with_capacity(64 * 1024, stream);
     let mut session = Session {
         id,
-        loopback,
         ..Session::default()
     };
     let mut next_id: i32 = 1;

@@ -63,38 +63,34 @@ impl Databases {
 
     /// The database `name` if it exists on disk.
     pub fn get(&self, name: &str) -> CmdResult<Option<Arc<Database>>> {
+        self.open(name, false)
+    }
+
+    /// The database `name`, created when missing (as MongoDB creates one on first write).
+    pub fn get_or_create(&self, name: &str) -> CmdResult<Arc<Database>> {
+        self.open(name, true)?.ok_or_else(|| {
+            CommandError::new(
+                INVALID_NAMESPACE,
+                format!("the '{name}' database holds no collections in tsbucket"),
+            )
+        })
+    }
+
+    /// The open handle of `name`, opening it (and with `create`, creating it) when needed;
+    /// `None` for a virtual database, or a missing one without `create`.
+    fn open(&self, name: &str, create: bool) -> CmdResult<Option<Arc<Database>>> {
         check_name(name)?;
         let mut open = self.open.lock();
         if let Some(db) = open.get(name) {
             return Ok(Some(db.clone()));
         }
         let path = self.dir.join(name);
-        if is_virtual(name) || !path.is_dir() {
+        if is_virtual(name) || !(create || path.is_dir()) {
             return Ok(None);
         }
         let db = Arc::new(Database::open_with(&path, (self.options)())?);
         open.insert(name.to_string(), db.clone());
         Ok(Some(db))
-    }
-
-    /// The database `name`, created when missing (as MongoDB creates one on first write).
-    pub fn get_or_create(&self, name: &str) -> CmdResult<Arc<Database>> {
-        if let Some(db) = self.get(name)? {
-            return Ok(db);
-        }
-        if is_virtual(name) {
-            return Err(CommandError::new(
-                INVALID_NAMESPACE,
-                format!("the '{name}' database holds no collections in tsbucket"),
-            ));
-        }
-        let mut open = self.open.lock();
-        if let Some(db) = open.get(name) {
-            return Ok(db.clone());
-        }
-        let db = Arc::new(Database::open_with(self.dir.join(name), (self.options)())?);
-        open.insert(name.to_string(), db.clone());
-        Ok(db)
     }
 
     /// The names of the databases on disk, sorted.

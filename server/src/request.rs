@@ -25,8 +25,6 @@ pub struct Session {
     pub id: i64,
     /// Its login: the user it authenticated as, and a SCRAM conversation in progress.
     pub login: crate::auth::Login,
-    /// Whether the peer is on a loopback address.
-    pub loopback: bool,
 }
 
 // Argument helpers. MongoDB accepts any number type where it wants a number, and reports a

@@ -87,51 +87,32 @@ pub fn host_info() -> CmdResult<Vec<u8>> {
 
 /// The parameters drivers and shells ask for; anything else is reported as unknown.
 pub fn get_parameter(req: &Request<'_>) -> CmdResult<Vec<u8>> {
-    let known = |name: &str| -> Option<Bson> {
-        match name {
-            "featureCompatibilityVersion" => Some(Bson::Document(doc! {"version": "7.0"})),
-            "authenticationMechanisms" => Some(Bson::Array(vec!["SCRAM-SHA-256".into()])),
-            "timeseriesBucketMaxCount" => Some(Bson::Int32(1000)),
-            "timeseriesBucketMaxSize" => Some(Bson::Int32(128_000)),
-            "maxBSONDepth" => Some(Bson::Int32(100)),
-            "cursorTimeoutMillis" => None,
-            _ => None,
-        }
-    };
-    let mut out = Document::new();
-    let all = matches!(req.body.get("getParameter"), Some(Bson::String(s)) if s == "*");
-    let names: Vec<String> = if all {
-        [
+    let known = [
+        (
             "featureCompatibilityVersion",
+            Bson::Document(doc! {"version": "7.0"}),
+        ),
+        (
             "authenticationMechanisms",
-            "timeseriesBucketMaxCount",
-            "timeseriesBucketMaxSize",
-            "maxBSONDepth",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    } else {
-        req.body
-            .keys()
-            .skip(1)
-            .filter(|k| !k.starts_with('$') && *k != "lsid" && *k != "comment")
-            .cloned()
-            .collect()
-    };
-    for name in names {
-        match known(&name) {
-            Some(v) => {
-                out.insert(name, v);
-            }
-            None if all => {}
-            None => {
-                return Err(CommandError::new(
-                    crate::error::INVALID_OPTIONS,
-                    format!("no option found to get: {name}"),
-                ))
-            }
-        }
+            Bson::Array(vec!["SCRAM-SHA-256".into()]),
+        ),
+        ("timeseriesBucketMaxCount", Bson::Int32(1000)),
+        ("timeseriesBucketMaxSize", Bson::Int32(128_000)),
+        ("maxBSONDepth", Bson::Int32(100)),
+    ];
+    if matches!(req.body.get("getParameter"), Some(Bson::String(s)) if s == "*") {
+        return ok(known.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    }
+    let mut out = Document::new();
+    let asked = req.body.keys().skip(1);
+    for name in asked.filter(|k| !k.starts_with('$') && *k != "lsid" && *k != "comment") {
+        let Some((_, v)) = known.iter().find(|(k, _)| k == name) else {
+            return Err(CommandError::new(
+                crate::error::INVALID_OPTIONS,
+                format!("no option found to get: {name}"),
+            ));
+        };
+        out.insert(name.clone(), v.clone());
     }
     ok(out)
 }

@@ -389,10 +389,7 @@ pub fn list_indexes(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
     } else {
         coll.list_indexes()?
     };
-    let docs = list
-        .iter()
-        .map(|d| RawDocumentBuf::try_from(d).map_err(|e| CommandError::bad_value(e.to_string())))
-        .collect::<CmdResult<Vec<_>>>()?;
+    let docs = super::read::raw_list(list)?;
     let ns = format!("{}.{name}", req.db);
     super::read::first_batch(
         shared,

@@ -121,7 +121,8 @@ pub fn find(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
     )
 }
 
-fn raw_list(docs: Vec<Document>) -> CmdResult<Vec<RawDocumentBuf>> {
+/// Documents as BSON bytes, for a cursor over a list.
+pub fn raw_list(docs: Vec<Document>) -> CmdResult<Vec<RawDocumentBuf>> {
     docs.iter()
         .map(|d| RawDocumentBuf::try_from(d).map_err(|e| CommandError::bad_value(e.to_string())))
         .collect()

@@ -111,11 +111,7 @@ pub fn insert(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
         }
         offset += take;
     }
-    let mut reply = doc! {"n": count(n as i64)};
-    if !errors.is_empty() {
-        reply.insert("writeErrors", errors);
-    }
-    ok(reply)
+    with_errors(doc! {"n": count(n as i64)}, errors)
 }
 
 /// A count as MongoDB sends it: an int32 while it fits.
@@ -130,78 +126,76 @@ fn statements(req: &Request<'_>, key: &str) -> CmdResult<Vec<Document>> {
         .collect()
 }
 
-pub fn update(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
-    let name = collection_name(req)?;
+/// Runs each statement of `key` in order, each failure becoming a `writeErrors` entry with
+/// its index; an ordered command stops at the first.
+fn each_statement(
+    req: &Request<'_>,
+    key: &str,
+    mut run: impl FnMut(Document) -> CmdResult<()>,
+) -> CmdResult<Vec<Bson>> {
     let ordered = opt_bool(&req.body, "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "updates")?;
-    let coll = shared
-        .dbs
-        .get(req.db)?
-        .and_then(|db| db.collection(&name).ok());
-    let (mut n, mut modified) = (0i64, 0i64);
     let mut errors = Vec::new();
-    for (i, s) in stmts.into_iter().enumerate() {
-        let Some(coll) = &coll else {
-            if s.get_bool("upsert").unwrap_or(false) {
-                errors.push(write_error(
-                    i,
-                    &CommandError::new(
-                        NAMESPACE_NOT_FOUND,
-                        format!("{}.{name} does not exist", req.db),
-                    ),
-                ));
-                if ordered {
-                    break;
-                }
-            }
-            continue;
-        };
-        match coll.update(s) {
-            Ok(r) => {
-                n += r.matched_count as i64;
-                modified += r.modified_count as i64;
-            }
-            Err(e) => {
-                errors.push(write_error(i, &CommandError::from(e)));
-                if ordered {
-                    break;
-                }
+    for (i, s) in statements(req, key)?.into_iter().enumerate() {
+        if let Err(e) = run(s) {
+            errors.push(write_error(i, &e));
+            if ordered {
+                break;
             }
         }
     }
-    let mut reply = doc! {"n": count(n), "nModified": count(modified)};
+    Ok(errors)
+}
+
+/// `reply` with its `writeErrors`, if there are any.
+fn with_errors(mut reply: Document, errors: Vec<Bson>) -> CmdResult<Vec<u8>> {
     if !errors.is_empty() {
         reply.insert("writeErrors", errors);
     }
     ok(reply)
 }
 
-pub fn delete(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
-    let name = collection_name(req)?;
-    let ordered = opt_bool(&req.body, "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "deletes")?;
-    let coll = shared
+/// The collection a write names, or `None` when it does not exist.
+fn target(
+    shared: &Shared,
+    req: &Request<'_>,
+    name: &str,
+) -> CmdResult<Option<tsbucket::Collection>> {
+    Ok(shared
         .dbs
         .get(req.db)?
-        .and_then(|db| db.collection(&name).ok());
-    let mut n = 0i64;
-    let mut errors = Vec::new();
-    if let Some(coll) = coll {
-        for (i, s) in stmts.into_iter().enumerate() {
-            match coll.delete(s) {
-                Ok(r) => n += r.deleted_count as i64,
-                Err(e) => {
-                    errors.push(write_error(i, &CommandError::from(e)));
-                    if ordered {
-                        break;
-                    }
-                }
-            }
+        .and_then(|db| db.collection(name).ok()))
+}
+
+pub fn update(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
+    let name = collection_name(req)?;
+    let coll = target(shared, req, &name)?;
+    let (mut n, mut modified) = (0i64, 0i64);
+    let errors = each_statement(req, "updates", |s| match &coll {
+        Some(c) => {
+            let r = c.update(s)?;
+            n += r.matched_count as i64;
+            modified += r.modified_count as i64;
+            Ok(())
         }
-    }
-    let mut reply = doc! {"n": count(n)};
-    if !errors.is_empty() {
-        reply.insert("writeErrors", errors);
-    }
-    ok(reply)
+        // Nothing to update; only an upsert would have needed the collection.
+        None if s.get_bool("upsert").unwrap_or(false) => Err(CommandError::new(
+            NAMESPACE_NOT_FOUND,
+            format!("{}.{name} does not exist", req.db),
+        )),
+        None => Ok(()),
+    })?;
+    with_errors(doc! {"n": count(n), "nModified": count(modified)}, errors)
+}
+
+pub fn delete(shared: &Shared, req: &Request<'_>) -> CmdResult<Vec<u8>> {
+    let name = collection_name(req)?;
+    let coll = target(shared, req, &name)?;
+    let mut n = 0i64;
+    let errors = each_statement(req, "deletes", |s| {
+        if let Some(c) = &coll {
+            n += c.delete(s)?.deleted_count as i64;
+        }
+        Ok(())
+    })?;
+    with_errors(doc! {"n": count(n)}, errors)
 }
