@@ -164,3 +164,52 @@ fn documented_answers_on_a_small_collection() {
         );
     }
 }
+
+/// Found by the model: a flushed bucket whose times are stored as runs was grouped run by run
+/// with the bucket's meta value, so a row whose meta document has its fields in another order
+/// (a value of its own) joined the group of the bucket's.
+#[test]
+fn rows_with_their_own_meta_value_group_apart_in_a_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection(
+            "c",
+            TimeseriesOptions::new("t")
+                .meta_field("m")
+                .bucket_span(60, 60),
+        )
+        .unwrap();
+    c.insert_many(&[
+        doc! {"t": t(5), "m": {"b": 0, "c": 0}},
+        doc! {"t": t(5), "m": {"c": 0, "b": 0}},
+    ])
+    .unwrap();
+    let by_second = doc! {"$dateTrunc": {"date": "$t", "unit": "second"}};
+    let p = vec![doc! {"$group": {"_id": {"m": "$m", "t": by_second}, "n": {"$count": {}}}}];
+    for flush in [false, true] {
+        if flush {
+            db.flush().unwrap();
+        }
+        let mut got: Vec<String> = aggregate(&c, p.clone())
+            .unwrap()
+            .iter()
+            .map(|d| {
+                format!(
+                    "{:?} {:?}",
+                    d.get_document("_id").unwrap().get("m"),
+                    d.get("n")
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                r#"Some(Document({"b": Int32(0), "c": Int32(0)})) Some(Int32(1))"#,
+                r#"Some(Document({"c": Int32(0), "b": Int32(0)})) Some(Int32(1))"#,
+            ],
+            "flushed: {flush}"
+        );
+    }
+}

@@ -1259,7 +1259,10 @@ impl FastGroup {
         col_names: &[&str],
     ) -> Result<()> {
         let n = st.count as usize;
-        if whole && key.is_none() && self.picks.is_none() {
+        // Runs of equal times give every row the bucket's meta value: not for rows with their
+        // own when the key or an accumulator reads it.
+        let own_metas = self.reads_meta && st.meta_varies();
+        if whole && key.is_none() && self.picks.is_none() && !own_metas {
             if let Some(runs) = self.time_runs(scan)? {
                 return self.feed_runs(table, cache, scan, st, &runs);
             }
