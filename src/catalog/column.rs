@@ -204,15 +204,6 @@ impl Data {
     /// The sum of the values in stored order under [`crate::sums`]' rules, `None` when the
     /// column has a non-numeric value. Typed columns add without building `Bson` values.
     pub fn sum(&self) -> Option<Bson> {
-        let exact = |s: i128, all_i32: bool| {
-            if let (true, Ok(x)) = (all_i32, i32::try_from(s)) {
-                Bson::Int32(x)
-            } else if let Ok(x) = i64::try_from(s) {
-                Bson::Int64(x)
-            } else {
-                Bson::Double(s as f64)
-            }
-        };
         match self {
             Data::I32(v) if !v.is_empty() => {
                 Some(exact(v.iter().map(|&x| i128::from(x)).sum(), true))
@@ -235,6 +226,11 @@ impl Data {
 
     /// Minimum and maximum under MongoDB's order (element-wise for documents and arrays).
     pub fn min_max(&self) -> Option<(Bson, Bson)> {
+        self.min_max_from(0)
+    }
+
+    /// [`Data::min_max`] of the values from position `from` on.
+    fn min_max_from(&self, from: usize) -> Option<(Bson, Bson)> {
         fn mm<T: Copy>(v: &[T], lt: impl Fn(T, T) -> bool) -> Option<(T, T)> {
             let (&first, rest) = v.split_first()?;
             let mut lo = first;
@@ -255,28 +251,36 @@ impl Data {
             (false, false) => a < b,
             _ => false,
         };
+        fn tail<T>(v: &[T], from: usize) -> &[T] {
+            v.get(from..).unwrap_or_default()
+        }
         match self {
-            Data::I32(v) => mm(v, |a, b| a < b).map(|(a, b)| (Bson::Int32(a), Bson::Int32(b))),
-            Data::I64(v) => mm(v, |a, b| a < b).map(|(a, b)| (Bson::Int64(a), Bson::Int64(b))),
-            Data::F64(v) => mm(v, flt).map(|(a, b)| (Bson::Double(a), Bson::Double(b))),
-            Data::Date(v) => mm(v, |a, b| a < b).map(|(a, b)| {
+            Data::I32(v) => {
+                mm(tail(v, from), |a, b| a < b).map(|(a, b)| (Bson::Int32(a), Bson::Int32(b)))
+            }
+            Data::I64(v) => {
+                mm(tail(v, from), |a, b| a < b).map(|(a, b)| (Bson::Int64(a), Bson::Int64(b)))
+            }
+            Data::F64(v) => mm(tail(v, from), flt).map(|(a, b)| (Bson::Double(a), Bson::Double(b))),
+            Data::Date(v) => mm(tail(v, from), |a, b| a < b).map(|(a, b)| {
                 (
                     Bson::DateTime(DateTime::from_millis(a)),
                     Bson::DateTime(DateTime::from_millis(b)),
                 )
             }),
-            Data::Oid(v) => mm(v, |a, b| a.bytes() < b.bytes())
+            Data::Oid(v) => mm(tail(v, from), |a, b| a.bytes() < b.bytes())
                 .map(|(a, b)| (Bson::ObjectId(a), Bson::ObjectId(b))),
             Data::Bool(v) => {
-                mm(v, |a, b| !a & b).map(|(a, b)| (Bson::Boolean(a), Bson::Boolean(b)))
+                mm(tail(v, from), |a, b| !a & b).map(|(a, b)| (Bson::Boolean(a), Bson::Boolean(b)))
             }
             Data::Str(v) => {
+                let v = tail(v, from);
                 let lo = v.iter().min_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;
                 let hi = v.iter().max_by(|a, b| a.as_bytes().cmp(b.as_bytes()))?;
                 Some((Bson::String(lo.clone()), Bson::String(hi.clone())))
             }
             Data::Any(v) => {
-                let (first, rest) = v.split_first()?;
+                let (first, rest) = tail(v, from).split_first()?;
                 let mut lo = first.clone();
                 let mut hi = first.clone();
                 for x in rest {
@@ -285,6 +289,80 @@ impl Data {
                 }
                 Some((lo, hi))
             }
+        }
+    }
+}
+
+/// An exact integer sum as [`Data::sum`] gives it: Int32 for a column of Int32 whose sum fits,
+/// else Int64 where it fits, else the nearest Double.
+fn exact(s: i128, all_i32: bool) -> Bson {
+    if let (true, Ok(x)) = (all_i32, i32::try_from(s)) {
+        Bson::Int32(x)
+    } else if let Ok(x) = i64::try_from(s) {
+        Bson::Int64(x)
+    } else {
+        Bson::Double(s as f64)
+    }
+}
+
+/// [`Data::min_max`] and [`Data::sum`] of a column that only grows, kept up to date: each
+/// [`RunningStats::update`] reads only the values appended since the one before, and the
+/// answers are those of reading every value.
+#[derive(Debug, Clone, Default)]
+pub struct RunningStats {
+    seen: usize,
+    bounds: Option<(Bson, Bson)>,
+    int: i128,
+    dbl: Option<f64>,
+    fold: SumFold,
+}
+
+impl RunningStats {
+    /// Takes in the values of `d` past those seen before. `d` must be the column seen before
+    /// with values appended, of the same type.
+    pub fn update(&mut self, d: &Data) {
+        let from = self.seen;
+        self.seen = d.len();
+        if let Some((lo, hi)) = d.min_max_from(from) {
+            // The earliest extreme wins ties, as in one pass over every value.
+            match &mut self.bounds {
+                Some((l, h)) => {
+                    if cmp_bson(&lo, l) == Ordering::Less {
+                        *l = lo;
+                    }
+                    if cmp_bson(&hi, h) == Ordering::Greater {
+                        *h = hi;
+                    }
+                }
+                None => self.bounds = Some((lo, hi)),
+            }
+        }
+        match d {
+            Data::I32(v) => self.int += v.iter().skip(from).map(|&x| i128::from(x)).sum::<i128>(),
+            Data::I64(v) => self.int += v.iter().skip(from).map(|&x| i128::from(x)).sum::<i128>(),
+            Data::F64(v) => {
+                for &x in v.iter().skip(from) {
+                    self.dbl = Some(self.dbl.map_or(x, |a| a + x));
+                }
+            }
+            Data::Any(v) => v.iter().skip(from).for_each(|x| self.fold.add(x)),
+            _ => {}
+        }
+    }
+
+    /// [`Data::min_max`] of the values taken in.
+    pub fn min_max(&self) -> Option<(Bson, Bson)> {
+        self.bounds.clone()
+    }
+
+    /// [`Data::sum`] of `d`, the column last taken in.
+    pub fn sum(&self, d: &Data) -> Option<Bson> {
+        match d {
+            Data::I32(v) if !v.is_empty() => Some(exact(self.int, true)),
+            Data::I64(v) if !v.is_empty() => Some(exact(self.int, false)),
+            Data::F64(_) => self.dbl.map(Bson::Double),
+            Data::Any(_) => self.fold.finish(),
+            _ => None,
         }
     }
 }

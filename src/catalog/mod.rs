@@ -15,8 +15,8 @@ pub mod rows;
 pub mod stats;
 
 pub use builder::{
-    identical, is_hidden, is_hidden_name, BucketBuilder, FitLimits, Refusal, IDX_COLUMN,
-    META_COLUMN, SEQ_COLUMN,
+    identical, is_hidden, is_hidden_name, BucketBuilder, ColumnRef, FitLimits, OpenCopy,
+    Refusal, IDX_COLUMN, META_COLUMN, SEQ_COLUMN,
 };
 pub use closed::ClosedBucket;
 pub use stats::CatalogStats;
@@ -441,12 +441,29 @@ impl CollCatalog {
     /// series map's order changes each time the database opens, and reads that follow arrival
     /// order (a `$group`'s groups, a `find` without a sort) would change with it.
     pub fn snapshot_open_where(&self, keep: impl Fn(&BucketBuilder) -> bool) -> Vec<BucketData> {
+        self.open_where(keep)
+            .into_iter()
+            .map(BucketBuilder::snapshot)
+            .collect()
+    }
+
+    /// The open buckets that `keep` selects, copied for a read with their values typed (see
+    /// [`BucketBuilder::copy_for_read`]), in `_id` order as [`CollCatalog::snapshot_open_where`]
+    /// gives them.
+    pub fn copy_open_where(&self, keep: impl Fn(&BucketBuilder) -> bool) -> Vec<OpenCopy> {
+        self.open_where(keep)
+            .into_iter()
+            .map(BucketBuilder::copy_for_read)
+            .collect()
+    }
+
+    fn open_where(&self, keep: impl Fn(&BucketBuilder) -> bool) -> Vec<&BucketBuilder> {
         let mut open: Vec<&BucketBuilder> = (self.series.values())
             .flat_map(|s| s.open.iter())
             .filter(|b| keep(b))
             .collect();
         open.sort_unstable_by_key(|b| b.id.bytes());
-        open.into_iter().map(BucketBuilder::snapshot).collect()
+        open
     }
 
     /// Measurements in open buckets.

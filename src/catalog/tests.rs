@@ -1,4 +1,5 @@
 use super::*;
+use crate::catalog::column::{Data, RunningStats};
 use crate::ingest::prepare_batch;
 use bson::{doc, DateTime};
 use bson::{Bson, Document};
@@ -439,6 +440,34 @@ fn varied_row(kind: u8, i: i64, in_order: bool) -> Document {
     }
 }
 
+/// An open bucket's copy for reads with its values spread out per row, and the snapshot of
+/// the same bucket less the log's bookkeeping columns (which the copy leaves out).
+fn copied_and_snapshot(b: &BucketBuilder) -> (BucketData, BucketData) {
+    let c = b.copy_for_read();
+    let rows = c.head.count as usize;
+    let mut copied = BucketData::clone(&c.head);
+    copied.columns = c
+        .names()
+        .into_iter()
+        .map(|name| {
+            let col = c.column(name).unwrap();
+            let mut values = vec![None; rows];
+            for i in 0..col.data.len() {
+                let r = col.rows.map_or(i, |at| at[i] as usize);
+                values[r] = Some(col.data.get(i));
+            }
+            crate::bucket::Column {
+                name: name.to_string(),
+                values,
+            }
+        })
+        .collect();
+    let mut snap = b.snapshot();
+    snap.columns
+        .retain(|c| c.name != SEQ_COLUMN && c.name != IDX_COLUMN);
+    (copied, snap)
+}
+
 proptest::proptest! {
     /// Rows that wait unsplit give the bucket a deferring builder produces exactly what
     /// splitting every row on arrival produces: same refusals, same snapshots (open and
@@ -503,7 +532,15 @@ proptest::proptest! {
             }
             if i == probe {
                 proptest::prop_assert_eq!(lazy.snapshot(), eager.snapshot());
+                let (copied, snap) = copied_and_snapshot(&lazy);
+                proptest::prop_assert_eq!(copied, snap);
             }
+        }
+        // A read's copy holds the values of the snapshot, in its order, whether the rows
+        // were split by a read before or not.
+        for b in [&lazy, &eager, &lazy] {
+            let (copied, snap) = copied_and_snapshot(b);
+            proptest::prop_assert_eq!(copied, snap);
         }
         proptest::prop_assert_eq!(lazy.meta_varies(), eager.meta_varies());
         proptest::prop_assert_eq!(lazy.count, eager.count);
@@ -616,4 +653,58 @@ fn a_damaged_string_is_split_like_any_other_break() {
     }
     assert_eq!(lazy.snapshot(), eager.snapshot());
     assert_eq!(lazy.finish(), eager.finish());
+}
+
+proptest::proptest! {
+    /// Bounds and sums kept up to date chunk by chunk are those of one pass over every value,
+    /// to the bit (NaN, -0.0, Int32 sums that outgrow Int32 included).
+    #[test]
+    fn running_stats_equal_one_pass(
+        kind in 0u8..5,
+        values in proptest::collection::vec(proptest::num::i64::ANY, 0..80),
+        cuts in proptest::collection::vec(0usize..80, 0..6),
+    ) {
+        let specials = [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, 1.5];
+        let full = match kind {
+            0 => Data::I32(values.iter().map(|&v| v as i32).collect()),
+            1 => Data::I64(values.clone()),
+            2 => Data::F64(
+                values
+                    .iter()
+                    .map(|&v| if v % 7 == 0 { specials[(v.unsigned_abs() % 6) as usize] } else { v as f64 / 1e6 })
+                    .collect(),
+            ),
+            3 => Data::Date(values.clone()),
+            _ => Data::Str(values.iter().map(|v| format!("s{}", v % 9)).collect()),
+        };
+        let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= values.len()).collect();
+        cuts.push(values.len());
+        cuts.sort_unstable();
+        let mut running = RunningStats::default();
+        let bits = |b: Option<Bson>| format!("{:?}", b.map(|v| match v {
+            Bson::Double(x) => Bson::Int64(x.to_bits() as i64),
+            other => other,
+        }));
+        for cut in cuts {
+            let prefix = match &full {
+                Data::I32(v) => Data::I32(v[..cut].to_vec()),
+                Data::I64(v) => Data::I64(v[..cut].to_vec()),
+                Data::F64(v) => Data::F64(v[..cut].to_vec()),
+                Data::Date(v) => Data::Date(v[..cut].to_vec()),
+                Data::Str(v) => Data::Str(v[..cut].to_vec()),
+                _ => unreachable!(),
+            };
+            running.update(&prefix);
+            let (want, got) = (prefix.min_max(), running.min_max());
+            proptest::prop_assert_eq!(
+                bits(want.as_ref().map(|w| w.0.clone())),
+                bits(got.as_ref().map(|g| g.0.clone()))
+            );
+            proptest::prop_assert_eq!(
+                bits(want.map(|w| w.1)),
+                bits(got.map(|g| g.1))
+            );
+            proptest::prop_assert_eq!(bits(prefix.sum()), bits(running.sum(&prefix)));
+        }
+    }
 }

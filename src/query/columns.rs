@@ -188,7 +188,10 @@ fn missing_bucket(i: u32) -> Error {
 /// A bucket's statistics, read without loading its data.
 pub fn stats<'a>(src: &Source<'a>) -> Result<BucketStats<'a>> {
     Ok(match *src {
-        Source::Mem(b) => BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count),
+        Source::Mem(m) => {
+            let b = m.head();
+            BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count)
+        }
         Source::Seg(seg, i) => {
             let s = seg
                 .buckets()
@@ -204,10 +207,11 @@ pub fn in_every_row(src: &Source, name: &str) -> bool {
     match src {
         Source::Seg(seg, i) => seg.column_in_every_row(*i as usize, name),
         Source::Mem(b) => {
-            let Some(col) = b.columns.iter().position(|c| c.name == name) else {
+            let Some(col) = b.names().iter().position(|n| *n == name) else {
                 return false;
             };
-            !b.shapes.is_empty() && b.shapes.iter().all(|s| s.contains(&(col as u32)))
+            let shapes = &b.head().shapes;
+            !shapes.is_empty() && shapes.iter().all(|s| s.contains(&(col as u32)))
         }
     }
 }
@@ -239,13 +243,7 @@ pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
             .into_iter()
             .map(|c| c.unwrap_or(Col::Missing))
             .collect()),
-        Source::Mem(b) => Ok(names
-            .iter()
-            .map(|n| match b.columns.iter().find(|c| c.name == *n) {
-                Some(c) => Col::from_bson(c.values.clone()),
-                None => Col::Missing,
-            })
-            .collect()),
+        Source::Mem(b) => Ok(names.iter().map(|n| b.column(n)).collect()),
     }
 }
 

@@ -139,6 +139,7 @@ mod tests {
             row_shapes: Vec::new(),
             bson_bytes: None,
         });
+        let b = Arc::new(super::super::scans::MemBucket::closed(b));
         let src = Source::Mem(&b);
         let st = BucketStats::new(None, &min, &max, count);
         StatContext {

@@ -66,7 +66,7 @@ impl RowOutput {
     /// proved they all match).
     pub fn select(&self, src: &Source, whole: bool) -> Result<Selected> {
         let names: Vec<String> = match src {
-            Source::Mem(b) => b.columns.iter().map(|c| c.name.clone()).collect(),
+            Source::Mem(b) => b.names().into_iter().map(str::to_string).collect(),
             Source::Seg(seg, i) => seg
                 .column_names(*i as usize)?
                 .into_iter()
@@ -148,7 +148,7 @@ impl RowOutput {
             rf.select(st.meta, own_meta, &refs, rows, settled)
         };
         let (shapes, row_shapes) = match src {
-            Source::Mem(b) => (b.shapes.clone(), b.row_shapes.clone()),
+            Source::Mem(b) => (b.head().shapes.clone(), b.head().row_shapes.clone()),
             Source::Seg(seg, i) => {
                 let (shapes, row_shapes) = seg.shapes_of(*i as usize)?;
                 (
@@ -175,7 +175,7 @@ impl RowOutput {
             None => None,
         };
         let (id, origin) = match src {
-            Source::Mem(b) => (Some(b.id), None),
+            Source::Mem(b) => (Some(b.head().id), None),
             Source::Seg(seg, i) => (
                 seg.buckets().get(*i as usize).map(|s| s.id),
                 Some((Arc::clone(seg), *i)),
@@ -495,6 +495,7 @@ fn write_cell(c: &Col, r: usize, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::super::scans::MemBucket;
     use crate::bucket::{BucketData, Column};
     use bson::{doc, DateTime};
 
@@ -543,7 +544,8 @@ mod tests {
 
     /// Every row of the bucket through `output`, as documents and as bytes.
     fn both(b: &Arc<BucketData>, output: &RowOutput) -> (Vec<Document>, Vec<Document>) {
-        let sel = output.select(&Source::Mem(b), false).unwrap();
+        let b = Arc::new(MemBucket::closed(Arc::clone(b)));
+        let sel = output.select(&Source::Mem(&b), false).unwrap();
         let docs = sel
             .rows()
             .iter()
@@ -613,7 +615,7 @@ mod tests {
         if let Some(c) = broken.columns.get_mut(2) {
             c.values[0] = None;
         }
-        let b = Arc::new(broken);
+        let b = Arc::new(MemBucket::closed(Arc::new(broken)));
         let output = RowOutput::new(Filter::True, None, "t", Some("m"));
         let sel = output.select(&Source::Mem(&b), false).unwrap();
         assert!(matches!(sel.document(&output, 0), Err(Error::Internal(_))));

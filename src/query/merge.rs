@@ -75,7 +75,10 @@ fn time_of(d: &Document, field: &str) -> Option<i64> {
 /// The bucket's start (`asc`) or latest time, from its statistics.
 fn bound(src: &Source, time_field: &str, asc: bool) -> i64 {
     let (min, max) = match src {
-        Source::Mem(b) => (time_of(&b.min, time_field), time_of(&b.max, time_field)),
+        Source::Mem(b) => {
+            let b = b.head();
+            (time_of(&b.min, time_field), time_of(&b.max, time_field))
+        }
         Source::Seg(seg, i) => match seg.buckets().get(*i as usize) {
             Some(s) => (Some(s.time_range().0), Some(s.time_range().1)),
             None => (None, None),

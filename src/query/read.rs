@@ -9,7 +9,7 @@ use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
 use super::rowmask::RowFilter;
 use super::scans::Place;
-pub use super::scans::{Scan, Scans, Source};
+pub use super::scans::{MemBucket, Scan, Scans, Source};
 use crate::bucket::{BucketData, META_COLUMN};
 use crate::collstate::CollState;
 use crate::error::Result;
@@ -298,11 +298,11 @@ pub(crate) fn select_in(
         let dense = |f: &str| mem_dense(b, f);
         let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
         let v = plan.verdict(&stats.with_dense(&dense));
-        keep(&mut ex, Place::Mem(b.clone()), v);
+        keep(&mut ex, Place::Mem(Arc::new(MemBucket::closed(b.clone()))), v);
     }
     // Open buckets are pruned before they are copied: a copy is the expensive part.
     let (by_id, by_stats) = (Cell::new(0u64), Cell::new(0u64));
-    let open = c.catalog.snapshot_open_where(|b| {
+    let open = c.catalog.copy_open_where(|b| {
         if !in_range(b.start_ms) {
             by_id.set(by_id.get() + 1);
             return false;
@@ -318,8 +318,10 @@ pub(crate) fn select_in(
     ex.buckets_pruned_by_stats += by_stats.get();
     for b in open {
         // The copy's statistics are complete: judge it like any closed bucket.
-        let dense = |f: &str| mem_dense(&b, f);
-        let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
+        let b = MemBucket::open(b);
+        let dense = |f: &str| b.dense(f);
+        let h = b.head();
+        let stats = BucketStats::new(h.meta.as_ref(), &h.min, &h.max, h.count);
         let v = plan.verdict(&stats.with_dense(&dense));
         keep(&mut ex, Place::Mem(Arc::new(b)), v);
     }
@@ -434,7 +436,7 @@ fn judge_flushed(
 /// Loads a bucket's data from wherever it lives.
 pub fn load(src: &Source) -> Result<Arc<BucketData>> {
     match src {
-        Source::Mem(b) => Ok(Arc::clone(b)),
+        Source::Mem(b) => Ok(b.to_data()),
         Source::Seg(seg, i) => Ok(Arc::new(seg.read_bucket(*i as usize)?)),
     }
 }
@@ -442,7 +444,7 @@ pub fn load(src: &Source) -> Result<Arc<BucketData>> {
 /// Number of measurements in the bucket at `src`, from its statistics.
 pub fn count_of(src: &Source) -> u64 {
     match src {
-        Source::Mem(b) => u64::from(b.count),
+        Source::Mem(b) => u64::from(b.head().count),
         Source::Seg(seg, i) => seg
             .buckets()
             .get(*i as usize)

@@ -1,15 +1,147 @@
 //! The buckets a read chose to scan, and where each lives: in memory or in a segment.
 
+use super::columns::Col;
 use super::plan::Verdict;
-use crate::bucket::BucketData;
+use super::slots::Slots;
+use crate::bucket::{BucketData, Column};
+use crate::catalog::column::Data;
+use crate::catalog::{ColumnRef, OpenCopy};
 use crate::segment::Segment;
+use bson::Bson;
 use std::sync::Arc;
+
+/// A bucket in memory as a read sees it: an open bucket's contents with its values in typed
+/// vectors, or a closed bucket waiting to be flushed, whose values are `Bson` already.
+pub struct MemBucket {
+    /// Statistics, meta value and field orders; for a closed bucket, its values too.
+    data: Arc<BucketData>,
+    /// An open bucket's columns.
+    open: Option<OpenCopy>,
+}
+
+impl MemBucket {
+    /// A closed bucket, shared with the catalog.
+    pub fn closed(data: Arc<BucketData>) -> MemBucket {
+        MemBucket { data, open: None }
+    }
+
+    /// An open bucket's contents ([`crate::catalog::BucketBuilder::copy_for_read`]).
+    pub fn open(copy: OpenCopy) -> MemBucket {
+        MemBucket {
+            data: Arc::clone(&copy.head),
+            open: Some(copy),
+        }
+    }
+
+    /// Statistics, meta value, field orders and counts (`columns` is empty for an open
+    /// bucket: see [`MemBucket::names`] and [`MemBucket::column`]).
+    pub fn head(&self) -> &BucketData {
+        &self.data
+    }
+
+    /// The column names by stored position.
+    pub fn names(&self) -> Vec<&str> {
+        match &self.open {
+            Some(o) => o.names(),
+            None => self.data.columns.iter().map(|c| c.name.as_str()).collect(),
+        }
+    }
+
+    /// The column `name`, typed where its values share a numeric or date type
+    /// ([`Col::Missing`] when the bucket has none).
+    pub fn column(&self, name: &str) -> Col {
+        let rows = self.data.count as usize;
+        if let Some(o) = &self.open {
+            return o.column(name).map_or(Col::Missing, |c| col_of(c, rows));
+        }
+        match self.data.columns.iter().find(|c| c.name == name) {
+            Some(c) => Col::from_bson(c.values.clone()),
+            None => Col::Missing,
+        }
+    }
+
+    /// True when every row has field `name`.
+    pub fn dense(&self, name: &str) -> bool {
+        let rows = self.data.count as usize;
+        if let Some(o) = &self.open {
+            return o.column(name).is_some_and(|c| match c.rows {
+                None => c.data.len() == rows,
+                Some(at) => at.len() == rows,
+            });
+        }
+        self.data
+            .columns
+            .iter()
+            .any(|c| c.name == name && c.values.iter().all(Option::is_some))
+    }
+
+    /// The whole bucket with its values as `Bson`, for the readers that unpack documents.
+    pub fn to_data(&self) -> Arc<BucketData> {
+        let Some(o) = &self.open else {
+            return Arc::clone(&self.data);
+        };
+        let rows = self.data.count as usize;
+        let mut b = BucketData::clone(&self.data);
+        b.columns = o
+            .names()
+            .into_iter()
+            .map(|name| {
+                let c = self.column(name);
+                Column {
+                    name: name.to_string(),
+                    values: (0..rows).map(|r| c.value(r).map(|v| v.into_owned())).collect(),
+                }
+            })
+            .collect();
+        Arc::new(b)
+    }
+}
+
+/// An open bucket's column as a [`Col`] of `rows` rows: numbers and dates are copied as they
+/// lie, the other values built as `Bson`.
+fn col_of(c: ColumnRef<'_>, rows: usize) -> Col {
+    fn slots<T: Copy>(v: Vec<T>, at: Option<&[u32]>, rows: usize) -> Slots<T> {
+        match at {
+            None if v.len() == rows => Slots::Dense(v),
+            None => {
+                let mut out: Vec<Option<T>> = v.into_iter().map(Some).collect();
+                out.resize(rows, None);
+                Slots::Rows(out)
+            }
+            Some(at) => {
+                let mut out = vec![None; rows];
+                for (x, &r) in v.into_iter().zip(at) {
+                    if let Some(slot) = out.get_mut(r as usize) {
+                        *slot = Some(x);
+                    }
+                }
+                Slots::Rows(out)
+            }
+        }
+    }
+    match c.data {
+        Data::I32(v) => Col::Int32(slots(v.iter().map(|&x| i64::from(x)).collect(), c.rows, rows)),
+        Data::I64(v) => Col::Int64(slots(v.clone(), c.rows, rows)),
+        Data::F64(v) => Col::Double(slots(v.clone(), c.rows, rows)),
+        Data::Date(v) => Col::Date(slots(v.clone(), c.rows, rows)),
+        other => {
+            let mut out: Vec<Option<Bson>> = vec![None; rows];
+            for i in 0..other.len() {
+                let r = c.rows.map_or(Some(i), |at| at.get(i).map(|&r| r as usize));
+                if let Some(slot) = r.and_then(|r| out.get_mut(r)) {
+                    *slot = Some(other.get(i));
+                }
+            }
+            Col::from_bson(out)
+        }
+    }
+}
 
 /// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.
 #[derive(Clone, Copy)]
 pub enum Source<'a> {
     /// In memory (open, closed or being flushed).
-    Mem(&'a Arc<BucketData>),
+    Mem(&'a Arc<MemBucket>),
     /// In a segment, by position.
     Seg(&'a Arc<Segment>, u32),
 }
@@ -26,7 +158,7 @@ pub struct Scan<'a> {
 /// Where a chosen bucket lives: memory, or a segment of [`Scans`] by number and a position.
 #[derive(Clone)]
 pub(super) enum Place {
-    Mem(Arc<BucketData>),
+    Mem(Arc<MemBucket>),
     Seg(u32, u32),
 }
 
@@ -103,5 +235,63 @@ impl Scans {
     /// Segment number `n` (see [`Scans::place`]).
     pub fn segment(&self, n: u32) -> Option<&Arc<Segment>> {
         self.segments.get(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{BucketBuilder, FitLimits};
+    use crate::ingest::prepare_batch;
+    use crate::schema::Schema;
+    use bson::oid::ObjectId;
+    use bson::{doc, DateTime, Document};
+
+    fn builder(docs: &[Document]) -> BucketBuilder {
+        let schema = Schema::new("t", Some("m"), 3600, 60);
+        let (prepared, payload, _) = prepare_batch(1, docs, &schema).unwrap();
+        let meta = Some(Bson::Document(doc! {"host": "h1"}));
+        let mut b = BucketBuilder::new(ObjectId::from_bytes([1; 12]), 0, meta, "t", Some("m"));
+        let limits = FitLimits {
+            max_count: 1000,
+            max_size: 1 << 20,
+            min_count: 10,
+            large_max_size: 12 << 20,
+        };
+        for (i, p) in prepared.iter().enumerate() {
+            let raw = p.raw(&payload).unwrap();
+            b.try_push(raw, p, 1, i as u32, &limits).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn an_open_buckets_copy_reads_as_its_snapshot_with_numbers_typed() {
+        let t = |s: i64| DateTime::from_millis(s * 1000);
+        let m = doc! {"host": "h1"};
+        for in_order in [true, false] {
+            let at = |i: i64| if in_order { t(i) } else { t(10 - i) };
+            let docs = vec![
+                doc! {"t": at(0), "m": m.clone(), "a": 1_i64, "b": 1.5, "c": 7_i32, "s": "x"},
+                doc! {"t": at(1), "m": m.clone(), "a": 2_i64, "c": 8_i32, "s": "y"},
+                // Another field order and the meta in another order: the row keeps its own.
+                doc! {"m": {"host": "h1", "dc": "eu"}, "t": at(2), "b": 2.5, "a": 3_i64},
+                doc! {"t": at(3), "m": m.clone(), "a": 4_i64, "b": 3.5, "c": 9.5, "d": t(9)},
+            ];
+            let b = builder(&docs);
+            let mem = MemBucket::open(b.copy_for_read());
+            let mut want = b.snapshot();
+            want.columns
+                .retain(|c| c.name != crate::bucket::SEQ_COLUMN && c.name != crate::bucket::IDX_COLUMN);
+            assert_eq!(*mem.to_data(), want, "in order: {in_order}");
+            assert!(mem.dense("a"));
+            assert!(!mem.dense("b"));
+            assert_eq!(mem.column("nothing"), Col::Missing);
+            let a = mem.column("a");
+            let want: Vec<i64> = if in_order { vec![1, 2, 3, 4] } else { vec![4, 3, 2, 1] };
+            assert_eq!(a, Col::Int64(Slots::Dense(want)), "in order: {in_order}");
+            assert!(matches!(mem.column("b"), Col::Double(Slots::Rows(_))));
+            assert!(matches!(mem.column("c"), Col::Bson(_)));
+        }
     }
 }

@@ -9,10 +9,10 @@ use super::filter::Filter;
 use super::plan::{BucketStats, Plan, Verdict};
 use super::columns::{self, Col};
 use super::rowmask::RowFilter;
-use super::scans::Source;
+use super::scans::{MemBucket, Source};
 use super::unpack::row_document;
 use crate::bucket::{BucketData, META_COLUMN};
-use crate::catalog::{CollCatalog, FitLimits};
+use crate::catalog::{CollCatalog, FitLimits, OpenCopy};
 use crate::ingest::prepare_batch;
 use crate::schema::Schema;
 use crate::segment::{write_segment, Segment, SegmentHeaderInfo};
@@ -232,8 +232,9 @@ proptest! {
             // The rows the column-wise evaluator selects, from the segment and from memory,
             // testing every conjunct or taking those the statistics settle as held.
             let want: Vec<u32> = (0..hits.len() as u32).filter(|&r| hits[r as usize]).collect();
-            let mem = Arc::new(b.clone());
-            for src in [Source::Seg(&seg, i as u32), Source::Mem(&mem)] {
+            let closed = Arc::new(MemBucket::closed(Arc::new(b.clone())));
+            let open = Arc::new(MemBucket::open(OpenCopy::of_values(b.clone())));
+            for src in [Source::Seg(&seg, i as u32), Source::Mem(&closed), Source::Mem(&open)] {
                 for settle in [false, true] {
                     let (got, counted) = selected(&src, &rf, settle);
                     prop_assert_eq!(&got, &want, "{} (settled: {})", what, settle);
