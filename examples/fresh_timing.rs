@@ -4,7 +4,8 @@
 //! as BSON bytes. Prints median milliseconds and the ratio open / flushed. First, a count on
 //! the open buckets right after the ingest, and again after one more measurement per host: a
 //! read splits the rows that wait unsplit into columns and keeps them, so the next read
-//! splits only the rows that arrived since.
+//! splits only the rows that arrived since; then reads that each follow one more measurement
+//! per host, as a dashboard over live data makes them.
 //!
 //! `cargo run --release --example fresh_timing -- [runs] [hosts] [hours] [query-name-filter]`
 
@@ -99,6 +100,35 @@ fn main() -> Result<()> {
         "count usage_user > 90 on open buckets: {first:.3} ms for the first read after the \
          ingest ({n}), {next:.3} ms after {} more measurements ({m})",
         last.len()
+    );
+    // A dashboard over live data: each read follows one more measurement per host (the last
+    // time's again, other values), so it splits and counts only those.
+    let mut live = Vec::with_capacity(runs);
+    let mut idle = Vec::with_capacity(runs);
+    for k in 0..runs as i64 {
+        let more: Vec<Document> = last
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                d.insert("usage_user", k);
+                d
+            })
+            .collect();
+        c.insert_many(&more)?;
+        let s = Instant::now();
+        high()?;
+        live.push(s.elapsed().as_secs_f64() * 1000.0);
+        let s = Instant::now();
+        high()?;
+        idle.push(s.elapsed().as_secs_f64() * 1000.0);
+    }
+    live.sort_by(f64::total_cmp);
+    idle.sort_by(f64::total_cmp);
+    println!(
+        "  then, median of {runs}: {:.3} ms after each {} more, {:.3} ms with none in between",
+        live.get(runs / 2).copied().unwrap_or(0.0),
+        last.len(),
+        idle.get(runs / 2).copied().unwrap_or(0.0),
     );
     let only = args.get(4).cloned().unwrap_or_default();
     let qs: Vec<Query> = queries(&cfg)

@@ -1,6 +1,7 @@
 """Rates of `tsbucket serve` as pymongo sees them, beside the same work without pymongo's share:
 insert_many of devops-cpu documents (TSBS shape: 10 string tags as the meta document, 10 int64
-fields, one measurement per host every 10 s), and a find that returns 100,000 documents.
+fields, one measurement per host every 10 s), and a find that returns 100,000 documents
+(over a plain socket, also of the data just inserted, still in open buckets).
 
 Each figure is measured three ways in one run: through pymongo as users write it (dicts, and
 RawBSONDocument results); through pymongo with the encoding or decoding taken off (documents
@@ -85,6 +86,18 @@ def timed(f):
     return n / (time.perf_counter() - t0)
 
 
+def plain_find(w, n):
+    """`find` of `n` documents in the driver's batch sizes (101, then up to 16 MiB), read as
+    bytes: the cursor id is the reply's last `id` field, after the batch."""
+    reply = w.round_trip(Wire.message({"find": "cpu", "limit": n, "batchSize": 101, "$db": "dicts"}))
+    size = len(reply)
+    while (at := reply.rfind(b"\x12id\x00")) > 0 and (cid := struct.unpack_from("<q", reply, at + 4)[0]):
+        reply = w.round_trip(Wire.message({"getMore": cid, "collection": "cpu", "$db": "dicts"}))
+        size += len(reply)
+    assert size > n * 100, "the batches do not hold the documents"
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=1000)
@@ -99,7 +112,7 @@ def main():
     raw_docs = [RawBSONDocument(b) for b in encoded]
     rows = {k: [] for k in ["insert dicts", "insert RawBSONDocument", "insert plain socket",
                             "encode only", "find RawBSONDocument", "find_raw_batches",
-                            "find plain socket", "decode only"]}
+                            "find plain socket", "find plain socket, open", "decode only"]}
     for run in range(a.runs):
         d = tempfile.mkdtemp(prefix="tsbucket-serve-bench-")
         p = subprocess.Popen([a.bin, "serve", "--dir", d, "--port", "0"], stdout=subprocess.PIPE, text=True)
@@ -123,6 +136,9 @@ def main():
                 for i in range(0, len(docs), a.batch)]
         rows["insert plain socket"].append(timed(lambda: sum(bson.decode(w.round_trip(m)[17:])["n"] for m in msgs)))
         rows["encode only"].append(timed(lambda: len([bson.encode(x) for x in docs])))
+        # The data just inserted is still in open buckets, as the newest data always is.
+        n = min(100_000, len(docs))
+        rows["find plain socket, open"].append(timed(lambda: plain_find(w, n)))
         # Reads of flushed data, as most of a database is: restart the server.
         c.close()
         p.send_signal(signal.SIGINT)
@@ -144,18 +160,7 @@ def main():
         rows["find_raw_batches"].append(timed(raw_batches))
         w = Wire(port)
 
-        def plain_find():
-            # The driver's batch sizes (101, then up to 16 MiB), read as bytes: the cursor id
-            # is the reply's last `id` field, after the batch.
-            reply = w.round_trip(Wire.message({"find": "cpu", "limit": n, "batchSize": 101, "$db": "dicts"}))
-            size = len(reply)
-            while (at := reply.rfind(b"\x12id\x00")) > 0 and (cid := struct.unpack_from("<q", reply, at + 4)[0]):
-                reply = w.round_trip(Wire.message({"getMore": cid, "collection": "cpu", "$db": "dicts"}))
-                size += len(reply)
-            assert size > n * 100, "the batches do not hold the documents"
-            return n
-
-        rows["find plain socket"].append(timed(plain_find))
+        rows["find plain socket"].append(timed(lambda: plain_find(w, n)))
         batch = b"".join(encoded[:n])
         rows["decode only"].append(timed(lambda: len(bson.decode_all(batch, CodecOptions(document_class=RawBSONDocument)))))
         c.close()

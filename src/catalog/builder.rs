@@ -533,8 +533,9 @@ struct ReadSplit {
     cols: Arc<Columns>,
     /// Each column's bounds and sum, brought up to date with the rows split.
     stats: Vec<RunningStats>,
-    /// The statistics for `rows` rows, once a read built them.
-    head: Option<Arc<BucketData>>,
+    /// The statistics a read built, and for how many rows: refreshed in place for a read
+    /// after more rows arrived (building them anew was most of such a read).
+    head: Option<(Arc<BucketData>, usize)>,
 }
 
 /// One open bucket.
@@ -875,23 +876,70 @@ impl BucketBuilder {
                 s.update(&c.data);
             }
             r.rows = rows;
-            r.head = None;
         }
         if !self.time_sorted(&r.cols) {
             return None;
         }
+        if let Some((h, n)) = r.head.as_mut() {
+            let (cols, stats) = (&r.cols, &r.stats);
+            if *n != rows && Arc::get_mut(h).is_some_and(|h| self.refresh_head(h, cols, stats)) {
+                *n = rows;
+            }
+        }
         let head = match &r.head {
-            Some(h) => Arc::clone(h),
-            None => {
+            Some((h, n)) if *n == rows => Arc::clone(h),
+            _ => {
                 let stats = &r.stats;
                 let mut head = self.head_with(&r.cols, |i, _| stats.get(i)?.min_max());
                 self.set_sums_with(&r.cols, &mut head, |i, c| stats.get(i)?.sum(&c.data));
                 let head = Arc::new(head);
-                r.head = Some(Arc::clone(&head));
+                r.head = Some((Arc::clone(&head), rows));
                 head
             }
         };
         Some((Arc::clone(&r.cols), head))
+    }
+
+    /// Brings statistics that a read built for fewer of the pending rows up to date in place:
+    /// the count, each column's bounds and sum, the log positions. False, with `h` to be
+    /// built anew, when a column's entry is missing (a column gained its first value).
+    fn refresh_head(&self, h: &mut BucketData, cols: &Columns, stats: &[RunningStats]) -> bool {
+        h.count = self.count;
+        h.bson_bytes = Some(self.bson_bytes);
+        for (c, s) in cols.columns.iter().zip(stats) {
+            let Some((lo, hi)) = s.min_max() else {
+                continue;
+            };
+            // control.min.<time> stays the rounded bucket start.
+            if c.name != self.time_field {
+                match h.min.get_mut(&c.name) {
+                    Some(v) => *v = lo,
+                    None => return false,
+                }
+            }
+            match h.max.get_mut(&c.name) {
+                Some(v) => *v = hi,
+                None => return false,
+            }
+        }
+        if let (Some(lo), Some(hi)) = (self.seqs.iter().min(), self.seqs.iter().max()) {
+            for (d, v) in [(&mut h.min, *lo), (&mut h.max, *hi)] {
+                match d.get_mut(SEQ_COLUMN) {
+                    Some(x) => *x = Bson::Int64(v as i64),
+                    None => return false,
+                }
+            }
+        }
+        let Some(Bson::Document(sums)) = h.max.get_mut(crate::sums::SUM_KEY) else {
+            // No column had a sum: none has one now, the types being those of the first row.
+            return true;
+        };
+        for (c, s) in cols.columns.iter().zip(stats) {
+            if let (Some(v), Some(sum)) = (sums.get_mut(&c.name), s.sum(&c.data)) {
+                *v = sum;
+            }
+        }
+        true
     }
 
     /// The columns of every row: borrowed when no row is pending, else split into a copy.
