@@ -7,7 +7,7 @@ use crate::engine::rewrite::{DeleteResult, UpdateResult};
 use crate::engine::write::{InsertManyResult, InsertOneResult};
 use crate::error::Result;
 use crate::options::TimeseriesOptions;
-use crate::query::read::{Cursor, Explain};
+use crate::query::select::{Cursor, Explain};
 use crate::query::FindOptions;
 use bson::raw::RawDocumentBuf;
 use bson::{Bson, Document};

@@ -7,12 +7,12 @@ use crate::collstate::CollState;
 use crate::error::{Error, Result};
 use crate::manifest::MANIFEST_FILE;
 use crate::options::TimeseriesOptions;
-use crate::query::agg;
 use crate::query::cursor::{FindSpec, Output};
+use crate::query::execute;
 use crate::query::options::{parse_sort, Projection};
 use crate::query::pipeline::Pipeline;
-use crate::query::read::{count, load, select, select_in, Cursor, Explain, Plan, Scans};
 use crate::query::rewrite::rewrite;
+use crate::query::select::{count, load, select, select_in, Cursor, Explain, Plan, Scans};
 use crate::query::sort::SortMemory;
 use crate::query::unpack::raw_bucket;
 use crate::query::{Filter, FindOptions};
@@ -202,12 +202,12 @@ impl Engine {
                 false => Vec::new(),
             };
             let plan = Plan::new(p.filter.clone(), s.time(), s.meta());
-            let route = agg::Route::of(&plan, &p.stages, columnar);
+            let route = execute::Route::of(&plan, &p.stages, columnar);
             let (scans, ex) = select_in(c, &plan, route.order(), threads);
             (plan, route, scans, ex, rewrites)
         })?;
         let memory = self.sort_memory();
-        let (out, mut ex) = agg::execute(scans, ex, plan, &p.stages, route, threads, &memory)?;
+        let (out, mut ex) = execute::execute(scans, ex, plan, &p.stages, route, threads, &memory)?;
         ex.rewrites = rewrites;
         Ok((out, ex))
     }

@@ -1,16 +1,14 @@
-//! Typed access to a bucket's columns and statistics for the columnar aggregation path,
-//! wherever the bucket lives: segment columns are decoded straight into typed vectors (no
-//! `Bson` per value for numbers and dates); in-memory buckets are converted from their values.
+//! A bucket's column decoded for the columnar operators: segment columns are decoded straight
+//! into typed vectors (no `Bson` per value for numbers and dates). Where a column comes from
+//! is [`crate::query::source`]'s business.
 
-use super::accum::Values;
-use super::plan::BucketStats;
-use super::scans::Source;
+use crate::query::aggregate::accumulators::Values;
 use super::slots::Slots;
 use crate::codec::{
-    column_codec, decode_column, decode_date_runs, decode_f64_dense, decode_i64_dense, ids,
+    column_codec, decode_column, decode_f64_dense, decode_i64_dense, ids,
     CodecError,
 };
-use crate::error::{Error, Result};
+
 use crate::segment::Segment;
 use bson::Bson;
 use std::sync::Arc;
@@ -179,43 +177,6 @@ impl Col {
     }
 }
 
-fn missing_bucket(i: u32) -> Error {
-    Error::BadValue(format!(
-        "bucket {i} vanished from its segment during a read"
-    ))
-}
-
-/// A bucket's statistics, read without loading its data.
-pub fn stats<'a>(src: &Source<'a>) -> Result<BucketStats<'a>> {
-    Ok(match *src {
-        Source::Mem(m) => {
-            let b = m.head();
-            BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count)
-        }
-        Source::Seg(seg, i) => {
-            let s = seg
-                .buckets()
-                .get(i as usize)
-                .ok_or_else(|| missing_bucket(i))?;
-            BucketStats::of_segment(seg, i as usize, s)
-        }
-    })
-}
-
-/// True when every row of the bucket has field `name`.
-pub fn in_every_row(src: &Source, name: &str) -> bool {
-    match src {
-        Source::Seg(seg, i) => seg.column_in_every_row(*i as usize, name),
-        Source::Mem(b) => {
-            let Some(col) = b.names().iter().position(|n| *n == name) else {
-                return false;
-            };
-            let shapes = &b.head().shapes;
-            !shapes.is_empty() && shapes.iter().all(|s| s.contains(&(col as u32)))
-        }
-    }
-}
-
 /// The same column names, matched to each segment's table of names once (see
 /// [`crate::segment::Segment::name_ids`]), for a reader of bucket after bucket.
 #[derive(Default)]
@@ -232,67 +193,6 @@ impl NameIds {
             self.seg = Some(seg.clone());
         }
         &self.ids
-    }
-}
-
-/// Decodes the named columns of a bucket (`Col::Missing` where it has none).
-pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
-    match src {
-        Source::Seg(seg, i) => Ok(seg
-            .read_columns_with(*i as usize, names, Col::decode)?
-            .into_iter()
-            .map(|c| c.unwrap_or(Col::Missing))
-            .collect()),
-        Source::Mem(b) => Ok(names.iter().map(|n| b.column(n)).collect()),
-    }
-}
-
-/// The time column `name` of a segment bucket as runs of equal times `(ms, rows)`, when its
-/// encoding stores them so (see [`crate::codec::decode_date_runs`]); `None` otherwise and for
-/// buckets in memory.
-pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>>> {
-    match src {
-        Source::Seg(seg, i) => Ok(seg
-            .read_columns_with(*i as usize, &[name], decode_date_runs)?
-            .into_iter()
-            .next()
-            .flatten()
-            .flatten()),
-        Source::Mem(_) => Ok(None),
-    }
-}
-
-/// A bucket's time column as runs of equal times where it is stored so, else decoded.
-pub enum TimeCol {
-    /// Runs `(ms, rows)` (see [`load_date_runs`]).
-    Runs(Vec<(i64, u32)>),
-    /// The decoded column ([`Col::Missing`] when the bucket has none).
-    Col(Col),
-}
-
-/// The time column `name` of a bucket, read once: as runs when its encoding stores them so,
-/// else decoded (a reader that takes either saves reading the column twice).
-pub fn load_times(src: &Source, name: &str) -> Result<TimeCol> {
-    match src {
-        Source::Seg(seg, i) => {
-            let got = seg.read_columns_with(*i as usize, &[name], |data, rows| {
-                Ok(match decode_date_runs(data, rows)? {
-                    Some(runs) => TimeCol::Runs(runs),
-                    None => TimeCol::Col(Col::decode(data, rows)?),
-                })
-            })?;
-            Ok(got
-                .into_iter()
-                .next()
-                .flatten()
-                .unwrap_or(TimeCol::Col(Col::Missing)))
-        }
-        Source::Mem(_) => Ok(TimeCol::Col(
-            load(src, &[name])?
-                .into_iter()
-                .next()
-                .unwrap_or(Col::Missing),
-        )),
     }
 }
 

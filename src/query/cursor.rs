@@ -3,11 +3,11 @@
 //! on the time field alone streams in time order across buckets; other sorts read every match
 //! (keeping only the first `skip + limit` when there is a limit).
 
-use super::group::GroupDocs;
+use crate::query::aggregate::table::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::Projection;
 use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs, TOP_K_MAX};
-use super::read::{count_of, Plan, Scans, Verdict};
+use crate::query::select::{count_of, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
 use crate::error::{Error, Result};

@@ -8,11 +8,12 @@
 //! keys with the values copied between them: no `Bson` value per cell and one allocation per
 //! document, or none when documents are appended to one buffer.
 
-use super::columns::{self, Col};
+use super::columns::Col;
+use super::source;
 use super::filter::Filter;
 use super::options::{Fate, Projection};
-use super::rowmask::RowFilter;
-use super::scans::Source;
+use crate::query::row_filter::RowFilter;
+use crate::query::source::Source;
 use crate::bucket::META_SLOT;
 use crate::catalog::{is_hidden, META_COLUMN};
 use crate::error::{Error, Result};
@@ -73,7 +74,7 @@ impl RowOutput {
                 .map(str::to_string)
                 .collect(),
         };
-        let st = columns::stats(src)?;
+        let st = source::stats(src)?;
         let rows = st.count as usize;
         // Rows carry their own meta values when they differ (in field order, say) from the
         // bucket's.
@@ -124,7 +125,7 @@ impl RowOutput {
             .filter_map(|&k| names.get(k).map(String::as_str))
             .collect();
         let mut cols: Vec<Option<Col>> = (0..names.len()).map(|_| None).collect();
-        for (&k, col) in load.iter().zip(columns::load(src, &load_names)?) {
+        for (&k, col) in load.iter().zip(source::load(src, &load_names)?) {
             if let Some(slot) = cols.get_mut(k) {
                 *slot = Some(col);
             }
@@ -495,7 +496,7 @@ fn write_cell(c: &Col, r: usize, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::super::scans::MemBucket;
+    use crate::query::source::MemBucket;
     use crate::bucket::{BucketData, Column};
     use bson::{doc, DateTime};
 

@@ -6,8 +6,8 @@
 //! Rows within a bucket need not be in order; they wait in a heap.
 
 use super::materialise::{RowOutput, Selected};
-use super::read::Verdict;
-use super::scans::{Scans, Source};
+use crate::query::select::Verdict;
+use crate::query::source::{Scans, Source};
 use crate::error::Result;
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -93,7 +93,7 @@ fn bound(src: &Source, time_field: &str, asc: bool) -> i64 {
 }
 
 impl TimeMerge {
-    /// A merge over `scans` (as [`super::read::select`] returned them).
+    /// A merge over `scans` (as [`crate::query::select::select`] returned them).
     pub fn new(scans: Scans, spec: MergeSpec) -> TimeMerge {
         let mut order: Vec<(i64, usize)> = (scans.iter().enumerate())
             .map(|(k, s)| (bound(&s.src, &spec.time_field, spec.asc), k))

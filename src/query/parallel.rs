@@ -6,7 +6,7 @@
 //! decompressed twice. Threads take the stretches as they come free, in order, and their
 //! answers are then combined.
 
-use super::scans::{Scans, Source};
+use crate::query::source::{Scans, Source};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 

@@ -5,10 +5,10 @@
 //! `$count: name` becomes `$group {_id: null, name: {$sum: 1}}` plus `$project {_id: 0}`, as
 //! MongoDB defines it (so an empty input gives no document).
 
-use super::accum::{AccOp, AccSpec};
+use crate::query::aggregate::accumulators::{AccOp, AccSpec};
 use super::expr::Expr;
 use super::filter::Filter;
-use super::group::GroupSpec;
+use crate::query::aggregate::table::GroupSpec;
 use super::options::parse_sort;
 use super::project::Project;
 use crate::error::{Error, Result};

@@ -27,10 +27,10 @@
 //!   document of a stable sort is the top one, ties in arrival order, so the group keeps each
 //!   group's first rows by key as it reads them instead of sorting every document.
 
-use super::accum::AccOp;
+use crate::query::aggregate::accumulators::AccOp;
 use super::expr::Expr;
 use super::filter::Filter;
-use super::group::GroupSpec;
+use crate::query::aggregate::table::GroupSpec;
 use super::pipeline::{Pipeline, Stage};
 use super::project::Project;
 
@@ -154,7 +154,7 @@ fn tops_become_sorted_picks(p: &mut Pipeline, time_field: &str, notes: &mut Vec<
                 Some(paths) if (0..paths.len()).all(free) => {
                     let mut parts = Vec::with_capacity(paths.len());
                     for (k, e) in paths.into_iter().enumerate() {
-                        accs.push(super::accum::AccSpec {
+                        accs.push(crate::query::aggregate::accumulators::AccSpec {
                             name: part(k),
                             op,
                             arg: e,
@@ -164,7 +164,7 @@ fn tops_become_sorted_picks(p: &mut Pipeline, time_field: &str, notes: &mut Vec<
                     assemble.push((a.name.clone(), Expr::Array(parts)));
                 }
                 _ => {
-                    accs.push(super::accum::AccSpec {
+                    accs.push(crate::query::aggregate::accumulators::AccSpec {
                         name: a.name.clone(),
                         op,
                         arg: out.clone(),

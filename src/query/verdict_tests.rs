@@ -7,9 +7,10 @@
 
 use super::filter::Filter;
 use super::plan::{BucketStats, Plan, Verdict};
-use super::columns::{self, Col};
-use super::rowmask::RowFilter;
-use super::scans::{MemBucket, Source};
+use super::columns::Col;
+use super::source;
+use crate::query::row_filter::RowFilter;
+use crate::query::source::{MemBucket, Source};
 use super::unpack::row_document;
 use crate::bucket::{BucketData, META_COLUMN};
 use crate::catalog::{CollCatalog, FitLimits, OpenCopy};
@@ -172,12 +173,12 @@ fn dense_in_memory(b: &BucketData, f: &str) -> bool {
 /// own meta values), and how many it counts; with `settle`, conjuncts the statistics prove
 /// are not tested.
 fn selected(src: &Source, rf: &RowFilter, settle: bool) -> (Vec<u32>, usize) {
-    let st = columns::stats(src).unwrap();
+    let st = source::stats(src).unwrap();
     let settled = if settle { rf.settled(&st, "t") } else { 0 };
     let names: Vec<&str> = rf.columns.iter().map(String::as_str).collect();
-    let cols = columns::load(src, &names).unwrap();
+    let cols = source::load(src, &names).unwrap();
     let refs: Vec<&Col> = cols.iter().collect();
-    let own = columns::load(src, &[META_COLUMN]).unwrap().pop();
+    let own = source::load(src, &[META_COLUMN]).unwrap().pop();
     let rows = st.count as usize;
     (
         rf.select(st.meta, own.as_ref(), &refs, rows, settled),

@@ -6,9 +6,9 @@
 //! here the meta-dependent part is encoded once per distinct meta value (the key with its time
 //! bytes zeroed) and numbered, and (part number, bin starts) finds the group.
 
-use super::bins::ByNumber;
-use super::expr::{Expr, Row};
-use super::group::key_template;
+use crate::query::aggregate::bins::ByNumber;
+use crate::query::expr::{Expr, Row};
+use crate::query::aggregate::table::key_template;
 use crate::error::Result;
 use crate::segment::MetaProjection;
 use bson::Bson;
@@ -257,7 +257,7 @@ impl KeyCache {
     }
 
     /// Writes to `out` the encoding of the key of `part` whose time leaves fall in bins
-    /// starting at `starts` (what [`super::group::GroupTable`] hashes), built without
+    /// starting at `starts` (what [`crate::query::aggregate::table::GroupTable`] hashes), built without
     /// evaluating the key; false for part 0 or a key with another number of time leaves.
     pub fn key_bytes(&self, part: u32, starts: &[i64], out: &mut Vec<u8>) -> bool {
         let Some(t) = (part as usize)

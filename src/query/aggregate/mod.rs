@@ -24,30 +24,40 @@
 //! stable sort keeps them), buckets are visited latest (or earliest) first, and a bucket whose
 //! time range cannot beat what its group already holds is skipped.
 
-use super::accum::{Acc, AccOp, Values};
-use super::binlane::{self, Input, Times};
-use super::bins::{BinGroups, Bins};
-use super::columns::{self, Col, NameIds, TimeCol};
-use super::countlane::{self, CountLane};
-use super::datetrunc::DateTrunc;
-use super::expr::{path_in_value, visit_in_value, Expr, Row};
-use super::fromstats::{Feed, StatArg, StatContext};
-use super::group::{top_input, GroupDocs, GroupSpec, GroupTable, OwnedRealize};
-use super::keycache::KeyCache;
-use super::parallel;
-use super::pipeline::Stage;
-use super::plan::{BucketStats, Plan, SegmentBounds, Verdict};
-use super::read::Explain;
-use super::rowmask::RowFilter;
-use super::scans::{Scan, Scans, Source};
-use super::slots::Slots;
+
+pub mod accumulators;
+mod bin_counts;
+mod bin_runs;
+pub(crate) mod bins;
+pub mod from_stats;
+pub mod key_cache;
+pub mod table;
+
+use crate::query::aggregate::accumulators::{Acc, AccOp, Values};
+use bin_runs::{Input, Times};
+use crate::query::aggregate::bins::{BinGroups, Bins};
+use crate::query::columns::{Col, NameIds};
+use crate::query::source::{self, TimeCol};
+use bin_counts::CountLane;
+use crate::query::datetrunc::DateTrunc;
+use crate::query::expr::{path_in_value, visit_in_value, Expr, Row};
+use crate::query::aggregate::from_stats::{Feed, StatArg, StatContext};
+use crate::query::aggregate::table::{top_input, GroupDocs, GroupSpec, GroupTable, OwnedRealize};
+use crate::query::aggregate::key_cache::KeyCache;
+use crate::query::parallel;
+use crate::query::pipeline::Stage;
+use crate::query::plan::{BucketStats, Plan, SegmentBounds, Verdict};
+use crate::query::select::Explain;
+use crate::query::row_filter::RowFilter;
+use crate::query::source::{Scan, Scans, Source};
+use crate::query::slots::Slots;
 use crate::bucket::META_COLUMN;
 use crate::catalog::is_hidden;
 use crate::codec::decode_date_progression;
 use crate::error::Result;
 use crate::order::type_rank;
 use crate::segment::{BoundRef, MetaFields};
-use super::sort::sort_value;
+use crate::query::sort::sort_value;
 use bson::{Bson, DateTime, Document};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -698,7 +708,7 @@ impl FastGroup {
             .iter()
             .zip(&self.args)
             .map(|(a, arg)| match arg {
-                Arg::Const(v) if countlane::order_free(a.op, v) => Some(v),
+                Arg::Const(v) if bin_counts::order_free(a.op, v) => Some(v),
                 _ => None,
             })
             .collect()
@@ -758,7 +768,7 @@ impl FastGroup {
         let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
             return Ok(false);
         };
-        match columns::load_times(&scan.src, name)? {
+        match source::load_times(&scan.src, name)? {
             TimeCol::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
             TimeCol::Col(col) => {
                 let taken = match &col {
@@ -812,7 +822,7 @@ impl FastGroup {
             }
             Source::Mem(_) => {
                 loaded.clear();
-                let cols = columns::load(&scan.src, names)?;
+                let cols = source::load(&scan.src, names)?;
                 loaded.extend(cols.into_iter().map(|c| Some(LaneCol::Col(c, None))));
             }
         };
@@ -919,7 +929,7 @@ impl FastGroup {
             None => Bins::Other(&range),
         };
         let meta = st.meta;
-        binlane::feed_bucket(groups, table, &bins, times, inputs, |table, start| {
+        bin_runs::feed_bucket(groups, table, &bins, times, inputs, |table, start| {
             let part = self.key_part(cache, &scan.src, meta, Some(start))?;
             let g = self.group_of(table, cache, part, &[start], meta, Some(start), true)?;
             Ok(g.unwrap_or(0))
@@ -953,7 +963,7 @@ impl FastGroup {
             Some(&(max_time, _)) => {
                 let mut keys = Vec::with_capacity(scans.len());
                 for s in scans.iter() {
-                    let st = columns::stats(&s.src)?;
+                    let st = source::stats(&s.src)?;
                     let bound = if max_time {
                         // `!t` is `-t - 1`: it orders latest first as `-t` would, but `-t`
                         // overflows for a bucket whose latest time is the earliest date.
@@ -1168,7 +1178,7 @@ impl FastGroup {
                     continue;
                 }
             }
-            let mut st = columns::stats(&scan.src)?;
+            let mut st = source::stats(&scan.src)?;
             let whole = scan.verdict == Verdict::All;
             // Reading `control` is the cost of a bucket answered from it: look each entry up
             // once.
@@ -1287,7 +1297,7 @@ impl FastGroup {
             }
         }
         let mut cols: Vec<Col> = (0..col_names.len()).map(|_| Col::Missing).collect();
-        for (c, col) in slots.into_iter().zip(columns::load(&scan.src, &names)?) {
+        for (c, col) in slots.into_iter().zip(source::load(&scan.src, &names)?) {
             if let Some(x) = cols.get_mut(c) {
                 *x = col;
             }
@@ -1296,7 +1306,7 @@ impl FastGroup {
         // accumulator reads them.
         let meta_read = self.reads_meta || (!whole && self.row_filter.reads_meta());
         let own_meta = match meta_read && st.meta_varies() {
-            true => columns::load(&scan.src, &[META_COLUMN])?.pop(),
+            true => source::load(&scan.src, &[META_COLUMN])?.pop(),
             false => None,
         };
         let sel: Vec<u32> = if whole {
@@ -1568,7 +1578,7 @@ impl FastGroup {
             if !(scalar(lo) && scalar(hi) && type_rank(lo) == type_rank(hi)) {
                 return Ok(false);
             }
-            let lo = match columns::in_every_row(&scan.src, name) {
+            let lo = match source::in_every_row(&scan.src, name) {
                 true => lo,
                 false => &NULL,
             };
@@ -1664,7 +1674,7 @@ impl FastGroup {
             return Ok(None);
         }
         match self.time_col.and_then(|c| self.columns.get(c)) {
-            Some(name) => columns::load_date_runs(&scan.src, name),
+            Some(name) => source::load_date_runs(&scan.src, name),
             None => Ok(None),
         }
     }

@@ -11,8 +11,8 @@
 //! - `$top`/`$bottom` take the output of the first/last document of a stable sort of the
 //!   input by their `sortBy` (sort keys compared as `$sort` compares them).
 
-use super::expr::Expr;
-use super::slots::SlotsRef;
+use crate::query::expr::Expr;
+use crate::query::slots::SlotsRef;
 use crate::error::{Error, Result};
 use crate::order::cmp_bson;
 use bson::{Bson, DateTime};

@@ -7,11 +7,11 @@
 //! the rounded bucket start, not a value. Sums come from `control.max["\u{1}sum"]` when the
 //! bucket's statistics carry them.
 
-use super::accum::AccOp;
-use super::columns::in_every_row;
-use super::expr::path_in_value;
-use super::plan::BucketStats;
-use super::scans::Source;
+use crate::query::aggregate::accumulators::AccOp;
+use crate::query::source::in_every_row;
+use crate::query::expr::path_in_value;
+use crate::query::plan::BucketStats;
+use crate::query::source::Source;
 use crate::order::type_rank;
 use crate::segment::BoundRef;
 use bson::Bson;
@@ -139,7 +139,7 @@ mod tests {
             row_shapes: Vec::new(),
             bson_bytes: None,
         });
-        let b = Arc::new(super::super::scans::MemBucket::closed(b));
+        let b = Arc::new(crate::query::source::MemBucket::closed(b));
         let src = Source::Mem(&b);
         let st = BucketStats::new(None, &min, &max, count);
         StatContext {

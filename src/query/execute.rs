@@ -4,14 +4,14 @@
 //! the find path and every stage evaluated over documents. Stages after the first blocking one run on
 //! its output documents.
 
-use super::accum::{Acc, AccOp};
+use crate::query::aggregate::accumulators::{Acc, AccOp};
 use super::expr::Expr;
-use super::fastgroup::FastGroup;
-use super::group::{GroupDocs, GroupSpec, GroupTable};
+use crate::query::aggregate::FastGroup;
+use crate::query::aggregate::table::{GroupDocs, GroupSpec, GroupTable};
 use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
 use super::pipeline::Stage;
 use super::cursor::{FindSpec, Output};
-use super::read::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
+use crate::query::select::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
 

@@ -4,7 +4,7 @@
 //! map, so that a step costs a few nanoseconds where building and looking up the key costs a
 //! hundred.
 
-use super::group::GroupTable;
+use crate::query::aggregate::table::GroupTable;
 use crate::error::Result;
 
 /// How the key bins a time.

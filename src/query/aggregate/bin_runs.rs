@@ -9,10 +9,10 @@
 //! The answers are those of the general column path: runs are fed in row order, consecutive
 //! runs of one group as one, exactly as that path feeds them.
 
-use super::accum::{exact_sum, AccOp, Values};
-use super::bins::{BinGroups, Bins};
-use super::group::GroupTable;
-use super::slots::SlotsRef;
+use crate::query::aggregate::accumulators::{exact_sum, AccOp, Values};
+use crate::query::aggregate::bins::{BinGroups, Bins};
+use crate::query::aggregate::table::GroupTable;
+use crate::query::slots::SlotsRef;
 use crate::error::Result;
 use bson::Bson;
 use std::ops::Range;
@@ -306,8 +306,8 @@ fn whole_bins(
 #[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::query::accum::Acc;
-    use crate::query::bins::tests::{each_bins, minute};
+    use crate::query::aggregate::accumulators::Acc;
+    use crate::query::aggregate::bins::tests::{each_bins, minute};
 
     fn table() -> GroupTable {
         GroupTable::new(

@@ -5,10 +5,10 @@
 //! encoding of the key gives: the map hashes those bytes, and the group keeps the `_id` value
 //! first seen. Groups come out in order of first appearance.
 
-use super::accum::{Acc, AccOp, AccSpec};
-use super::expr::{Expr, Row};
-use super::keyset::KeySet;
-use super::sort::{norm, sort_value, KeyOrder};
+use crate::query::aggregate::accumulators::{Acc, AccOp, AccSpec};
+use crate::query::expr::{Expr, Row};
+use crate::query::keyset::KeySet;
+use crate::query::sort::{norm, sort_value, KeyOrder};
 use crate::error::{Error, Result};
 use crate::order::{as_f64, type_rank};
 use bson::{Bson, Document};
@@ -25,7 +25,7 @@ pub struct GroupSpec {
 /// Builds a group's `_id` from a key cache's template: the table the template belongs to
 /// (0 for the table's own, else the number given to [`GroupTable::merge`]), the template's
 /// part and the bin starts of the key's time leaves (see
-/// [`super::keycache::KeyCache::id_value`]); `None` when it cannot.
+/// [`crate::query::aggregate::key_cache::KeyCache::id_value`]); `None` when it cannot.
 pub type Realize<'a> = &'a dyn Fn(u16, u32, &[i64]) -> Option<Bson>;
 
 /// [`Realize`], owned, for output built as it is read ([`GroupDocs`]).
@@ -883,7 +883,7 @@ fn key_len(v: &[u8]) -> Option<usize> {
 }
 
 /// Appends the normalised sort bytes (as a sort of documents writes them, see
-/// [`super::sort::norm`]) of the value at `path` in the `_id` whose [`encode_key`] bytes are
+/// [`crate::query::sort::norm`]) of the value at `path` in the `_id` whose [`encode_key`] bytes are
 /// `key`. False where the path is not one of `_id` or meets an array, or the value is not
 /// encoded exactly (large numbers, code): such keys are sorted as documents.
 fn put_sort_key(key: &[u8], path: &str, out: &mut Vec<u8>) -> bool {
@@ -1039,7 +1039,7 @@ fn put_sort_content(v: &[u8], out: &mut Vec<u8>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::accum::AccOp;
+    use crate::query::aggregate::accumulators::AccOp;
     use bson::doc;
     use proptest::prelude::*;
 
@@ -1351,7 +1351,7 @@ mod tests {
         assert!(docs.sort_by_id(&sort), "dates and strings are sorted from the keys");
         let got: Vec<Document> = docs.collect::<Result<_>>().unwrap();
         let mut want = table_of(&ids).into_docs().unwrap();
-        super::super::sort::sort_docs(&mut want, &sort);
+        crate::query::sort::sort_docs(&mut want, &sort);
         assert_eq!(got, want);
         let cmds: Vec<&str> = got.iter().map(|d| d.get_document("_id").unwrap().get_str("cmd").unwrap()).collect();
         assert_eq!(cmds, ["a\0", "z", "", "b", "a"]);
@@ -1428,7 +1428,7 @@ mod tests {
             sort in proptest::collection::vec(sort_key(), 1..3),
         ) {
             let mut want = table_of(&ids).into_docs().unwrap();
-            super::super::sort::sort_docs(&mut want, &sort);
+            crate::query::sort::sort_docs(&mut want, &sort);
             // Arrays and numbers past 2^53 are left to the sort of documents.
             let exact = |v: &Bson| {
                 let text = format!("{v:?}");

@@ -1,9 +1,13 @@
-//! The buckets a read chose to scan, and where each lives: in memory or in a segment.
+//! Where a bucket to scan lives, in memory or in a segment, and the one way operators read
+//! either: its statistics ([`stats`]) and the columns asked for ([`load`], [`load_times`]),
+//! typed as [`Col`]s whichever it is. The buckets a read chose ([`Scans`]).
 
 use super::columns::Col;
-use super::plan::Verdict;
+use super::plan::{BucketStats, Verdict};
 use super::slots::Slots;
 use crate::bucket::{BucketData, Column};
+use crate::codec::decode_date_runs;
+use crate::error::{Error, Result};
 use crate::catalog::column::Data;
 use crate::catalog::{ColumnRef, OpenCopy};
 use crate::segment::Segment;
@@ -137,6 +141,105 @@ fn col_of(c: ColumnRef<'_>, rows: usize) -> Col {
     }
 }
 
+fn missing_bucket(i: u32) -> Error {
+    Error::BadValue(format!(
+        "bucket {i} vanished from its segment during a read"
+    ))
+}
+
+/// A bucket's statistics, read without loading its data.
+pub fn stats<'a>(src: &Source<'a>) -> Result<BucketStats<'a>> {
+    Ok(match *src {
+        Source::Mem(m) => {
+            let b = m.head();
+            BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count)
+        }
+        Source::Seg(seg, i) => {
+            let s = seg
+                .buckets()
+                .get(i as usize)
+                .ok_or_else(|| missing_bucket(i))?;
+            BucketStats::of_segment(seg, i as usize, s)
+        }
+    })
+}
+
+/// True when every row of the bucket has field `name`.
+pub fn in_every_row(src: &Source, name: &str) -> bool {
+    match src {
+        Source::Seg(seg, i) => seg.column_in_every_row(*i as usize, name),
+        Source::Mem(b) => {
+            let Some(col) = b.names().iter().position(|n| *n == name) else {
+                return false;
+            };
+            let shapes = &b.head().shapes;
+            !shapes.is_empty() && shapes.iter().all(|s| s.contains(&(col as u32)))
+        }
+    }
+}
+
+/// Decodes the named columns of a bucket (`Col::Missing` where it has none).
+pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
+    match src {
+        Source::Seg(seg, i) => Ok(seg
+            .read_columns_with(*i as usize, names, Col::decode)?
+            .into_iter()
+            .map(|c| c.unwrap_or(Col::Missing))
+            .collect()),
+        Source::Mem(b) => Ok(names.iter().map(|n| b.column(n)).collect()),
+    }
+}
+
+/// The time column `name` of a segment bucket as runs of equal times `(ms, rows)`, when its
+/// encoding stores them so (see [`crate::codec::decode_date_runs`]); `None` otherwise and for
+/// buckets in memory.
+pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>>> {
+    match src {
+        Source::Seg(seg, i) => Ok(seg
+            .read_columns_with(*i as usize, &[name], decode_date_runs)?
+            .into_iter()
+            .next()
+            .flatten()
+            .flatten()),
+        Source::Mem(_) => Ok(None),
+    }
+}
+
+/// A bucket's time column as runs of equal times where it is stored so, else decoded.
+pub enum TimeCol {
+    /// Runs `(ms, rows)` (see [`load_date_runs`]).
+    Runs(Vec<(i64, u32)>),
+    /// The decoded column ([`Col::Missing`] when the bucket has none).
+    Col(Col),
+}
+
+/// The time column `name` of a bucket, read once: as runs when its encoding stores them so,
+/// else decoded (a reader that takes either saves reading the column twice).
+pub fn load_times(src: &Source, name: &str) -> Result<TimeCol> {
+    match src {
+        Source::Seg(seg, i) => {
+            let got = seg.read_columns_with(*i as usize, &[name], |data, rows| {
+                Ok(match decode_date_runs(data, rows)? {
+                    Some(runs) => TimeCol::Runs(runs),
+                    None => TimeCol::Col(Col::decode(data, rows)?),
+                })
+            })?;
+            Ok(got
+                .into_iter()
+                .next()
+                .flatten()
+                .unwrap_or(TimeCol::Col(Col::Missing)))
+        }
+        Source::Mem(_) => Ok(TimeCol::Col(
+            load(src, &[name])?
+                .into_iter()
+                .next()
+                .unwrap_or(Col::Missing),
+        )),
+    }
+}
+
+
 /// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.
 #[derive(Clone, Copy)]
 pub enum Source<'a> {
@@ -146,7 +249,7 @@ pub enum Source<'a> {
     Seg(&'a Arc<Segment>, u32),
 }
 
-/// A bucket chosen by [`super::read::select`] and what its statistics proved, as [`Scans::get`] gives it.
+/// A bucket chosen by [`crate::query::select::select`] and what its statistics proved, as [`Scans::get`] gives it.
 #[derive(Clone, Copy)]
 pub struct Scan<'a> {
     /// Where the bucket lives.
@@ -162,7 +265,7 @@ pub(super) enum Place {
     Seg(u32, u32),
 }
 
-/// The buckets [`super::read::select`] chose, in order, holding each segment they lie in once:
+/// The buckets [`crate::query::select::select`] chose, in order, holding each segment they lie in once:
 /// an `Arc` taken and released per bucket cost a sixth of a grouped count over tens of
 /// thousands of buckets of one to three rows, all of it on one thread.
 #[derive(Clone, Default)]

@@ -1,15 +1,16 @@
 //! Running reads: which buckets can hold matches (the `_id` index range, then each bucket's
 //! [`Verdict`]), counting without unpacking what the statistics decide.
 
-use super::columns::{self, Col};
+use super::columns::Col;
+use super::source;
 pub use super::cursor::Cursor;
 use super::keyset::KeySet;
 use super::parallel::{self, on_threads};
 use super::plan::SegmentBounds;
 pub use super::plan::{BucketStats, Plan, Verdict};
-use super::rowmask::RowFilter;
-use super::scans::Place;
-pub use super::scans::{MemBucket, Scan, Scans, Source};
+use crate::query::row_filter::RowFilter;
+use crate::query::source::Place;
+pub use crate::query::source::{MemBucket, Scan, Scans, Source};
 use crate::bucket::{BucketData, META_COLUMN};
 use crate::collstate::CollState;
 use crate::error::Result;
@@ -487,7 +488,7 @@ const TESTED_PER_WORKER: usize = 256;
 fn count_tested(scans: &Scans, which: &[usize], plan: &Plan, rf: &RowFilter) -> Result<u64> {
     let mut n = 0;
     for s in which.iter().filter_map(|&i| scans.get(i)) {
-        let st = columns::stats(&s.src)?;
+        let st = source::stats(&s.src)?;
         n += count_columns(rf, &s.src, &st, plan.time_field())?;
     }
     Ok(n)
@@ -509,7 +510,7 @@ fn count_columns(rf: &RowFilter, src: &Source, st: &BucketStats<'_>, time: &str)
     if own {
         names.push(META_COLUMN);
     }
-    let mut loaded = columns::load(src, &names)?;
+    let mut loaded = source::load(src, &names)?;
     let own_meta = if own { loaded.pop() } else { None };
     let mut cols: Vec<Col> = (0..rf.columns.len()).map(|_| Col::Missing).collect();
     for (c, col) in read.into_iter().zip(loaded) {

@@ -7,9 +7,9 @@
 //! instead of once per bucket. A bucket whose times span bins adds the runs of equal times
 //! its time column is stored as, one step per run, or else its decoded times.
 
-use super::accum::{Acc, AccOp};
-use super::bins::{BinGroups, Bins};
-use super::group::GroupTable;
+use crate::query::aggregate::accumulators::{Acc, AccOp};
+use crate::query::aggregate::bins::{BinGroups, Bins};
+use crate::query::aggregate::table::GroupTable;
 use crate::error::Result;
 use bson::Bson;
 
@@ -125,7 +125,7 @@ impl CountLane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::bins::tests::{each_bins, minute};
+    use crate::query::aggregate::bins::tests::{each_bins, minute};
 
     #[test]
     fn buckets_within_one_bin_add_their_rows_and_spanning_ones_are_left() {
