@@ -784,7 +784,7 @@ impl FastGroup {
         }
     }
 
-    /// True when buckets taken whole can be fed by [`binlane`]: a key of one time leaf that
+    /// True when buckets taken whole can be fed by [`bin_runs`]: a key of one time leaf that
     /// reads no meta value, and no picks.
     fn bin_lane(&self) -> bool {
         !self.reads_meta
@@ -794,7 +794,7 @@ impl FastGroup {
             && self.time_col.is_some()
     }
 
-    /// Feeds a bucket taken whole, whose key varies, through [`binlane`]; false, having fed
+    /// Feeds a bucket taken whole, whose key varies, through [`bin_runs`]; false, having fed
     /// nothing, when its times are not a date in every row.
     fn bin_lane_take(
         &self,
