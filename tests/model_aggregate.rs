@@ -62,7 +62,8 @@ fn t(s: i64) -> DateTime {
     DateTime::from_millis(1_700_000_000_000 + s * 1000)
 }
 
-fn small_collection() -> (tempfile::TempDir, Database, Collection) {
+/// A collection `c` with minute buckets, holding `docs`.
+fn collection_of(docs: &[Document]) -> (tempfile::TempDir, Database, Collection) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
     let c = db
@@ -73,15 +74,18 @@ fn small_collection() -> (tempfile::TempDir, Database, Collection) {
                 .bucket_span(60, 60),
         )
         .unwrap();
-    c.insert_many(&[
+    c.insert_many(docs).unwrap();
+    (dir, db, c)
+}
+
+fn small_collection() -> (tempfile::TempDir, Database, Collection) {
+    collection_of(&[
         doc! {"_id": 1, "t": t(0), "m": "a", "x": 1},
         doc! {"_id": 2, "t": t(90), "m": "a", "x": Bson::Int64(2)},
         doc! {"_id": 3, "t": t(30), "m": "b", "x": "text"},
         doc! {"_id": 4, "t": t(200), "m": "b"},
         doc! {"_id": 5, "t": t(150), "m": "b", "x": 2.5},
     ])
-    .unwrap();
-    (dir, db, c)
 }
 
 /// MongoDB's answers for the documents of [`small_collection`], written out by hand.
@@ -170,21 +174,10 @@ fn documented_answers_on_a_small_collection() {
 /// (a value of its own) joined the group of the bucket's.
 #[test]
 fn rows_with_their_own_meta_value_group_apart_in_a_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path()).unwrap();
-    let c = db
-        .create_collection(
-            "c",
-            TimeseriesOptions::new("t")
-                .meta_field("m")
-                .bucket_span(60, 60),
-        )
-        .unwrap();
-    c.insert_many(&[
+    let (_dir, db, c) = collection_of(&[
         doc! {"t": t(5), "m": {"b": 0, "c": 0}},
         doc! {"t": t(5), "m": {"c": 0, "b": 0}},
-    ])
-    .unwrap();
+    ]);
     let by_second = doc! {"$dateTrunc": {"date": "$t", "unit": "second"}};
     let p = vec![doc! {"$group": {"_id": {"m": "$m", "t": by_second}, "n": {"$count": {}}}}];
     for flush in [false, true] {
