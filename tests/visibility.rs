@@ -76,6 +76,55 @@ fn an_insert_is_visible_to_a_thread_that_learned_of_it() {
     assert_eq!(c.count_documents(doc! {}).unwrap(), 20_000);
 }
 
+/// Reads beside a writer see whole batches, and the statistics a read keeps for the rows of an
+/// open bucket (split once, brought up to date as rows arrive) agree with those rows: the
+/// count, the sum and the maximum of `v` (row `i` holds `i`) are those of a prefix of batches.
+#[test]
+fn reads_beside_a_writer_see_whole_batches_with_matching_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("c", options()).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let group = vec![doc! {"$group": {
+        "_id": null, "n": {"$count": {}}, "s": {"$sum": "$v"}, "mx": {"$max": "$v"}
+    }}];
+    std::thread::scope(|s| {
+        let writer = c.clone();
+        let done = &done;
+        s.spawn(move || {
+            for k in 0..40 {
+                writer.insert_many(&batch(k * 500, 500)).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        for _ in 0..2 {
+            let (c, group) = (c.clone(), group.clone());
+            s.spawn(move || {
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) || reads < 5 {
+                    reads += 1;
+                    let n = c.count_documents(doc! {}).unwrap() as i64;
+                    assert_eq!(n % 500, 0, "a read saw part of a batch: {n}");
+                    let got: Vec<Document> = c
+                        .aggregate(group.clone())
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect();
+                    let Some(g) = got.first() else { continue };
+                    let n = i64::from(g.get_i32("n").unwrap());
+                    assert_eq!(n % 500, 0, "a group saw part of a batch: {g:?}");
+                    assert_eq!(g.get_i64("s").unwrap(), n * (n - 1) / 2, "{g:?}");
+                    assert_eq!(g.get_i64("mx").unwrap(), n - 1, "{g:?}");
+                    let high = c.count_documents(doc! {"v": {"$gte": n / 2}}).unwrap() as i64;
+                    assert!(high >= n - n / 2, "{high} of {n} rows with v >= {}", n / 2);
+                }
+            });
+        }
+    });
+    assert_eq!(c.stats().unwrap().measurements, 20_000);
+    assert_eq!(c.count_documents(doc! {}).unwrap(), 20_000);
+}
+
 #[test]
 fn an_insert_through_a_handle_of_a_dropped_collection_is_refused() {
     let dir = tempfile::tempdir().unwrap();
