@@ -92,7 +92,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
             ],
         )
     };
-    for f in ["d.jsonl", "d.bson", "d.csv", "again.jsonl"] {
+    for f in ["d.jsonl", "d.bson", "d.csv", "d.lp", "again.jsonl"] {
         gen(f);
     }
     let jsonl = std::fs::read_to_string(d.join("d.jsonl")).unwrap();
@@ -106,6 +106,13 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     let csv = std::fs::read_to_string(d.join("d.csv")).unwrap();
     assert_eq!(csv.lines().count() as u64, ROWS + 1);
     assert!(csv.starts_with("time,tags.hostname,tags.region,"));
+    let lp = std::fs::read_to_string(d.join("d.lp")).unwrap();
+    assert_eq!(lp.lines().count() as u64, ROWS);
+    assert!(
+        lp.starts_with("cpu,hostname=host_0,region=") && lp.lines().all(|l| l.ends_with("000000")),
+        "{}",
+        lp.lines().next().unwrap_or_default()
+    );
 
     create(d, "cpu", "time", Some("tags"));
     let summary = ok(d, &["import", "db", "cpu", "d.jsonl"]);
@@ -122,6 +129,11 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
         d,
         &[&["import", "db", "cpu_csv", "d.csv"][..], &create].concat(),
     );
+    // Line protocol's meta document gains the measurement's name; the groups are the same.
+    ok(
+        d,
+        &[&["import", "db", "cpu_lp", "d.lp"][..], &create].concat(),
+    );
 
     let group = r#"[{"$group": {"_id": "$tags.hostname", "n": {"$sum": 1}, "u": {"$sum": "$usage_user"}}}, {"$sort": {"_id": 1}}]"#;
     let reference = ok(d, &["aggregate", "db", "cpu", group]);
@@ -129,7 +141,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
     assert_eq!(groups.len(), 5);
     assert!(groups.iter().all(|g| g["n"] == 360));
     assert_eq!(groups[1]["_id"], "host_1");
-    for coll in ["cpu", "cpu_bson", "cpu_csv"] {
+    for coll in ["cpu", "cpu_bson", "cpu_csv", "cpu_lp"] {
         assert_eq!(count(d, coll, "{}"), ROWS);
         assert_eq!(count(d, coll, r#"{"tags.hostname": "host_1"}"#), 360);
         // The same data whatever the format it travelled in.
@@ -181,7 +193,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
 
     let report = ok(d, &["verify", "db"]);
     assert!(
-        report.contains(&format!("{} measurements", 3 * ROWS)),
+        report.contains(&format!("{} measurements", 4 * ROWS)),
         "{report}"
     );
 
@@ -196,7 +208,7 @@ fn every_format_imports_to_the_same_answers_and_verify_finds_damage() {
         .iter()
         .map(|f| f["row_count"].as_u64().unwrap())
         .sum();
-    assert_eq!(rows, 3 * ROWS);
+    assert_eq!(rows, 4 * ROWS);
 
     // Damage the middle of a segment in a copy: verify must fail naming the file.
     copy_dir(&d.join("db"), &d.join("damaged"));

@@ -1,5 +1,5 @@
-//! `tsbucket gen`: a seeded workload written as JSON Lines, BSON or CSV. The same flags give
-//! the same bytes.
+//! `tsbucket gen`: a seeded workload written as JSON Lines, BSON, CSV or InfluxDB line
+//! protocol. The same flags give the same bytes.
 
 use crate::common::{is_std, CliResult, Format, Workload};
 use crate::csvdoc::flatten;
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-use tsbucket::bson::Document;
+use tsbucket::bson::{Bson, Document};
 use tsbucket_workload::{Devops, Seed004};
 
 /// Flags of `tsbucket gen`.
@@ -44,6 +44,11 @@ pub struct GenArgs {
 
 /// Runs `gen`.
 pub fn run(a: GenArgs) -> CliResult {
+    // The measurement name, time field and meta field of the workload's line protocol.
+    let names = match a.workload {
+        Workload::Devops => ("cpu", "time", "tags"),
+        Workload::Seed004 => ("seed004", "timestamp", "dims"),
+    };
     let (total, docs): (u64, Box<dyn Iterator<Item = Document>>) = match a.workload {
         Workload::Devops => {
             let mut cfg = Devops {
@@ -76,9 +81,6 @@ pub fn run(a: GenArgs) -> CliResult {
             .unwrap_or(Format::Jsonl),
         f => f,
     };
-    if format == Format::LineProtocol {
-        return Err("gen writes JSON Lines, BSON or CSV, not line protocol".into());
-    }
     let sink: Box<dyn Write> = if is_std(&a.out) {
         Box::new(io::stdout().lock())
     } else {
@@ -88,6 +90,7 @@ pub fn run(a: GenArgs) -> CliResult {
     let mut sink = match format {
         Format::Csv => Sink::Csv(Box::new(csv::Writer::from_writer(sink)), None),
         Format::Bson => Sink::Bson(BufWriter::with_capacity(1 << 16, sink)),
+        Format::LineProtocol => Sink::Lines(BufWriter::with_capacity(1 << 16, sink), names),
         _ => Sink::Jsonl(BufWriter::with_capacity(1 << 16, sink)),
     };
     let pb = ProgressBar::new(total);
@@ -111,6 +114,11 @@ enum Sink {
     Bson(BufWriter<Box<dyn Write>>),
     /// The writer and the columns, which the first document fixes.
     Csv(Box<csv::Writer<Box<dyn Write>>>, Option<Vec<String>>),
+    /// The writer, and the measurement name, time field and meta field.
+    Lines(
+        BufWriter<Box<dyn Write>>,
+        (&'static str, &'static str, &'static str),
+    ),
 }
 
 impl Sink {
@@ -122,6 +130,10 @@ impl Sink {
                 w.write_all(b"\n")?;
             }
             Sink::Bson(w) => w.write_all(&doc.to_vec()?)?,
+            Sink::Lines(w, names) => {
+                let line = line_of(&doc, *names)?;
+                w.write_all(line.as_bytes())?;
+            }
             Sink::Csv(w, header) => {
                 let flat = flatten(&doc);
                 let header = match header {
@@ -152,7 +164,7 @@ impl Sink {
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Sink::Jsonl(w) | Sink::Bson(w) => w.flush(),
+            Sink::Jsonl(w) | Sink::Bson(w) | Sink::Lines(w, _) => w.flush(),
             Sink::Csv(w, _) => w.flush(),
         }
     }
@@ -165,4 +177,69 @@ fn csv_io(e: csv::Error) -> io::Error {
         csv::ErrorKind::Io(io) => io,
         _ => io::Error::other(msg),
     }
+}
+
+/// A generated document as one line of line protocol: the measurement `name`, the meta
+/// document's fields as tags (their values as text: line protocol's tags are strings), the
+/// other fields as fields (`i` after an integer), the time in nanoseconds.
+fn line_of(doc: &Document, (name, time, meta): (&str, &str, &str)) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let mut line = escape(name, &[',', ' ']);
+    let mut fields = String::new();
+    let mut ns = None;
+    for (k, v) in doc {
+        match v {
+            Bson::DateTime(t) if k == time => {
+                ns = t.timestamp_millis().checked_mul(1_000_000);
+            }
+            Bson::Document(tags) if k == meta => {
+                for (tk, tv) in tags {
+                    let text = match tv {
+                        Bson::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    let _ = write!(
+                        line,
+                        ",{}={}",
+                        escape(tk, &[',', '=', ' ']),
+                        escape(&text, &[',', '=', ' '])
+                    );
+                }
+            }
+            _ => {
+                if !fields.is_empty() {
+                    fields.push(',');
+                }
+                let k = escape(k, &[',', '=', ' ']);
+                let _ = match v {
+                    Bson::Int32(x) => write!(fields, "{k}={x}i"),
+                    Bson::Int64(x) => write!(fields, "{k}={x}i"),
+                    // Debug keeps a decimal point, which tells readers it is a float.
+                    Bson::Double(x) => write!(fields, "{k}={x:?}"),
+                    Bson::Boolean(b) => write!(fields, "{k}={b}"),
+                    Bson::String(s) => write!(fields, "{k}=\"{}\"", escape(s, &['"', '\\'])),
+                    other => {
+                        return Err(format!(
+                            "field '{k}' holds {other}: line protocol has no such value"
+                        ))
+                    }
+                };
+            }
+        }
+    }
+    let ns = ns.ok_or_else(|| format!("a document has no date in '{time}'"))?;
+    Ok(format!("{line} {fields} {ns}\n"))
+}
+
+/// `s` with a backslash before each of `special` (line protocol escapes nothing else in
+/// names and tags; in a string field, backslashes too, which `special` then names).
+fn escape(s: &str, special: &[char]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if special.contains(&c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

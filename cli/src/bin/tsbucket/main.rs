@@ -62,7 +62,7 @@ enum Cmd {
     /// Generate the devops-cpu workload, ingest it, flush, run queries and report storage and
     /// speed figures.
     Demo(demo::DemoArgs),
-    /// Write a seeded benchmark workload to a file as JSON Lines, BSON or CSV.
+    /// Write a seeded benchmark workload to a file as JSON Lines, BSON, CSV or line protocol.
     Gen(gen::GenArgs),
     /// Create a time-series collection (and the database if missing).
     Create(admin::CreateArgs),
