@@ -663,7 +663,10 @@ impl BucketBuilder {
         !self.cols.raw_metas.is_empty()
     }
 
-    /// Approximate memory held, for the catalog's memory limit.
+    /// Approximate memory held, for the catalog's memory limit. Twice the measurements' BSON
+    /// size covers the rows (kept as BSON, or as values alone, or split into typed vectors)
+    /// and the typed copy a read keeps of rows waiting unsplit (eight bytes or less per value,
+    /// where the value's BSON element is at least its type, name and eight bytes).
     pub fn memory(&self) -> usize {
         self.size * 2 + 1024
     }
