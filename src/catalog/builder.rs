@@ -664,9 +664,9 @@ impl BucketBuilder {
     }
 
     /// Approximate memory held, for the catalog's memory limit. Twice the measurements' BSON
-    /// size covers the rows (kept as BSON, or as values alone, or split into typed vectors)
-    /// and the typed copy a read keeps of rows waiting unsplit (eight bytes or less per value,
-    /// where the value's BSON element is at least its type, name and eight bytes).
+    /// size covers the rows (kept as BSON, as values alone, or split into typed vectors) and
+    /// the typed copy a read keeps of rows waiting unsplit: a number or date takes eight bytes
+    /// there, less than its BSON element; a short string takes a few more than its element.
     pub fn memory(&self) -> usize {
         self.size * 2 + 1024
     }
