@@ -59,8 +59,30 @@ fn devops_forms_agree() {
         &docs,
     );
     let questions = devops_matrix(&cfg);
-    assert_eq!(questions.len(), 18);
+    assert_eq!(questions.len(), 19);
     check(&c, &questions);
+
+    // A top by a field reads the buckets best first by their bounds and stops early; the
+    // document path sorts every measurement. Same documents, ties in the same order.
+    for (sort, limit) in [
+        (doc! {"usage_user": -1}, 10),
+        (doc! {"usage_idle": 1}, 25),
+        (doc! {"usage_guest": -1, "time": 1}, 7),
+    ] {
+        let p = vec![doc! {"$sort": sort.clone()}, doc! {"$limit": limit}];
+        let fast: Vec<Document> = c
+            .aggregate(p.clone())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let all: Vec<Document> = c
+            .aggregate_unpacked(p)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(fast.len(), limit as usize);
+        assert_eq!(fast, all, "{sort}");
+    }
 
     // The documented last-point form says how it was rewritten, and reads only each series'
     // newest buckets, as the sort on time does.

@@ -93,6 +93,8 @@ def questions():
     out.append(("host-latest-10",
                 f"SELECT * FROM cpu WHERE \"tags.hostname\" = '{hosts(1)[0]}' "
                 f"ORDER BY time DESC LIMIT 10"))
+    out.append(("top-usage-10",
+                "SELECT * FROM cpu ORDER BY usage_user DESC LIMIT 10"))
     out.append(("usage-histogram",
                 "SELECT usage_user, count(*) AS n FROM cpu GROUP BY 1 ORDER BY 1"))
     out.append(("busiest-time",

@@ -1,12 +1,19 @@
 //! The cursor `find` returns: it reads one bucket at a time, decoding only the columns the
 //! filter, projection and sort need, and stops as soon as skip and limit are satisfied. A sort
-//! on the time field alone streams in time order across buckets; other sorts read every match
+//! on the time field alone streams in time order across buckets. A sort with a limit led by a
+//! measurement field reads the buckets best first by their bounds of it and stops when no
+//! bucket left can hold a row among the first `skip + limit`; other sorts read every match
 //! (keeping only the first `skip + limit` when there is a limit).
 
 use crate::query::aggregate::table::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::Projection;
-use super::sort::{sort_within, top_sorted, SortMemory, SortedDocs, TOP_K_MAX};
+use super::sort::{sort_order, sort_value, sort_within, top_sorted, SortMemory, SortedDocs, TOP_K_MAX};
+use super::source::{self, Source};
+use crate::order::cmp_bson;
+use crate::segment::BoundRef;
+use bson::Bson;
+use std::cmp::Ordering;
 use crate::query::select::{count_of, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
@@ -467,11 +474,12 @@ impl Cursor {
                 spec.threads,
             ));
         }
-        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
         let n = spec.skip.saturating_add(left);
         let mut c = if n <= TOP_K_MAX {
-            Cursor::from_docs(top_sorted(all, &spec.sort, usize::try_from(n).unwrap_or(usize::MAX))?)
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            Cursor::from_docs(top_by_bounds(sources, plan, &spec.sort, n, spec.threads)?)
         } else {
+            let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
             Cursor::all_of(Mode::Stream(sort_within(all, &spec.sort, &spec.memory)?.0))
         };
         c.projection = spec.projection;
@@ -606,4 +614,130 @@ impl Iterator for Cursor {
             }
         }
     }
+}
+
+/// The first `n` matches of `sources` in the order of `keys`, ties in scan order: what sorting
+/// every match and keeping `n` gives. When the first key is a top-level measurement field,
+/// buckets are read best first by their bounds of it (`control.min` for an ascending key,
+/// `control.max` for a descending one), and reading stops once no bucket left can hold a row
+/// that sorts before the `n`th kept: a top 10 by a field reads a few buckets, not all of them.
+fn top_by_bounds(
+    sources: Scans,
+    plan: Plan,
+    keys: &[(String, bool)],
+    n: usize,
+    threads: usize,
+) -> Result<Vec<Document>> {
+    let first = bounded_top_key(&plan, keys);
+    let Some((field, asc)) = first.filter(|_| n > 0 && sources.len() > 1) else {
+        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, threads);
+        return top_sorted(all, keys, n);
+    };
+    // `a` sorts before `b` by the first key.
+    let before = |a: &Bson, b: &Bson| match asc {
+        true => cmp_bson(a, b) == Ordering::Less,
+        false => cmp_bson(a, b) == Ordering::Greater,
+    };
+    // Each bucket's best first-key value; buckets whose bounds tell nothing come first.
+    let mut order: Vec<(usize, Option<Bson>)> = sources
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (k, best_of(&s.src, field, asc)))
+        .collect();
+    order.sort_by(|(i, a), (j, b)| match (a, b) {
+        (None, None) => i.cmp(j),
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(a), Some(b)) if before(a, b) => Ordering::Less,
+        (Some(a), Some(b)) if before(b, a) => Ordering::Greater,
+        _ => i.cmp(j),
+    });
+    // The kept documents with where they were found (bucket in scan order, row), so that ties
+    // come out in scan order.
+    let mut kept: Vec<((usize, usize), Document)> = Vec::new();
+    let mut sorted = true;
+    for (at, (k, _)) in order.iter().enumerate() {
+        let one = Cursor::scan(sources.only(*k), plan.clone(), None, 0, u64::MAX, 1);
+        for (row, d) in one.enumerate() {
+            kept.push(((*k, row), d?));
+            sorted = false;
+        }
+        if kept.len() < n {
+            continue;
+        }
+        if !sorted {
+            keep_first(&mut kept, keys, n);
+            sorted = true;
+        }
+        let Some(((nth_at, _), nth)) = kept.last() else {
+            continue;
+        };
+        let v = sort_value(nth, field, asc);
+        match order.get(at + 1) {
+            Some((_, Some(b))) if before(v.as_ref(), b) => break,
+            // With one key, a row that ties with the `n`th loses to it when found later in
+            // scan order, and the buckets of equal bounds come in scan order.
+            Some((next_at, Some(b)))
+                if keys.len() == 1 && *next_at > *nth_at && !before(b, v.as_ref()) =>
+            {
+                break
+            }
+            _ => {}
+        }
+    }
+    keep_first(&mut kept, keys, n);
+    Ok(kept.into_iter().map(|(_, d)| d).collect())
+}
+
+/// The first sort key and its direction when the buckets' bounds of it can order a top-k
+/// ([`top_by_bounds`]): a top-level measurement field (not the time, whose `control.min` is
+/// the rounded bucket start, nor the meta field).
+pub(crate) fn bounded_top_key<'k>(plan: &Plan, keys: &'k [(String, bool)]) -> Option<(&'k str, bool)> {
+    let (k, asc) = keys.first()?;
+    let field = !k.contains('.')
+        && *k != plan.time_field
+        && plan.meta_field.as_deref() != Some(k.as_str())
+        && !crate::catalog::is_hidden(k);
+    field.then_some((k.as_str(), *asc))
+}
+
+/// Sorts `kept` by `keys`, ties by where each was found, and keeps the first `n`.
+fn keep_first(kept: &mut Vec<((usize, usize), Document)>, keys: &[(String, bool)], n: usize) {
+    kept.sort_by_key(|(at, _)| *at);
+    let (at, docs): (Vec<_>, Vec<_>) = std::mem::take(kept).into_iter().unzip();
+    let order = sort_order(&docs, keys);
+    let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
+    for i in order.into_iter().take(n) {
+        let i = i as usize;
+        if let (Some(&p), Some(d)) = (at.get(i), docs.get_mut(i).and_then(Option::take)) {
+            kept.push((p, d));
+        }
+    }
+}
+
+/// The value of top-level `field` that sorts first among the bucket's rows, from its
+/// statistics (a row without the field sorts as null); `None` when they cannot tell (arrays or
+/// documents in the field, or bounds missing).
+fn best_of(src: &Source<'_>, field: &str, asc: bool) -> Option<Bson> {
+    let st = source::stats(src).ok()?;
+    let (lo, hi) = match st.bound(field) {
+        BoundRef::Absent => return Some(Bson::Null),
+        BoundRef::Range(lo, hi) => (lo, hi),
+        BoundRef::Partial => return None,
+    };
+    let scalar = |v: &Bson| !matches!(v, Bson::Array(_) | Bson::Document(_));
+    if !scalar(lo) || !scalar(hi) {
+        return None;
+    }
+    let best = if asc { lo } else { hi };
+    if source::in_every_row(src, field) {
+        return Some(best.clone());
+    }
+    // Rows without the field sort as null, which may come first.
+    let null = Bson::Null;
+    let first = match (asc, cmp_bson(&null, best)) {
+        (true, Ordering::Less) | (false, Ordering::Greater) => &null,
+        _ => best,
+    };
+    Some(first.clone())
 }

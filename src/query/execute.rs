@@ -10,7 +10,7 @@ use crate::query::aggregate::FastGroup;
 use crate::query::aggregate::table::{GroupDocs, GroupSpec, GroupTable};
 use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
 use super::pipeline::Stage;
-use super::cursor::{FindSpec, Output};
+use super::cursor::{bounded_top_key, FindSpec, Output};
 use crate::query::select::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
@@ -168,10 +168,21 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
             "scan in time order ({}): buckets merged by their time bounds, {select}{project}{limit}",
             if *asc { "ascending" } else { "descending" }
         ),
-        _ => format!(
-            "scan in _id order: {select}; $sort: top-k keeping the first {} by normalised keys{project}",
-            spec.skip.saturating_add(spec.limit.unwrap_or(0))
-        ),
+        keys => {
+            let n = spec.skip.saturating_add(spec.limit.unwrap_or(0));
+            match bounded_top_key(plan, keys) {
+                Some((k, asc)) if n <= TOP_K_MAX => format!(
+                    "scan of the buckets best first by their control.{} of {k}, stopping when \
+                     none left can hold a row before the {n}th kept: {select}; $sort: top-k \
+                     keeping the first {n} by normalised keys{project}",
+                    if asc { "min" } else { "max" }
+                ),
+                _ => format!(
+                    "scan in _id order: {select}; $sort: top-k keeping the first {n} by \
+                     normalised keys{project}"
+                ),
+            }
+        }
     }
 }
 

@@ -33,6 +33,18 @@ pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
     permute(docs, order);
 }
 
+/// The positions of `docs` in sort order by `keys` (ties keep their order in `docs`).
+pub(crate) fn sort_order(docs: &[Document], keys: &[(String, bool)]) -> Vec<u32> {
+    if docs.len() < 2 || keys.is_empty() {
+        return (0..docs.len() as u32).collect();
+    }
+    let mut encoded = Keys::default();
+    for d in docs {
+        encoded.push(d, keys);
+    }
+    encoded.order(keys, |i| docs.get(i as usize))
+}
+
 /// Puts `docs` in `order` (positions of the documents, first to last).
 fn permute(docs: &mut [Document], order: Vec<u32>) {
     let mut taken: Vec<Document> = docs.iter_mut().map(std::mem::take).collect();

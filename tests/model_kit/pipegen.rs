@@ -6,7 +6,7 @@
 //! turned into its nearest sensible form or dropped. This keeps every pipeline valid and
 //! deterministic while proptest shrinks the intent list freely.
 
-use super::data::Ctx;
+use super::data::{Ctx, FIELDS};
 use super::filters::{self, field_clause_on, Clause, Operands};
 use super::pipeline::eval_stage;
 use proptest::prelude::*;
@@ -58,11 +58,13 @@ pub enum Step {
     Project(Vec<&'static str>, bool, Option<bool>),
     /// Sort by time (or count, after `$group`) then `_id`, or by `_id` alone; on measurements,
     /// `meta_first` puts the meta path `m.a` first (the shape of MongoDB's documented last
-    /// point per series, when a `$group` on `m.a` follows).
+    /// point per series, when a `$group` on `m.a` follows); otherwise `field_first` puts a
+    /// measurement field of [`FIELDS`] first (a top by a field: sparse, of mixed types, arrays).
     Sort {
         by_time_or_count: bool,
         ascending: bool,
         meta_first: bool,
+        field_first: Option<u8>,
     },
     Skip(u8),
     Limit(u8),
@@ -84,10 +86,12 @@ impl fmt::Debug for Step {
                 by_time_or_count,
                 ascending,
                 meta_first,
+                field_first,
             } => {
                 write!(
                     f,
-                    "Sort by_time_or_count {by_time_or_count} asc {ascending} meta_first {meta_first}"
+                    "Sort by_time_or_count {by_time_or_count} asc {ascending} meta_first \
+                     {meta_first} field_first {field_first:?}"
                 )
             }
             Step::Skip(n) => write!(f, "Skip {n}"),
@@ -139,11 +143,17 @@ fn step() -> BoxedStrategy<Step> {
         1 => prop::collection::vec(field_clause_on(GROUP_PATHS.to_vec()), 1..=2)
             .prop_map(Step::MatchGroups),
         1 => projection.prop_map(|(p, inc, id)| Step::Project(p, inc, id)),
-        3 => (any::<bool>(), any::<bool>(), prop::bool::weighted(0.3))
-            .prop_map(|(by_time_or_count, ascending, meta_first)| Step::Sort {
+        3 => (
+            any::<bool>(),
+            any::<bool>(),
+            prop::bool::weighted(0.3),
+            prop::option::weighted(0.3, 0u8..FIELDS.len() as u8),
+        )
+            .prop_map(|(by_time_or_count, ascending, meta_first, field_first)| Step::Sort {
                 by_time_or_count,
                 ascending,
                 meta_first,
+                field_first,
             }),
         1 => (0u8..20).prop_map(Step::Skip),
         1 => (1u8..20).prop_map(Step::Limit),
@@ -327,11 +337,14 @@ pub fn build(steps: &[Step], ctx: &Ctx, docs: &[Document]) -> Built {
                 by_time_or_count,
                 ascending,
                 meta_first,
+                field_first,
             } if shape.unique_id => {
                 let dir = if *ascending { 1 } else { -1 };
                 let mut s = Document::new();
                 if *meta_first && shape.measurements {
                     s.insert("m.a", 1);
+                } else if let (Some(i), true) = (field_first, shape.measurements) {
+                    s.insert(FIELDS[usize::from(*i) % FIELDS.len()], dir);
                 }
                 if *by_time_or_count && shape.measurements {
                     s.insert("t", dir);

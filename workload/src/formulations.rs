@@ -473,6 +473,40 @@ fn host_latest(cfg: &Devops) -> Question {
     }
 }
 
+/// The ten highest `usage_user` readings: a sort on a measurement field with a limit, which
+/// the buckets' bounds of the field let the engine answer from the few buckets that can win.
+fn top_usage() -> Question {
+    let top = Box::new(FindOptions {
+        sort: Some(doc! {"usage_user": -1}),
+        limit: Some(10),
+        ..FindOptions::default()
+    });
+    Question {
+        data: "devops",
+        name: "top-usage-10".into(),
+        ordered: true,
+        forms: vec![
+            ("find", Form::Find(Document::new(), top.clone())),
+            ("find-bson", Form::FindBson(Document::new(), top)),
+            (
+                "sort-limit",
+                Form::Aggregate(vec![
+                    doc! {"$sort": {"usage_user": -1}},
+                    doc! {"$limit": 10},
+                ]),
+            ),
+            (
+                "limit-after-skip-0",
+                Form::Aggregate(vec![
+                    doc! {"$sort": {"usage_user": -1}},
+                    doc! {"$skip": 0},
+                    doc! {"$limit": 10},
+                ]),
+            ),
+        ],
+    }
+}
+
 /// How many measurements have each value of `usage_user`: a group keyed on a measurement
 /// field rather than the meta value or time.
 fn usage_histogram() -> Question {
@@ -545,7 +579,7 @@ fn busiest_time() -> Question {
 }
 
 /// The devops questions: the 15 TSBS cpu-only query types, then `host-latest-10`,
-/// `usage-histogram` and `busiest-time`.
+/// `top-usage-10`, `usage-histogram` and `busiest-time`.
 pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     let mut out = Vec::new();
     for (m, h, t) in [
@@ -584,6 +618,7 @@ pub fn devops_matrix(cfg: &Devops) -> Vec<Question> {
     out.push(lastpoint());
     out.push(groupby_orderby_limit(cfg));
     out.push(host_latest(cfg));
+    out.push(top_usage());
     out.push(usage_histogram());
     out.push(busiest_time());
     out
