@@ -62,12 +62,16 @@ fn devops_forms_agree() {
     assert_eq!(questions.len(), 19);
     check(&c, &questions);
 
-    // A top by a field reads the buckets best first by their bounds and stops early; the
-    // document path sorts every measurement. Same documents, ties in the same order.
+    // A top by fields, the time or meta paths reads the buckets best first by their bounds and
+    // stops early; the document path sorts every measurement. Same documents, ties in the
+    // same order.
     for (sort, limit) in [
         (doc! {"usage_user": -1}, 10),
         (doc! {"usage_idle": 1}, 25),
         (doc! {"usage_guest": -1, "time": 1}, 7),
+        (doc! {"time": -1, "usage_user": -1}, 5),
+        (doc! {"tags.hostname": 1, "time": -1}, 3),
+        (doc! {"tags.region": -1, "usage_idle": 1, "time": 1}, 12),
     ] {
         let p = vec![doc! {"$sort": sort.clone()}, doc! {"$limit": limit}];
         let fast: Vec<Document> = c

@@ -14,7 +14,7 @@ use crate::order::cmp_bson;
 use crate::segment::BoundRef;
 use bson::Bson;
 use std::cmp::Ordering;
-use crate::query::select::{count_of, Plan, Scans, Verdict};
+use crate::query::select::{count_of, BucketStats, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
 use crate::error::{Error, Result};
@@ -617,10 +617,10 @@ impl Iterator for Cursor {
 }
 
 /// The first `n` matches of `sources` in the order of `keys`, ties in scan order: what sorting
-/// every match and keeping `n` gives. When the first key is a top-level measurement field,
-/// buckets are read best first by their bounds of it (`control.min` for an ascending key,
-/// `control.max` for a descending one), and reading stops once no bucket left can hold a row
-/// that sorts before the `n`th kept: a top 10 by a field reads a few buckets, not all of them.
+/// every match and keeping `n` gives. When the leading keys are ones a bucket's statistics
+/// bound ([`bounded_keys`]), buckets are read best first by those bounds, and reading stops
+/// once no bucket left can hold a row that sorts before the `n`th kept: a top 10 by a field,
+/// or the latest rows by time then a field, read a few buckets, not all of them.
 fn top_by_bounds(
     sources: Scans,
     plan: Plan,
@@ -628,30 +628,37 @@ fn top_by_bounds(
     n: usize,
     threads: usize,
 ) -> Result<Vec<Document>> {
-    let first = bounded_top_key(&plan, keys);
-    let Some((field, asc)) = first.filter(|_| n > 0 && sources.len() > 1) else {
+    let bounded = bounded_keys(&plan, keys);
+    if bounded.is_empty() || n == 0 || sources.len() < 2 {
         let all = Cursor::scan(sources, plan, None, 0, u64::MAX, threads);
         return top_sorted(all, keys, n);
+    }
+    // The order of two tuples of values of the bounded keys: the first key that differs.
+    let cmp = |a: &[Bson], b: &[Bson]| {
+        for ((x, y), (_, _, asc)) in a.iter().zip(b).zip(&bounded) {
+            let o = cmp_bson(x, y);
+            if o != Ordering::Equal {
+                return if *asc { o } else { o.reverse() };
+            }
+        }
+        Ordering::Equal
     };
-    // `a` sorts before `b` by the first key.
-    let before = |a: &Bson, b: &Bson| match asc {
-        true => cmp_bson(a, b) == Ordering::Less,
-        false => cmp_bson(a, b) == Ordering::Greater,
-    };
-    // Each bucket's best first-key value; buckets whose bounds tell nothing come first.
-    let mut order: Vec<(usize, Option<Bson>)> = sources
+    // Each bucket's best values of the bounded keys; buckets whose bounds tell nothing come
+    // first.
+    let mut order: Vec<(usize, Option<Vec<Bson>>)> = sources
         .iter()
         .enumerate()
-        .map(|(k, s)| (k, best_of(&s.src, field, asc)))
+        .map(|(k, s)| (k, best_of(&s.src, &bounded, &plan.time_field)))
         .collect();
     order.sort_by(|(i, a), (j, b)| match (a, b) {
         (None, None) => i.cmp(j),
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(a), Some(b)) if before(a, b) => Ordering::Less,
-        (Some(a), Some(b)) if before(b, a) => Ordering::Greater,
-        _ => i.cmp(j),
+        (Some(a), Some(b)) => cmp(a, b).then(i.cmp(j)),
     });
+    // With every key bounded, a row that ties with the `n`th on all of them loses to it when
+    // found later in scan order, and the buckets of equal bounds come in scan order.
+    let all_bounded = bounded.len() == keys.len();
     // The kept documents with where they were found (bucket in scan order, row), so that ties
     // come out in scan order.
     let mut kept: Vec<((usize, usize), Document)> = Vec::new();
@@ -672,16 +679,16 @@ fn top_by_bounds(
         let Some(((nth_at, _), nth)) = kept.last() else {
             continue;
         };
-        let v = sort_value(nth, field, asc);
-        match order.get(at + 1) {
-            Some((_, Some(b))) if before(v.as_ref(), b) => break,
-            // With one key, a row that ties with the `n`th loses to it when found later in
-            // scan order, and the buckets of equal bounds come in scan order.
-            Some((next_at, Some(b)))
-                if keys.len() == 1 && *next_at > *nth_at && !before(b, v.as_ref()) =>
-            {
-                break
-            }
+        let Some((next_at, Some(best))) = order.get(at + 1) else {
+            continue;
+        };
+        let v: Vec<Bson> = bounded
+            .iter()
+            .map(|(path, _, asc)| sort_value(nth, path, *asc).into_owned())
+            .collect();
+        match cmp(&v, best) {
+            Ordering::Less => break,
+            Ordering::Equal if all_bounded && *next_at > *nth_at => break,
             _ => {}
         }
     }
@@ -689,16 +696,41 @@ fn top_by_bounds(
     Ok(kept.into_iter().map(|(_, d)| d).collect())
 }
 
-/// The first sort key and its direction when the buckets' bounds of it can order a top-k
-/// ([`top_by_bounds`]): a top-level measurement field (not the time, whose `control.min` is
-/// the rounded bucket start, nor the meta field).
-pub(crate) fn bounded_top_key<'k>(plan: &Plan, keys: &'k [(String, bool)]) -> Option<(&'k str, bool)> {
-    let (k, asc) = keys.first()?;
-    let field = !k.contains('.')
-        && *k != plan.time_field
-        && plan.meta_field.as_deref() != Some(k.as_str())
-        && !crate::catalog::is_hidden(k);
-    field.then_some((k.as_str(), *asc))
+/// What a sort key reads that a bucket's statistics bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bounded {
+    /// A top-level measurement field: `control.min/max`.
+    Field,
+    /// The time field: the bucket's time range (`control.min` of it is the rounded start, no
+    /// later than any row's time).
+    Time,
+    /// The meta field or a path below it: the bucket's meta value, the same in every row.
+    Meta,
+}
+
+/// The leading sort keys whose values a bucket's statistics bound, with what bounds them and
+/// their direction: top-level measurement fields, the time field, the meta field and paths
+/// below it. Stops at the first other key.
+pub(crate) fn bounded_keys<'k>(
+    plan: &Plan,
+    keys: &'k [(String, bool)],
+) -> Vec<(&'k str, Bounded, bool)> {
+    let meta = plan.meta_field.as_deref();
+    keys.iter()
+        .map_while(|(k, asc)| {
+            let head = k.split('.').next().unwrap_or(k);
+            let kind = if *k == plan.time_field {
+                Bounded::Time
+            } else if Some(head) == meta {
+                Bounded::Meta
+            } else if !k.contains('.') && !crate::catalog::is_hidden(k) {
+                Bounded::Field
+            } else {
+                return None;
+            };
+            Some((k.as_str(), kind, *asc))
+        })
+        .collect()
 }
 
 /// Sorts `kept` by `keys`, ties by where each was found, and keeps the first `n`.
@@ -715,11 +747,45 @@ fn keep_first(kept: &mut Vec<((usize, usize), Document)>, keys: &[(String, bool)
     }
 }
 
-/// The value of top-level `field` that sorts first among the bucket's rows, from its
-/// statistics (a row without the field sorts as null); `None` when they cannot tell (arrays or
-/// documents in the field, or bounds missing).
-fn best_of(src: &Source<'_>, field: &str, asc: bool) -> Option<Bson> {
+/// The values of the bounded keys that sort first among the bucket's rows, from its
+/// statistics: each key's best alone, which as a tuple sorts no later than any row's. `None`
+/// when they cannot tell for some key (arrays or documents in a field, bounds missing, rows
+/// with their own meta values).
+fn best_of(src: &Source<'_>, keys: &[(&str, Bounded, bool)], time_field: &str) -> Option<Vec<Bson>> {
     let st = source::stats(src).ok()?;
+    keys.iter()
+        .map(|(path, kind, asc)| match kind {
+            Bounded::Time => {
+                let (lo, hi) = st.time_range(time_field);
+                let t = if *asc { lo? } else { hi? };
+                Some(Bson::DateTime(bson::DateTime::from_millis(t)))
+            }
+            Bounded::Meta => {
+                if st.meta_varies() {
+                    return None;
+                }
+                let mut v = st.meta;
+                for part in path.split('.').skip(1) {
+                    v = match v {
+                        Some(Bson::Document(d)) => d.get(part),
+                        Some(Bson::Array(_)) => return None,
+                        _ => None,
+                    };
+                }
+                match v {
+                    Some(Bson::Array(_)) => None,
+                    Some(v) => Some(v.clone()),
+                    None => Some(Bson::Null),
+                }
+            }
+            Bounded::Field => field_best(src, &st, path, *asc),
+        })
+        .collect()
+}
+
+/// The value of top-level `field` that sorts first among the bucket's rows (a row without the
+/// field sorts as null); `None` for arrays or documents in the field, or missing bounds.
+fn field_best(src: &Source<'_>, st: &BucketStats<'_>, field: &str, asc: bool) -> Option<Bson> {
     let (lo, hi) = match st.bound(field) {
         BoundRef::Absent => return Some(Bson::Null),
         BoundRef::Range(lo, hi) => (lo, hi),

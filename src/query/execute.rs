@@ -10,7 +10,7 @@ use crate::query::aggregate::FastGroup;
 use crate::query::aggregate::table::{GroupDocs, GroupSpec, GroupTable};
 use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
 use super::pipeline::Stage;
-use super::cursor::{bounded_top_key, FindSpec, Output};
+use super::cursor::{bounded_keys, FindSpec, Output};
 use crate::query::select::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
 use crate::error::Result;
 use bson::{Bson, Document};
@@ -170,13 +170,17 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
         ),
         keys => {
             let n = spec.skip.saturating_add(spec.limit.unwrap_or(0));
-            match bounded_top_key(plan, keys) {
-                Some((k, asc)) if n <= TOP_K_MAX => format!(
-                    "scan of the buckets best first by their control.{} of {k}, stopping when \
-                     none left can hold a row before the {n}th kept: {select}; $sort: top-k \
-                     keeping the first {n} by normalised keys{project}",
-                    if asc { "min" } else { "max" }
-                ),
+            let bounded = bounded_keys(plan, keys);
+            match bounded.first() {
+                Some(_) if n <= TOP_K_MAX => {
+                    let by: Vec<&str> = bounded.iter().map(|(k, _, _)| *k).collect();
+                    format!(
+                        "scan of the buckets best first by their bounds of {}, stopping when \
+                         none left can hold a row before the {n}th kept: {select}; $sort: top-k \
+                         keeping the first {n} by normalised keys{project}",
+                        by.join(", ")
+                    )
+                }
                 _ => format!(
                     "scan in _id order: {select}; $sort: top-k keeping the first {n} by \
                      normalised keys{project}"
