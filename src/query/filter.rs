@@ -139,6 +139,20 @@ impl Filter {
         }
     }
 
+    /// The same filter reading each path `rename` gives for it.
+    pub fn renamed(&self, rename: &dyn Fn(&str) -> String) -> Filter {
+        match self {
+            Filter::True => Filter::True,
+            Filter::And(v) => Filter::And(v.iter().map(|f| f.renamed(rename)).collect()),
+            Filter::Or(v) => Filter::Or(v.iter().map(|f| f.renamed(rename)).collect()),
+            Filter::Nor(v) => Filter::Nor(v.iter().map(|f| f.renamed(rename)).collect()),
+            Filter::Field { path, pred } => Filter::Field {
+                path: rename(path),
+                pred: pred.clone(),
+            },
+        }
+    }
+
     /// Every path the filter reads.
     pub fn paths(&self, out: &mut Vec<String>) {
         match self {

@@ -3,8 +3,10 @@
 //! same form. Each rewrite applied is named in `explain`.
 //!
 //! - A `$match` that follows a `$sort` moves before it (filtering commutes with a stable sort),
-//!   as does one after a `$project` that keeps every path the match reads. A `$match` that
-//!   becomes the first stage joins the filter pushed down to bucket selection.
+//!   as does one after a `$project` that keeps every path the match reads, or renames the
+//!   top-level fields it reads (`{u: "$usage_user"}` then `{u: {$gt: 90}}`: the match moves
+//!   with the stored names in it). A `$match` that becomes the first stage joins the filter
+//!   pushed down to bucket selection.
 //! - A `$project` that only keeps paths, directly before a `$group` that reads nothing else,
 //!   is dropped: the group sees the same values, and the group operator decodes only the
 //!   columns it reads anyway.
@@ -287,20 +289,54 @@ fn kept_as_is(kept: &[&str], read: &str) -> bool {
     plain(read) && kept.iter().any(|k| plain(k) && fixes(k, read))
 }
 
+/// The filter `f` reads before `project` to match what it matches after it, when `project`
+/// passes every path `f` reads through unchanged or under a new top-level name
+/// (`{u: "$usage_user"}`, read as `u`): the paths then read the same values. `None` when some
+/// path is neither (computed otherwise, or a rename read below its top level, where arrays
+/// would make the two differ).
+fn match_through(project: &Project, f: &Filter) -> Option<Filter> {
+    let (kept, computed) = project.kept_and_computed()?;
+    let mut paths = Vec::new();
+    f.paths(&mut paths);
+    let source = |path: &str| {
+        computed.iter().find_map(|(name, e)| match e {
+            Expr::Path(src) if name == path && !src.contains('.') => Some(src.clone()),
+            _ => None,
+        })
+    };
+    let ok = paths
+        .iter()
+        .all(|p| source(p).is_some() || (kept_as_is(&kept, p) && !computed.iter().any(|(n, _)| fixes(n, p))));
+    ok.then(|| f.renamed(&|p: &str| source(p).unwrap_or_else(|| p.to_string())))
+}
+
 fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
     let mut moved = Vec::new();
+    let mut renamed = false;
     let mut i = 1;
     while i < p.stages.len() {
-        let over = match (p.stages.get(i - 1), p.stages.get(i)) {
-            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => Some("$sort"),
+        // A match after a project that renames the fields it reads moves with the stored
+        // names in them.
+        let (over, through) = match (p.stages.get(i - 1), p.stages.get(i)) {
+            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => (Some("$sort"), None),
             (Some(Stage::Project(pr)), Some(Stage::Match(f))) => {
                 let mut paths = Vec::new();
                 f.paths(&mut paths);
                 let reads: Vec<&str> = paths.iter().map(String::as_str).collect();
-                project_keeps(pr, &reads).then_some("$project")
+                match project_keeps(pr, &reads) {
+                    true => (Some("$project"), None),
+                    false => match match_through(pr, f) {
+                        Some(t) => (Some("$project"), Some(t)),
+                        None => (None, None),
+                    },
+                }
             }
-            _ => None,
+            _ => (None, None),
         };
+        if let (Some(t), Some(slot)) = (through, p.stages.get_mut(i)) {
+            *slot = Stage::Match(t);
+            renamed = true;
+        }
         if over.is_none() {
             if let (Some(Stage::Project(_)), Some(Stage::Match(_))) =
                 (p.stages.get(i - 1), p.stages.get(i))
@@ -322,6 +358,9 @@ fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
         } else {
             i += 1;
         }
+    }
+    if renamed {
+        notes.push("$match reads the fields a $project renames under their stored names".into());
     }
     for over in moved {
         notes.push(format!("$match moved before {over}"));
