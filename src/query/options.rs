@@ -87,6 +87,18 @@ impl Projection {
         })
     }
 
+    /// The paths an exclusion projection leaves out (`_id` among them when excluded); `None`
+    /// for an inclusion projection.
+    pub fn dropped(&self) -> Option<Vec<&str>> {
+        (!self.include).then(|| {
+            let mut v: Vec<&str> = self.paths.iter().map(String::as_str).collect();
+            if !self.id {
+                v.push("_id");
+            }
+            v
+        })
+    }
+
     /// What the projection does to top-level field `name`, which it treats apart from every
     /// other field: a reader that builds documents from columns decides once per field.
     pub fn fate(&self, name: &str) -> Fate {

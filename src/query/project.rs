@@ -96,6 +96,15 @@ impl Project {
         self.base.as_ref()?.kept()
     }
 
+    /// The paths the stage leaves out, when it only leaves paths out (an exclusion, no
+    /// computed fields): every other path passes through unchanged.
+    pub fn dropped(&self) -> Option<Vec<&str>> {
+        if !self.computed.is_empty() {
+            return None;
+        }
+        self.base.as_ref()?.dropped()
+    }
+
     /// The paths the stage keeps as they are and its computed fields, unless it leaves paths
     /// out (an exclusion).
     pub fn kept_and_computed(&self) -> Option<(Vec<&str>, &[Computed])> {

@@ -7,6 +7,8 @@
 //!   top-level fields it reads (`{u: "$usage_user"}` then `{u: {$gt: 90}}`: the match moves
 //!   with the stored names in it). A `$match` that becomes the first stage joins the filter
 //!   pushed down to bucket selection.
+//! - A `$project` moves after the `$skip`, `$limit` and `$sort` (on paths it passes through
+//!   unchanged) that follow it: the sort and limit then reach the scan as a top-k.
 //! - A `$project` that only keeps paths, directly before a `$group` that reads nothing else,
 //!   is dropped: the group sees the same values, and the group operator decodes only the
 //!   columns it reads anyway.
@@ -41,6 +43,7 @@ use super::project::Project;
 pub fn rewrite(p: &mut Pipeline, time_field: &str) -> Vec<String> {
     let mut notes = Vec::new();
     move_matches_earlier(p, &mut notes);
+    move_projects_later(p, &mut notes);
     drop_projects_before_groups(p, &mut notes);
     tops_become_sorted_picks(p, time_field, &mut notes);
     drop_sort_keys_fixed_by_group(p, &mut notes);
@@ -276,10 +279,45 @@ fn sorted_picks_become_tops(p: &mut Pipeline, time_field: &str, notes: &mut Vec<
 
 /// Whether a stage reading only `reads` sees the same values after `project` as before it.
 fn project_keeps(project: &Project, reads: &[&str]) -> bool {
-    let Some(kept) = project.kept() else {
-        return false;
-    };
-    reads.iter().all(|r| kept_as_is(&kept, r))
+    if let Some(kept) = project.kept() {
+        return reads.iter().all(|r| kept_as_is(&kept, r));
+    }
+    // An exclusion passes every path that is neither left out nor holds one left out.
+    project.dropped().is_some_and(|dropped| {
+        reads
+            .iter()
+            .all(|r| !dropped.iter().any(|d| fixes(d, r) || fixes(r, d)))
+    })
+}
+
+/// Moves each `$project` after the `$skip`, `$limit` and `$sort` stages that follow it, as
+/// MongoDB's optimiser does: a projection changes neither how many documents there are nor
+/// their order, and a sort on paths it passes through unchanged orders them alike. The sort
+/// and limit then reach the scan, which keeps only the first rows (a top-k) instead of
+/// projecting every measurement first.
+fn move_projects_later(p: &mut Pipeline, notes: &mut Vec<String>) {
+    let mut moved = false;
+    let mut i = 1;
+    while i < p.stages.len() {
+        let swap = match (p.stages.get(i - 1), p.stages.get(i)) {
+            (Some(Stage::Project(_)), Some(Stage::Skip(_) | Stage::Limit(_))) => true,
+            (Some(Stage::Project(pr)), Some(Stage::Sort(keys))) => {
+                let reads: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+                project_keeps(pr, &reads)
+            }
+            _ => false,
+        };
+        if swap {
+            p.stages.swap(i - 1, i);
+            moved = true;
+            i = i.saturating_sub(1).max(1);
+        } else {
+            i += 1;
+        }
+    }
+    if moved {
+        notes.push("$project moved after the $sort, $skip or $limit that followed it".into());
+    }
 }
 
 /// Whether a projection keeping `kept` passes path `read` through unchanged: a path with a
@@ -755,7 +793,8 @@ mod tests {
                 doc! {"$project": {"_id": 0, "u": 1}},
                 doc! {"$group": {"_id": "$_id", "n": {"$count": {}}}},
             ],
-            vec![doc! {"$project": {"a": 0}}, doc! {"$match": {"b": 1}}],
+            vec![doc! {"$project": {"a": 0}}, doc! {"$match": {"a.c": 1}}],
+            vec![doc! {"$project": {"a.c": 0}}, doc! {"$match": {"a": {"c": 1}}}],
         ] {
             let (p, notes) = rewritten(&stages);
             assert_eq!(p.stages.len(), 2, "{stages:?}");
@@ -764,6 +803,37 @@ mod tests {
                 "{notes:?}"
             );
         }
+    }
+
+    #[test]
+    fn exclusions_let_matches_through_and_projects_follow_sorts_and_limits() {
+        // An exclusion passes every path it does not leave out.
+        let (p, notes) = rewritten(&[doc! {"$project": {"a": 0, "_id": 0}}, doc! {"$match": {"b": 1}}]);
+        assert!(matches!(p.stages.as_slice(), [Stage::Project(_)]), "{notes:?}");
+        assert_eq!(p.filter.conjuncts().len(), 1);
+        // A projection moves after a sort on paths it passes and the limit after it, so that
+        // the sort and limit reach the scan; not past a sort on a path it changes.
+        let (p, notes) = rewritten(&[
+            doc! {"$project": {"_id": 0, "u": 1, "t": 1}},
+            doc! {"$sort": {"u": -1}},
+            doc! {"$limit": 3},
+        ]);
+        assert!(
+            matches!(p.stages.as_slice(), [Stage::Sort(_), Stage::Limit(3), Stage::Project(_)]),
+            "{:?}",
+            p.stages
+        );
+        assert!(notes.iter().any(|n| n.starts_with("$project moved after")), "{notes:?}");
+        let (p, _) = rewritten(&[
+            doc! {"$project": {"u": "$v"}},
+            doc! {"$sort": {"u": -1}},
+            doc! {"$limit": 3},
+        ]);
+        assert!(
+            matches!(p.stages.as_slice(), [Stage::Project(_), Stage::Sort(_), Stage::Limit(3)]),
+            "{:?}",
+            p.stages
+        );
     }
 
     #[test]
