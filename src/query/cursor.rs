@@ -14,6 +14,7 @@ use crate::order::cmp_bson;
 use crate::segment::BoundRef;
 use bson::Bson;
 use std::cmp::Ordering;
+use crate::query::plan::SegmentBounds;
 use crate::query::select::{count_of, BucketStats, Plan, Scans, Verdict};
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
@@ -645,12 +646,21 @@ fn top_by_bounds(
     };
     // Each bucket's best values of the bounded keys; buckets whose bounds tell nothing come
     // first.
-    let mut order: Vec<(usize, Option<Vec<Bson>>)> = sources
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (k, best_of(&s.src, &bounded, &plan.time_field)))
-        .collect();
-    order.sort_by(|(i, a), (j, b)| match (a, b) {
+    // The bounds of the fields among the keys, gathered once per segment: looking them up in
+    // each bucket's `control` documents was most of a top's time.
+    let mut gathered = SegmentBounds::new(
+        bounded
+            .iter()
+            .filter(|(_, kind, _)| *kind == Bounded::Field)
+            .map(|(k, _, _)| k.to_string())
+            .collect(),
+    );
+    let mut order: Vec<(usize, Option<Vec<Bson>>)> = Vec::with_capacity(sources.len());
+    for (k, s) in sources.iter().enumerate() {
+        order.push((k, best_of(&s.src, &bounded, &plan.time_field, &mut gathered)));
+    }
+    // Ties end on the scan position: unstable sorting gives the one order.
+    order.sort_unstable_by(|(i, a), (j, b)| match (a, b) {
         (None, None) => i.cmp(j),
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
@@ -751,8 +761,18 @@ fn keep_first(kept: &mut Vec<((usize, usize), Document)>, keys: &[(String, bool)
 /// statistics: each key's best alone, which as a tuple sorts no later than any row's. `None`
 /// when they cannot tell for some key (arrays or documents in a field, bounds missing, rows
 /// with their own meta values).
-fn best_of(src: &Source<'_>, keys: &[(&str, Bounded, bool)], time_field: &str) -> Option<Vec<Bson>> {
-    let st = source::stats(src).ok()?;
+fn best_of(
+    src: &Source<'_>,
+    keys: &[(&str, Bounded, bool)],
+    time_field: &str,
+    gathered: &mut SegmentBounds,
+) -> Option<Vec<Bson>> {
+    let mut st = source::stats(src).ok()?;
+    if let Source::Seg(seg, i) = src {
+        if let Some(g) = gathered.of(seg, *i as usize) {
+            st = st.with_bounds(g);
+        }
+    }
     keys.iter()
         .map(|(path, kind, asc)| match kind {
             Bounded::Time => {
