@@ -723,11 +723,16 @@ fn tops_come_out_as_a_full_sort_orders_them() {
             ];
             // A projection first, which moves after the sort, skip and limit when it passes
             // the sort's paths.
-            match k % 3 {
+            match k % 4 {
                 1 => p.insert(0, doc! {"$project": {"_id": 0, "b": 0}}),
                 2 => p.insert(
                     0,
                     doc! {"$project": {"a": 1, "b": 1, "c": 1, "x": 1, "t": 1, "m": 1}},
+                ),
+                // Computed fields beside the sort's paths.
+                3 => p.insert(
+                    0,
+                    doc! {"$project": {"a": 1, "b": 1, "c": 1, "x": 1, "t": 1, "m": 1, "h": "$m.h"}},
                 ),
                 _ => {}
             }

@@ -8,7 +8,8 @@
 //!   with the stored names in it). A `$match` that becomes the first stage joins the filter
 //!   pushed down to bucket selection.
 //! - A `$project` moves after the `$skip`, `$limit` and `$sort` (on paths it passes through
-//!   unchanged) that follow it: the sort and limit then reach the scan as a top-k.
+//!   unchanged, computed fields beside them or not) that follow it: the sort and limit then
+//!   reach the scan as a top-k or a stream in time order.
 //! - A `$project` that only keeps paths, directly before a `$group` that reads nothing else,
 //!   is dropped: the group sees the same values, and the group operator decodes only the
 //!   columns it reads anyway.
@@ -290,6 +291,16 @@ fn project_keeps(project: &Project, reads: &[&str]) -> bool {
     })
 }
 
+/// Whether `project`, which computes fields too, passes every path of `reads` through
+/// unchanged: each is kept as it is and is neither a computed field nor above or below one.
+fn keeps_beside_computed(project: &Project, reads: &[&str]) -> bool {
+    project.kept_and_computed().is_some_and(|(kept, computed)| {
+        reads.iter().all(|r| {
+            kept_as_is(&kept, r) && !computed.iter().any(|(n, _)| fixes(n, r) || fixes(r, n))
+        })
+    })
+}
+
 /// Moves each `$project` after the `$skip`, `$limit` and `$sort` stages that follow it, as
 /// MongoDB's optimiser does: a projection changes neither how many documents there are nor
 /// their order, and a sort on paths it passes through unchanged orders them alike. The sort
@@ -303,7 +314,7 @@ fn move_projects_later(p: &mut Pipeline, notes: &mut Vec<String>) {
             (Some(Stage::Project(_)), Some(Stage::Skip(_) | Stage::Limit(_))) => true,
             (Some(Stage::Project(pr)), Some(Stage::Sort(keys))) => {
                 let reads: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
-                project_keeps(pr, &reads)
+                project_keeps(pr, &reads) || keeps_beside_computed(pr, &reads)
             }
             _ => false,
         };
@@ -824,6 +835,17 @@ mod tests {
             p.stages
         );
         assert!(notes.iter().any(|n| n.starts_with("$project moved after")), "{notes:?}");
+        // Computed fields beside a kept sort path move too; a sort on a computed one stays.
+        let (p, _) = rewritten(&[
+            doc! {"$project": {"t": 1, "u": "$v"}},
+            doc! {"$sort": {"t": -1}},
+            doc! {"$limit": 3},
+        ]);
+        assert!(
+            matches!(p.stages.as_slice(), [Stage::Sort(_), Stage::Limit(3), Stage::Project(_)]),
+            "{:?}",
+            p.stages
+        );
         let (p, _) = rewritten(&[
             doc! {"$project": {"u": "$v"}},
             doc! {"$sort": {"u": -1}},
