@@ -644,8 +644,6 @@ fn top_by_bounds(
         }
         Ordering::Equal
     };
-    // Each bucket's best values of the bounded keys; buckets whose bounds tell nothing come
-    // first.
     // The bounds of the fields among the keys, gathered once per segment: looking them up in
     // each bucket's `control` documents was most of a top's time.
     let mut gathered = SegmentBounds::new(
@@ -655,6 +653,8 @@ fn top_by_bounds(
             .map(|(k, _, _)| k.to_string())
             .collect(),
     );
+    // Each bucket's best values of the bounded keys; buckets whose bounds tell nothing come
+    // first.
     let mut order: Vec<(usize, Option<Vec<Bson>>)> = Vec::with_capacity(sources.len());
     for (k, s) in sources.iter().enumerate() {
         order.push((k, best_of(&s.src, &bounded, &plan.time_field, &mut gathered)));
