@@ -37,7 +37,7 @@ use super::expr::Expr;
 use super::filter::Filter;
 use crate::query::aggregate::table::GroupSpec;
 use super::pipeline::{Pipeline, Stage};
-use super::project::Project;
+use super::project::{Computed, Project};
 
 /// Applies every rewrite to `p`; returns one line per rewrite applied, and one starting "not
 /// applied:" for each that a user might expect and that could not apply, for `explain`.
@@ -294,11 +294,14 @@ fn project_keeps(project: &Project, reads: &[&str]) -> bool {
 /// Whether `project`, which computes fields too, passes every path of `reads` through
 /// unchanged: each is kept as it is and is neither a computed field nor above or below one.
 fn keeps_beside_computed(project: &Project, reads: &[&str]) -> bool {
-    project.kept_and_computed().is_some_and(|(kept, computed)| {
-        reads.iter().all(|r| {
-            kept_as_is(&kept, r) && !computed.iter().any(|(n, _)| fixes(n, r) || fixes(r, n))
-        })
-    })
+    project
+        .kept_and_computed()
+        .is_some_and(|(kept, computed)| reads.iter().all(|r| passes_beside(&kept, computed, r)))
+}
+
+/// Whether path `r` passes a projection keeping `kept` and computing `computed` unchanged.
+fn passes_beside(kept: &[&str], computed: &[Computed], r: &str) -> bool {
+    kept_as_is(kept, r) && !computed.iter().any(|(n, _)| fixes(n, r) || fixes(r, n))
 }
 
 /// Moves each `$project` after the `$skip`, `$limit` and `$sort` stages that follow it, as
@@ -355,7 +358,7 @@ fn match_through(project: &Project, f: &Filter) -> Option<Filter> {
     };
     let ok = paths
         .iter()
-        .all(|p| source(p).is_some() || (kept_as_is(&kept, p) && !computed.iter().any(|(n, _)| fixes(n, p))));
+        .all(|p| source(p).is_some() || passes_beside(&kept, computed, p));
     ok.then(|| f.renamed(&|p: &str| source(p).unwrap_or_else(|| p.to_string())))
 }
 

@@ -75,13 +75,6 @@ fn start_of(min: &Document, time_field: &str, id: &bson::oid::ObjectId) -> i64 {
     }
 }
 
-/// True when every row of an in-memory bucket has top-level field `name`.
-fn mem_dense(b: &BucketData, name: &str) -> bool {
-    b.columns
-        .iter()
-        .any(|c| c.name == name && c.values.iter().all(Option::is_some))
-}
-
 /// Picks the buckets of `c` that may match, reading the state under its lock, each with its
 /// verdict. Every bucket, flushed or in memory, is first checked against the `_id` range (its
 /// start against the time bounds widened by the span), then judged by its statistics. Open
@@ -296,10 +289,11 @@ pub(crate) fn select_in(
             ex.buckets_pruned_by_id += 1;
             continue;
         }
-        let dense = |f: &str| mem_dense(b, f);
+        let m = MemBucket::closed(b.clone());
+        let dense = |f: &str| m.dense(f);
         let stats = BucketStats::new(b.meta.as_ref(), &b.min, &b.max, b.count);
         let v = plan.verdict(&stats.with_dense(&dense));
-        keep(&mut ex, Place::Mem(Arc::new(MemBucket::closed(b.clone()))), v);
+        keep(&mut ex, Place::Mem(Arc::new(m)), v);
     }
     // Open buckets are pruned before they are copied: a copy is the expensive part.
     let (by_id, by_stats) = (Cell::new(0u64), Cell::new(0u64));
