@@ -714,6 +714,11 @@ fn tops_come_out_as_a_full_sort_orders_them() {
             (doc! {"t": -1, "a": 1}, 0, 6),
             (doc! {"a": 1, "t": 1}, 3, 4),
             (doc! {"c": 1}, 0, 40),
+            // Windows past many kept rows: the kept keys are cut several times, and only the
+            // rows past the skip are built.
+            (doc! {"a": -1, "x": 1}, 1100, 10),
+            (doc! {"m.h": -1}, 300, 500),
+            (doc! {"b": 1}, 2900, 400),
         ];
         for (k, (sort, skip, limit)) in sorts.into_iter().enumerate() {
             let mut p = vec![

@@ -8,7 +8,7 @@
 use crate::query::aggregate::table::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
 use super::options::Projection;
-use super::sort::{sort_order, sort_value, sort_within, top_sorted, SortMemory, SortedDocs, TOP_K_MAX};
+use super::sort::{approx_bytes, sort_order, sort_value, sort_within, SortMemory, SortedDocs};
 use super::source::{self, Source};
 use crate::order::cmp_bson;
 use crate::segment::BoundRef;
@@ -475,14 +475,19 @@ impl Cursor {
                 spec.threads,
             ));
         }
-        let n = spec.skip.saturating_add(left);
-        let mut c = if n <= TOP_K_MAX {
-            let n = usize::try_from(n).unwrap_or(usize::MAX);
-            Cursor::from_docs(top_by_bounds(sources, plan, &spec.sort, n, spec.threads)?)
-        } else {
-            let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
-            Cursor::all_of(Mode::Stream(sort_within(all, &spec.sort, &spec.memory)?.0))
-        };
+        // A sort with a limit keeps the first `skip + limit` rows' keys and builds the rows
+        // past the skip; one without, or one whose kept keys would not fit in memory, sorts
+        // the documents within it.
+        if let Some(n) = spec.limit.and_then(|l| usize::try_from(spec.skip.saturating_add(l)).ok()) {
+            if let Some(places) = top_rows(&sources, &plan, &spec.sort, n, &spec.memory)? {
+                let from = usize::try_from(spec.skip).unwrap_or(usize::MAX);
+                let window = places.get(from..).unwrap_or_default();
+                let docs = build_rows(&sources, &plan, spec.projection, window)?;
+                return Ok(Cursor::from_docs(docs));
+            }
+        }
+        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
+        let mut c = Cursor::all_of(Mode::Stream(sort_within(all, &spec.sort, &spec.memory)?.0));
         c.projection = spec.projection;
         c.skip = spec.skip;
         c.left = left;
@@ -617,23 +622,29 @@ impl Iterator for Cursor {
     }
 }
 
-/// The first `n` matches of `sources` in the order of `keys`, ties in scan order: what sorting
-/// every match and keeping `n` gives. When the leading keys are ones a bucket's statistics
-/// bound ([`bounded_keys`]), buckets are read best first by those bounds, and reading stops
-/// once no bucket left can hold a row that sorts before the `n`th kept: a top 10 by a field,
-/// or the latest rows by time then a field, read a few buckets, not all of them.
-fn top_by_bounds(
-    sources: Scans,
-    plan: Plan,
+/// Bytes of memory a kept row's place takes beside its key document.
+const PLACE_BYTES: usize = 16;
+
+/// Where the first `n` matches of `sources` in the order of `keys` are, as (bucket in scan
+/// order, row), first to last, ties in scan order: what sorting every match and keeping `n`
+/// gives. Only the key fields of a row are built while they are chosen, so a top reads a row
+/// for a few hundred nanoseconds and the rows returned are built afterwards, only those past
+/// the skip. When the leading keys are ones a bucket's statistics bound ([`bounded_keys`]),
+/// buckets are read best first by those bounds, and reading stops once no bucket left can
+/// hold a row that sorts before the `n`th kept: a top 10 by a field, or the latest rows by
+/// time then a field, read a few buckets, not all of them. `None` when keeping about `2n`
+/// rows' keys would take more than `memory` allows; the caller sorts within it instead.
+fn top_rows(
+    sources: &Scans,
+    plan: &Plan,
     keys: &[(String, bool)],
     n: usize,
-    threads: usize,
-) -> Result<Vec<Document>> {
-    let bounded = bounded_keys(&plan, keys);
-    if bounded.is_empty() || n == 0 || sources.len() < 2 {
-        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, threads);
-        return top_sorted(all, keys, n);
+    memory: &SortMemory,
+) -> Result<Option<Vec<(usize, u32)>>> {
+    if n == 0 {
+        return Ok(Some(Vec::new()));
     }
+    let bounded = bounded_keys(plan, keys);
     // The order of two tuples of values of the bounded keys: the first key that differs.
     let cmp = |a: &[Bson], b: &[Bson]| {
         for ((x, y), (_, _, asc)) in a.iter().zip(b).zip(&bounded) {
@@ -644,6 +655,73 @@ fn top_by_bounds(
         }
         Ordering::Equal
     };
+    let order = best_first(sources, plan, &bounded, cmp)?;
+    let out = RowOutput::new(
+        plan.filter.clone(),
+        Some(key_projection(keys)?),
+        &plan.time_field,
+        plan.meta_field.as_deref(),
+    );
+    // With every key bounded, a row that ties with the `n`th on all of them loses to it when
+    // found later in scan order, and the buckets of equal bounds come in scan order.
+    let all_bounded = bounded.len() == keys.len();
+    // Kept rows are sorted and cut to `n` when they reach twice that: a sort per bucket would
+    // cost `n log n` for each bucket read.
+    let cap = n.saturating_mul(2).max(1024);
+    let mut kept: Vec<((usize, u32), Document)> = Vec::new();
+    // The bounded keys' values of the `n`th kept row at the last cut, and its bucket: no row
+    // of a bucket whose best values sort after them can be among the first `n`.
+    let mut nth: Option<(Vec<Bson>, usize)> = None;
+    for (at, (k, _)) in order.iter().enumerate() {
+        let Some(scan) = sources.get(*k) else {
+            continue;
+        };
+        let sel = out.select(&scan.src, scan.verdict == Verdict::All)?;
+        for &r in sel.rows() {
+            let d = sel.document(&out, r)?;
+            if kept.is_empty() {
+                let each = approx_bytes(&d).saturating_add(PLACE_BYTES);
+                if each.saturating_mul(cap) > memory.limit {
+                    return Ok(None);
+                }
+            }
+            kept.push(((*k, r), d));
+        }
+        if kept.len() >= cap || (nth.is_none() && kept.len() >= n && !bounded.is_empty()) {
+            keep_first(&mut kept, keys, n);
+            if let Some(((last_at, _), last)) = kept.last().filter(|_| kept.len() == n) {
+                let v = bounded
+                    .iter()
+                    .map(|(path, _, asc)| sort_value(last, path, *asc).into_owned())
+                    .collect();
+                nth = Some((v, *last_at));
+            }
+        }
+        let (Some((v, nth_at)), Some((next_at, Some(best)))) = (&nth, order.get(at + 1)) else {
+            continue;
+        };
+        match cmp(v, best) {
+            Ordering::Less => break,
+            Ordering::Equal if all_bounded && *next_at > *nth_at => break,
+            _ => {}
+        }
+    }
+    keep_first(&mut kept, keys, n);
+    Ok(Some(kept.into_iter().map(|(at, _)| at).collect()))
+}
+
+/// The buckets of `sources` in the order a top reads them, each with its best values of the
+/// `bounded` keys: best first, those whose bounds tell nothing before all others, ties in
+/// scan order. Scan order when no key is bounded.
+fn best_first(
+    sources: &Scans,
+    plan: &Plan,
+    bounded: &[(&str, Bounded, bool)],
+    cmp: impl Fn(&[Bson], &[Bson]) -> Ordering,
+) -> Result<Vec<(usize, Option<Vec<Bson>>)>> {
+    if bounded.is_empty() || sources.len() < 2 {
+        return Ok((0..sources.len()).map(|k| (k, None)).collect());
+    }
     // The bounds of the fields among the keys, gathered once per segment: looking them up in
     // each bucket's `control` documents was most of a top's time.
     let mut gathered = SegmentBounds::new(
@@ -653,11 +731,9 @@ fn top_by_bounds(
             .map(|(k, _, _)| k.to_string())
             .collect(),
     );
-    // Each bucket's best values of the bounded keys; buckets whose bounds tell nothing come
-    // first.
     let mut order: Vec<(usize, Option<Vec<Bson>>)> = Vec::with_capacity(sources.len());
     for (k, s) in sources.iter().enumerate() {
-        order.push((k, best_of(&s.src, &bounded, &plan.time_field, &mut gathered)));
+        order.push((k, best_of(&s.src, bounded, &plan.time_field, &mut gathered)));
     }
     // Ties end on the scan position: unstable sorting gives the one order.
     order.sort_unstable_by(|(i, a), (j, b)| match (a, b) {
@@ -666,44 +742,64 @@ fn top_by_bounds(
         (Some(_), None) => Ordering::Greater,
         (Some(a), Some(b)) => cmp(a, b).then(i.cmp(j)),
     });
-    // With every key bounded, a row that ties with the `n`th on all of them loses to it when
-    // found later in scan order, and the buckets of equal bounds come in scan order.
-    let all_bounded = bounded.len() == keys.len();
-    // The kept documents with where they were found (bucket in scan order, row), so that ties
-    // come out in scan order.
-    let mut kept: Vec<((usize, usize), Document)> = Vec::new();
-    let mut sorted = true;
-    for (at, (k, _)) in order.iter().enumerate() {
-        let one = Cursor::scan(sources.only(*k), plan.clone(), None, 0, u64::MAX, 1);
-        for (row, d) in one.enumerate() {
-            kept.push(((*k, row), d?));
-            sorted = false;
-        }
-        if kept.len() < n {
-            continue;
-        }
-        if !sorted {
-            keep_first(&mut kept, keys, n);
-            sorted = true;
-        }
-        let Some(((nth_at, _), nth)) = kept.last() else {
-            continue;
-        };
-        let Some((next_at, Some(best))) = order.get(at + 1) else {
-            continue;
-        };
-        let v: Vec<Bson> = bounded
-            .iter()
-            .map(|(path, _, asc)| sort_value(nth, path, *asc).into_owned())
-            .collect();
-        match cmp(&v, best) {
-            Ordering::Less => break,
-            Ordering::Equal if all_bounded && *next_at > *nth_at => break,
-            _ => {}
+    Ok(order)
+}
+
+/// The projection that keeps what `keys` read and nothing else (not `_id`, unless a key): a
+/// path below another key's path is kept by that one.
+fn key_projection(keys: &[(String, bool)]) -> Result<Projection> {
+    let mut paths: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    paths.sort_unstable();
+    let mut spec = Document::new();
+    let mut last: Option<&str> = None;
+    for p in paths {
+        let under = last.is_some_and(|l| p == l || p.strip_prefix(l).is_some_and(|r| r.starts_with('.')));
+        if !under {
+            spec.insert(p, 1);
+            last = Some(p);
         }
     }
-    keep_first(&mut kept, keys, n);
-    Ok(kept.into_iter().map(|(_, d)| d).collect())
+    if !spec.contains_key("_id") {
+        spec.insert("_id", 0);
+    }
+    Projection::parse(&spec)
+}
+
+/// Builds the rows at `places` (bucket in scan order, row), in that order, with `projection`
+/// applied: each bucket is read once, however its rows are spread.
+fn build_rows(
+    sources: &Scans,
+    plan: &Plan,
+    projection: Option<Projection>,
+    places: &[(usize, u32)],
+) -> Result<Vec<Document>> {
+    let out = RowOutput::new(
+        plan.filter.clone(),
+        projection,
+        &plan.time_field,
+        plan.meta_field.as_deref(),
+    );
+    let mut by_bucket: Vec<(usize, u32, usize)> = places
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, r))| (k, r, i))
+        .collect();
+    by_bucket.sort_unstable();
+    let mut docs: Vec<Option<Document>> = (0..places.len()).map(|_| None).collect();
+    let mut current: Option<(usize, Selected)> = None;
+    for (k, r, i) in by_bucket {
+        if current.as_ref().map(|(at, _)| *at) != Some(k) {
+            let scan = sources
+                .get(k)
+                .ok_or_else(|| Error::Internal(format!("a top kept a row of bucket {k}, past the scan")))?;
+            // The row was chosen: its bucket's filter need not run again.
+            current = Some((k, out.select(&scan.src, true)?));
+        }
+        if let (Some((_, sel)), Some(slot)) = (&current, docs.get_mut(i)) {
+            *slot = Some(sel.document(&out, r)?);
+        }
+    }
+    Ok(docs.into_iter().flatten().collect())
 }
 
 /// What a sort key reads that a bucket's statistics bound.
@@ -744,7 +840,7 @@ pub(crate) fn bounded_keys<'k>(
 }
 
 /// Sorts `kept` by `keys`, ties by where each was found, and keeps the first `n`.
-fn keep_first(kept: &mut Vec<((usize, usize), Document)>, keys: &[(String, bool)], n: usize) {
+fn keep_first(kept: &mut Vec<((usize, u32), Document)>, keys: &[(String, bool)], n: usize) {
     kept.sort_by_key(|(at, _)| *at);
     let (at, docs): (Vec<_>, Vec<_>) = std::mem::take(kept).into_iter().unzip();
     let order = sort_order(&docs, keys);

@@ -169,23 +169,32 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
             if *asc { "ascending" } else { "descending" }
         ),
         keys => {
-            let n = spec.skip.saturating_add(spec.limit.unwrap_or(0));
+            let Some(limit) = spec.limit else {
+                return format!(
+                    "scan in _id order: {select}; $sort: documents by normalised keys, within \
+                     {} MiB, past which sorted runs go to temporary files{project}",
+                    spec.memory.limit >> 20
+                );
+            };
+            let n = spec.skip.saturating_add(limit);
             let bounded = bounded_keys(plan, keys);
-            match bounded.first() {
-                Some(_) if n <= TOP_K_MAX => {
-                    let by: Vec<&str> = bounded.iter().map(|(k, _, _)| *k).collect();
-                    format!(
-                        "scan of the buckets best first by their bounds of {}, stopping when \
-                         none left can hold a row before the {n}th kept: {select}; $sort: top-k \
-                         keeping the first {n} by normalised keys{project}",
-                        by.join(", ")
-                    )
-                }
-                _ => format!(
-                    "scan in _id order: {select}; $sort: top-k keeping the first {n} by \
-                     normalised keys{project}"
-                ),
-            }
+            let scan = if bounded.is_empty() {
+                "scan in _id order".to_string()
+            } else {
+                let by: Vec<&str> = bounded.iter().map(|(k, _, _)| *k).collect();
+                format!(
+                    "scan of the buckets best first by their bounds of {}, stopping when none \
+                     left can hold a row before the {n}th kept",
+                    by.join(", ")
+                )
+            };
+            format!(
+                "{scan}: rows selected on typed columns, only their sort keys built; $sort: \
+                 top-k keeping the first {n} by normalised keys (a sort of the documents within \
+                 {} MiB when those keys would not fit); the {limit} rows after the skip built \
+                 from the columns{project}",
+                spec.memory.limit >> 20
+            )
         }
     }
 }

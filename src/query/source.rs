@@ -298,14 +298,6 @@ impl Scans {
         })
     }
 
-    /// Chosen bucket `k` alone (nothing when there is no bucket `k`).
-    pub(crate) fn only(&self, k: usize) -> Scans {
-        Scans {
-            segments: self.segments.clone(),
-            list: self.list.get(k).cloned().into_iter().collect(),
-        }
-    }
-
     /// The chosen buckets in order.
     pub fn iter(&self) -> impl Iterator<Item = Scan<'_>> {
         (0..self.len()).filter_map(|k| self.get(k))
