@@ -1312,5 +1312,23 @@ fn a_group_past_the_memory_limit_is_refused() {
     assert_eq!(few.len(), 3);
     let sorted = run(&c, &[doc! {"$sort": {"s": -1}}]);
     assert_eq!(sorted.len(), docs.len());
+    // The same order as a sort of documents, with a projection that keeps the key's field
+    // (applied as rows are written) or not (applied as they come out), and past a skip.
+    for p in [
+        vec![doc! {"$sort": {"s": -1, "t": 1}}],
+        vec![
+            doc! {"$sort": {"m": 1, "s": 1}},
+            doc! {"$project": {"s": 1, "u": 1}},
+        ],
+        vec![
+            doc! {"$sort": {"m": -1, "s": 1}},
+            doc! {"$project": {"u": 1}},
+        ],
+        vec![doc! {"$sort": {"s": 1}}, doc! {"$skip": 29_990}],
+    ] {
+        let (fast, slow) = (run(&c, &p), run_unpacked(&c, &p));
+        assert_eq!(fast.len(), slow.len(), "{p:?}");
+        assert!(fast == slow, "{p:?}: the sorted rows differ");
+    }
     db.close().unwrap();
 }

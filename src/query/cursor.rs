@@ -7,8 +7,8 @@
 
 use crate::query::aggregate::table::GroupDocs;
 use super::merge::{MergeSpec, TimeMerge};
-use super::options::Projection;
-use super::sort::{approx_bytes, sort_order, sort_value, sort_within, SortMemory, SortedDocs};
+use super::options::{Fate, Projection};
+use super::sort::{approx_bytes, sort_order, sort_raw_within, sort_value, SortMemory, SortedDocs, SortedRaw};
 use super::source::{self, Source};
 use crate::order::cmp_bson;
 use crate::segment::BoundRef;
@@ -71,6 +71,7 @@ impl std::fmt::Debug for Cursor {
             Mode::Docs(_) => "sorted",
             Mode::Groups(_) => "groups",
             Mode::Stream(_) => "sorted runs",
+            Mode::Raw(_) => "sorted bytes",
         };
         f.debug_struct("Cursor")
             .field("mode", &mode)
@@ -85,6 +86,8 @@ enum Mode {
     Docs(VecDeque<Document>),
     Groups(Box<GroupDocs>),
     Stream(SortedDocs),
+    /// Measurements sorted as BSON bytes.
+    Raw(Box<SortedRaw>),
 }
 
 /// Buckets read in the order `select` returned them.
@@ -486,9 +489,21 @@ impl Cursor {
                 return Ok(Cursor::from_docs(docs));
             }
         }
-        let all = Cursor::scan(sources, plan, None, 0, u64::MAX, spec.threads);
-        let mut c = Cursor::all_of(Mode::Stream(sort_within(all, &spec.sort, &spec.memory)?.0));
-        c.projection = spec.projection;
+        // The rows are written and sorted as BSON bytes. A projection that keeps each key's
+        // field whole is applied as they are written; any other, as they come out.
+        let keeps_keys = spec.projection.as_ref().is_none_or(|p| {
+            spec.sort
+                .iter()
+                .all(|(k, _)| p.fate(k.split('.').next().unwrap_or(k)) == Fate::Keep)
+        });
+        let (written, out) = match keeps_keys {
+            true => (spec.projection, None),
+            false => (None, spec.projection),
+        };
+        let mut all = Cursor::scan(sources, plan, written, 0, u64::MAX, spec.threads);
+        let (sorted, _) = sort_raw_within(|buf| all.next_into(buf), &spec.sort, &spec.memory)?;
+        let mut c = Cursor::all_of(Mode::Raw(Box::new(sorted)));
+        c.projection = out;
         c.skip = spec.skip;
         c.left = left;
         Ok(c)
@@ -500,7 +515,7 @@ impl Cursor {
         match &self.mode {
             Mode::Scan(s) => s.buckets_read,
             Mode::Merge(m) => m.buckets_read,
-            Mode::Docs(_) | Mode::Groups(_) | Mode::Stream(_) => 0,
+            Mode::Docs(_) | Mode::Groups(_) | Mode::Stream(_) | Mode::Raw(_) => 0,
         }
     }
 
@@ -530,6 +545,21 @@ impl Cursor {
                 }
                 return Some(doc);
             },
+            Mode::Raw(r) => {
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match r.next_into(&mut buf) {
+                        Ok(false) => return None,
+                        Err(e) => return Some(Err(e)),
+                        Ok(true) if self.skip > 0 => self.skip -= 1,
+                        Ok(true) => break,
+                    }
+                }
+                Some(Document::from_reader(buf.as_slice()).map_err(|e| {
+                    Error::Internal(format!("a sorted document is not BSON: {e}"))
+                }))
+            }
             Mode::Scan(s) => s.document(&mut self.skip),
             Mode::Merge(m) => match next_merged(m, &mut self.skip)? {
                 Ok((rows, r)) => Some(rows.document(m.output(), r)),
@@ -563,6 +593,16 @@ impl Cursor {
         }
         let got = match &mut self.mode {
             Mode::Scan(s) => s.write(&mut self.skip, buf),
+            Mode::Raw(r) if self.projection.is_none() => loop {
+                let at = buf.len();
+                match r.next_into(buf) {
+                    Ok(true) if self.skip > 0 => {
+                        self.skip -= 1;
+                        buf.truncate(at);
+                    }
+                    got => break got,
+                }
+            },
             Mode::Merge(m) => match next_merged(m, &mut self.skip) {
                 None => Ok(false),
                 Some(Err(e)) => Err(e),

@@ -171,8 +171,9 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
         keys => {
             let Some(limit) = spec.limit else {
                 return format!(
-                    "scan in _id order: {select}; $sort: documents by normalised keys, within \
-                     {} MiB, past which sorted runs go to temporary files{project}",
+                    "scan in _id order: rows selected on typed columns and written as BSON \
+                     bytes; $sort: the bytes by normalised keys, within {} MiB, past which \
+                     sorted runs go to temporary files{project}",
                     spec.memory.limit >> 20
                 );
             };
@@ -190,8 +191,8 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
             };
             format!(
                 "{scan}: rows selected on typed columns, only their sort keys built; $sort: \
-                 top-k keeping the first {n} by normalised keys (a sort of the documents within \
-                 {} MiB when those keys would not fit); the {limit} rows after the skip built \
+                 top-k keeping the first {n} by normalised keys (a sort of the rows as BSON \
+                 bytes within {} MiB when those keys would not fit); the {limit} rows after the skip built \
                  from the columns{project}",
                 spec.memory.limit >> 20
             )

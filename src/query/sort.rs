@@ -11,12 +11,13 @@
 use super::filter::collect_doc;
 use crate::error::{Error, Result};
 use crate::order::{as_f64, cmp_bson, type_rank};
+use bson::raw::{RawBsonRef, RawDocument};
 use bson::{Bson, Document};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -212,9 +213,186 @@ pub fn sort_within(
             }
             _ => {}
         }
-        Some(Ok(head.doc))
+        Some(Ok(head.row))
     });
     Ok((Box::new(merged), true))
+}
+
+/// Documents as BSON bytes put in sort order within `memory` ([`sort_raw_within`]): from
+/// memory, or merged from sorted runs in temporary files as they are read.
+pub(crate) struct SortedRaw {
+    keys: Arc<[(String, bool)]>,
+    /// The last batch: its documents one after another, where each ends, and their order.
+    arena: Vec<u8>,
+    ends: Vec<usize>,
+    order: std::vec::IntoIter<u32>,
+    /// The runs written to files, with the batch in memory as the last run; empty when every
+    /// document fitted in memory.
+    runs: Vec<RawRun>,
+    heads: BinaryHeap<Head<Vec<u8>>>,
+}
+
+/// A run of documents as BSON bytes, one after another, in sort order.
+enum RawRun {
+    File(Run),
+    Memory,
+}
+
+/// Sorts the documents `next` appends to its buffer as BSON bytes (false when none is left)
+/// by `keys`, stably, within `memory`: each document's key is encoded as it arrives; past the
+/// limit the batch is sorted and its bytes written to a temporary file as a run, and the runs
+/// are merged as the output is read. Rows stay bytes throughout: no document is built. Also
+/// says whether runs were written.
+pub(crate) fn sort_raw_within(
+    mut next: impl FnMut(&mut Vec<u8>) -> Result<bool>,
+    keys: &[(String, bool)],
+    memory: &SortMemory,
+) -> Result<(SortedRaw, bool)> {
+    // Room for a whole batch from the start: growing by doubling copied the bytes several
+    // times over. Pages are only touched as rows are written.
+    let mut arena: Vec<u8> = Vec::with_capacity(memory.limit.min(1 << 28));
+    let mut ends: Vec<usize> = Vec::new();
+    let mut encoded = Keys::default();
+    let mut runs: Vec<RawRun> = Vec::new();
+    loop {
+        let start = arena.len();
+        if !next(&mut arena)? {
+            break;
+        }
+        let raw = arena
+            .get(start..)
+            .and_then(|b| RawDocument::from_bytes(b).ok())
+            .ok_or_else(|| Error::Internal("a sorted row is not BSON".into()))?;
+        encoded.push_with(keys, |k, out| {
+            keys.get(k)
+                .is_some_and(|(path, asc)| put(&raw_sort_value(raw, path, *asc), out))
+        });
+        ends.push(arena.len());
+        let held = arena.len()
+            + encoded.arena.len()
+            + encoded.keyed.len() * (std::mem::size_of::<Keyed>() + std::mem::size_of::<usize>());
+        if held > memory.limit {
+            let order = std::mem::take(&mut encoded)
+                .order_by(keys, |i| raw_values(&arena, &ends, i, keys));
+            runs.push(RawRun::File(Run::write_raw(&arena, &ends, &order, memory)?));
+            arena.clear();
+            ends.clear();
+        }
+    }
+    let order = encoded.order_by(keys, |i| raw_values(&arena, &ends, i, keys));
+    let spilled = !runs.is_empty();
+    let mut sorted = SortedRaw {
+        keys: keys.into(),
+        arena,
+        ends,
+        order: order.into_iter(),
+        runs,
+        heads: BinaryHeap::new(),
+    };
+    if spilled {
+        sorted.runs.push(RawRun::Memory);
+        for run in 0..sorted.runs.len() {
+            sorted.refill(run)?;
+        }
+    }
+    Ok((sorted, spilled))
+}
+
+/// Row `i`'s sort values, read from its bytes.
+fn raw_values<'d>(
+    arena: &[u8],
+    ends: &[usize],
+    i: u32,
+    keys: &[(String, bool)],
+) -> Vec<Cow<'d, Bson>> {
+    let row = raw_row(arena, ends, i as usize).and_then(|b| RawDocument::from_bytes(b).ok());
+    let Some(raw) = row else {
+        return Vec::new();
+    };
+    keys.iter()
+        .map(|(path, asc)| Cow::Owned(raw_sort_value(raw, path, *asc)))
+        .collect()
+}
+
+/// The bytes of row `i` of a batch.
+fn raw_row<'a>(arena: &'a [u8], ends: &[usize], i: usize) -> Option<&'a [u8]> {
+    let start = match i.checked_sub(1) {
+        Some(p) => *ends.get(p)?,
+        None => 0,
+    };
+    arena.get(start..*ends.get(i)?)
+}
+
+/// [`sort_value`] of a document given as bytes: a top-level value that is not an array or a
+/// document is read as it is; anything else through a document of the path's first field.
+fn raw_sort_value(raw: &RawDocument, path: &str, asc: bool) -> Bson {
+    let head = path.split('.').next().unwrap_or(path);
+    let v = match raw.get(head) {
+        Ok(Some(v)) => v,
+        _ => return Bson::Null,
+    };
+    if head.len() == path.len() && !matches!(v, RawBsonRef::Array(_) | RawBsonRef::Document(_)) {
+        return crate::doc::to_bson(v);
+    }
+    let mut one = Document::new();
+    one.insert(head, crate::doc::to_bson(v));
+    sort_value(&one, path, asc).into_owned()
+}
+
+impl SortedRaw {
+    /// Appends the next document's bytes to `buf`; false when none is left.
+    pub(crate) fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
+        if self.runs.is_empty() {
+            let Some(i) = self.order.next() else {
+                return Ok(false);
+            };
+            let row = raw_row(&self.arena, &self.ends, i as usize)
+                .ok_or_else(|| Error::Internal("a sorted row past its batch".into()))?;
+            buf.extend_from_slice(row);
+            return Ok(true);
+        }
+        let Some(head) = self.heads.pop() else {
+            return Ok(false);
+        };
+        buf.extend_from_slice(&head.row);
+        self.refill(head.run)?;
+        Ok(true)
+    }
+
+    /// Puts run `run`'s next document among the heads, if it has one.
+    fn refill(&mut self, run: usize) -> Result<()> {
+        let mut row = Vec::new();
+        let got = match self.runs.get_mut(run) {
+            Some(RawRun::File(r)) => r.next_raw(&mut row)?,
+            Some(RawRun::Memory) => match self.order.next() {
+                Some(i) => match raw_row(&self.arena, &self.ends, i as usize) {
+                    Some(b) => {
+                        row.extend_from_slice(b);
+                        true
+                    }
+                    None => false,
+                },
+                None => false,
+            },
+            None => false,
+        };
+        if got {
+            let raw = RawDocument::from_bytes(&row)
+                .map_err(|e| Error::Internal(format!("reading back a sorted run: {e}")))?;
+            let values = self
+                .keys
+                .iter()
+                .map(|(k, asc)| raw_sort_value(raw, k, *asc))
+                .collect();
+            self.heads.push(Head {
+                values,
+                keys: Arc::clone(&self.keys),
+                run,
+                row,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A sorted run written to a temporary file.
@@ -245,6 +423,48 @@ impl Run {
             left,
         })
     }
+
+    /// Writes the documents of a batch given as bytes, in `order`.
+    fn write_raw(arena: &[u8], ends: &[usize], order: &[u32], memory: &SortMemory) -> Result<Run> {
+        let file = match &memory.dir {
+            Some(dir) => tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())?,
+            None => tempfile::tempfile()?,
+        };
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        for &i in order {
+            let row = raw_row(arena, ends, i as usize)
+                .ok_or_else(|| Error::Internal("a sorted row past its batch".into()))?;
+            w.write_all(row)?;
+        }
+        w.flush()?;
+        let mut file = w.into_inner().map_err(|e| Error::Io(e.into_error()))?;
+        file.seek(SeekFrom::Start(0))?;
+        Ok(Run {
+            file: BufReader::with_capacity(1 << 20, file),
+            left: order.len(),
+        })
+    }
+
+    /// Reads the run's next document's bytes into `row`; false when none is left.
+    fn next_raw(&mut self, row: &mut Vec<u8>) -> Result<bool> {
+        if self.left == 0 {
+            return Ok(false);
+        }
+        self.left -= 1;
+        let mut len = [0u8; 4];
+        self.file.read_exact(&mut len)?;
+        let n = u32::from_le_bytes(len) as usize;
+        if n < 5 {
+            return Err(Error::Internal(format!(
+                "a sorted run holds a document of {n} bytes"
+            )));
+        }
+        row.extend_from_slice(&len);
+        let at = row.len();
+        row.resize(at + n - 4, 0);
+        self.file.read_exact(row.get_mut(at..).unwrap_or_default())?;
+        Ok(true)
+    }
 }
 
 enum Source {
@@ -267,17 +487,17 @@ impl Source {
     }
 }
 
-/// The smallest document of one run, ordered for a max-heap so that the smallest (then the
+/// The smallest row of one run, ordered for a max-heap so that the smallest (then the
 /// earliest run) comes out first.
-struct Head {
+struct Head<T> {
     values: Vec<Bson>,
     keys: Arc<[(String, bool)]>,
     run: usize,
-    doc: Document,
+    row: T,
 }
 
-impl Head {
-    fn new(doc: Document, run: usize, keys: &Arc<[(String, bool)]>) -> Head {
+impl Head<Document> {
+    fn new(doc: Document, run: usize, keys: &Arc<[(String, bool)]>) -> Head<Document> {
         let values = keys
             .iter()
             .map(|(k, asc)| sort_value(&doc, k, *asc).into_owned())
@@ -286,12 +506,12 @@ impl Head {
             values,
             keys: Arc::clone(keys),
             run,
-            doc,
+            row: doc,
         }
     }
 }
 
-impl Ord for Head {
+impl<T> Ord for Head<T> {
     fn cmp(&self, other: &Self) -> Ordering {
         let mut o = Ordering::Equal;
         for ((x, y), (_, asc)) in self.values.iter().zip(&other.values).zip(self.keys.iter()) {
@@ -305,19 +525,19 @@ impl Ord for Head {
     }
 }
 
-impl PartialOrd for Head {
+impl<T> PartialOrd for Head<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for Head {
+impl<T> PartialEq for Head<T> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 
-impl Eq for Head {}
+impl<T> Eq for Head<T> {}
 
 /// About the bytes a document takes in memory: its map's entries, names and values.
 pub fn approx_bytes(d: &Document) -> usize {
@@ -419,18 +639,24 @@ impl Keys {
             .unwrap_or_default()
     }
 
-    /// The rows in sort order; `doc` gives a row's document, read again only where the bytes
-    /// cannot decide.
+    /// The rows in sort order, documents given by `doc` (see [`Keys::order_by`]).
     fn order<'d>(self, keys: &[(String, bool)], doc: impl Fn(u32) -> Option<&'d Document>) -> Vec<u32> {
+        self.order_by(keys, |i| match doc(i) {
+            Some(d) => keys.iter().map(|(k, asc)| sort_value(d, k, *asc)).collect(),
+            None => Vec::new(),
+        })
+    }
+
+    /// The rows in sort order; `values` gives a row's sort values, read only where the bytes
+    /// cannot decide.
+    fn order_by<'d>(
+        self,
+        keys: &[(String, bool)],
+        values: impl Fn(u32) -> Vec<Cow<'d, Bson>>,
+    ) -> Vec<u32> {
         if self.keyed.iter().all(|x| x.exact) {
             return self.order_exact();
         }
-        let values = |i: u32| -> Vec<Cow<'d, Bson>> {
-            match doc(i) {
-                Some(d) => keys.iter().map(|(k, asc)| sort_value(d, k, *asc)).collect(),
-                None => Vec::new(),
-            }
-        };
         let mut keyed = self.keyed;
         let arena = self.arena;
         let bytes = |x: &Keyed| {
@@ -838,6 +1064,7 @@ pub(crate) mod tests {
             rows in prop::collection::vec((value(), value(), value(), 0u8..3), 0..60),
             dirs in (any::<bool>(), any::<bool>(), any::<bool>()),
             nkeys in 1usize..4,
+            spill in any::<bool>(),
         ) {
             let docs: Vec<Document> = rows
                 .into_iter()
@@ -852,6 +1079,26 @@ pub(crate) mod tests {
             let k: Vec<(String, bool)> =
                 all.iter().take(nkeys).map(|(p, asc)| (p.to_string(), *asc)).collect();
             let want = reference(&docs, &k);
+            // As bytes, within a memory limit a few rows pass (runs on disk), or in memory.
+            let memory = SortMemory {
+                limit: if spill { 600 } else { usize::MAX },
+                dir: None,
+            };
+            let mut input = docs.iter();
+            let (mut raw, spilled) = sort_raw_within(
+                |buf| Ok(input.next().map(|d| d.to_writer(buf).unwrap()).is_some()),
+                &k,
+                &memory,
+            )
+            .unwrap();
+            let mut buf = Vec::new();
+            let mut bytes_sorted = Vec::new();
+            while raw.next_into(&mut buf).unwrap() {
+                bytes_sorted.push(Document::from_reader(buf.as_slice()).unwrap());
+                buf.clear();
+            }
+            prop_assert!(!spilled || spill);
+            prop_assert_eq!(format!("{bytes_sorted:?}"), format!("{want:?}"));
             let mut got = docs;
             sort_docs(&mut got, &k);
             prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
