@@ -397,10 +397,17 @@ pub(super) fn report(
     }
 }
 
+/// Pauses a reader takes over damage it finds before reporting it (2, 4, ... 64 ms).
+const SETTLE_TRIES: u32 = 6;
+
 /// [`load`] for a reader beside a writer. The writer may commit a manifest, delete the files it
 /// no longer lists and reclaim its log while the reader reads them, so a failure is retried
-/// with the manifest read again whenever that manifest has changed meanwhile; a failure with
-/// the same manifest twice is real.
+/// with the manifest read again whenever that manifest has changed meanwhile. A log record
+/// being written can also look damaged with an intact record after it: the reader may read a
+/// page before the writer copies into it and the page after once the writer has (the log's
+/// files are made ahead or reused, so the reader is not stopped at their end). So damage is
+/// read again after short pauses, and reported only when it stays: a write settles in
+/// microseconds.
 pub(super) fn load_snapshot(
     path: &Path,
     opts: &DbOptions,
@@ -409,7 +416,7 @@ pub(super) fn load_snapshot(
     reuse: &BTreeMap<u64, Arc<Segment>>,
 ) -> Result<Loaded> {
     let manifest_path = path.join(crate::manifest::MANIFEST_FILE);
-    let mut tries = 0;
+    let (mut tries, mut settling) = (0, 0u32);
     loop {
         let before = vfs.read(&manifest_path).ok();
         match load(path, opts, vfs, page_cache, reuse, true) {
@@ -417,9 +424,15 @@ pub(super) fn load_snapshot(
             Err(e) => {
                 tries += 1;
                 let after = vfs.read(&manifest_path).ok();
-                if before == after || tries >= 100 {
-                    return Err(e);
+                if before != after && tries < 100 {
+                    continue;
                 }
+                if matches!(e, Error::Corruption { .. }) && settling < SETTLE_TRIES {
+                    std::thread::sleep(std::time::Duration::from_millis(2 << settling));
+                    settling += 1;
+                    continue;
+                }
+                return Err(e);
             }
         }
     }
