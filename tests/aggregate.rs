@@ -13,7 +13,7 @@ use tsbucket::bson::{doc, Bson, DateTime, Document};
 use tsbucket::order::cmp_bson;
 use tsbucket::segment::Segment;
 use tsbucket::vfs::RealFs;
-use tsbucket::{Collection, Database, DbOptions, Result, TimeseriesOptions};
+use tsbucket::{Collection, Database, DbOptions, FindOptions, Result, TimeseriesOptions};
 use tsbucket_workload::devops::FIELDS;
 use tsbucket_workload::queries::{
     devops_host, devops_hour_window, devops_queries, devops_scan_query, seed004_queries,
@@ -756,6 +756,43 @@ fn tops_come_out_as_a_full_sort_orders_them() {
     }
 }
 
+/// Keys that normalised bytes cannot tell apart exactly (integers past 2^53, decimals) take
+/// the top's other way, by the values of documents of the key fields: the same rows, ties in
+/// scan order.
+#[test]
+fn tops_by_keys_past_exact_bytes_come_out_as_a_full_sort_orders_them() {
+    let big = 1i64 << 60;
+    let docs: Vec<Document> = (0..2000i64)
+        .map(|i| {
+            let mut d = doc! {"t": date(BASE + i * 7_000), "m": i % 4, "u": i % 13};
+            match i % 3 {
+                0 => d.insert("d", Bson::Int64(big + (i * 7919) % 50)),
+                1 => d.insert("d", Bson::Decimal128("1.5".parse().unwrap())),
+                _ => d.insert("d", Bson::Double(i as f64)),
+            };
+            d
+        })
+        .collect();
+    let (_dir, _db, c) = load_tm(&docs);
+    for (sort, skip, limit) in [
+        (doc! {"d": -1}, 0, 10),
+        (doc! {"d": 1, "u": -1}, 600, 700),
+        (doc! {"u": 1, "d": -1}, 5, 30),
+    ] {
+        let p = vec![
+            doc! {"$sort": sort},
+            doc! {"$skip": skip},
+            doc! {"$limit": limit},
+        ];
+        // The reference sorts documents: a leading projection keeps the sort from the scan.
+        let mut as_docs = p.clone();
+        as_docs.insert(0, doc! {"$project": {"t": 1, "m": 1, "d": 1, "u": 1}});
+        let want = run_unpacked(&c, &as_docs);
+        assert_eq!(want.len() as i64, limit, "{p:?}");
+        assert_eq!(run(&c, &p), want, "{p:?}");
+    }
+}
+
 #[test]
 fn columnar_path_gives_the_document_paths_answers() {
     for (seed, grid_ms) in [(1u64, 10_000), (2, 1000), (3, 600_000)] {
@@ -1312,23 +1349,36 @@ fn a_group_past_the_memory_limit_is_refused() {
     assert_eq!(few.len(), 3);
     let sorted = run(&c, &[doc! {"$sort": {"s": -1}}]);
     assert_eq!(sorted.len(), docs.len());
-    // The same order as a sort of documents, with a projection that keeps the key's field
-    // (applied as rows are written) or not (applied as they come out), and past a skip.
-    for p in [
-        vec![doc! {"$sort": {"s": -1, "t": 1}}],
-        vec![
-            doc! {"$sort": {"m": 1, "s": 1}},
-            doc! {"$project": {"s": 1, "u": 1}},
-        ],
-        vec![
-            doc! {"$sort": {"m": -1, "s": 1}},
-            doc! {"$project": {"u": 1}},
-        ],
-        vec![doc! {"$sort": {"s": 1}}, doc! {"$skip": 29_990}],
+    // A sorted find without a limit sorts the rows as bytes, in runs on disk past the limit:
+    // the same order as the pipeline's sort of documents, with a projection that keeps the
+    // key's field (applied as rows are written) or not (applied as they come out), and past a
+    // skip.
+    for (sort, projection, skip) in [
+        (doc! {"s": -1, "t": 1}, None, 0),
+        (doc! {"m": 1, "s": 1}, Some(doc! {"s": 1, "u": 1}), 0),
+        (doc! {"m": -1, "s": 1}, Some(doc! {"u": 1}), 0),
+        (doc! {"s": 1}, None, 29_990),
+        // Ties, across runs: they keep the scan's order.
+        (doc! {"m": -1}, Some(doc! {"u": 1}), 0),
     ] {
-        let (fast, slow) = (run(&c, &p), run_unpacked(&c, &p));
-        assert_eq!(fast.len(), slow.len(), "{p:?}");
-        assert!(fast == slow, "{p:?}: the sorted rows differ");
+        let opts = FindOptions {
+            sort: Some(sort.clone()),
+            projection: projection.clone(),
+            skip: Some(skip),
+            ..FindOptions::default()
+        };
+        let got: Vec<Document> = c
+            .find_with(doc! {}, opts)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        let mut p = vec![doc! {"$sort": sort}, doc! {"$skip": skip as i64}];
+        if let Some(pr) = projection {
+            p.push(doc! {"$project": pr});
+        }
+        let want = run_unpacked(&c, &p);
+        assert_eq!(got.len(), want.len(), "{p:?}");
+        assert!(got == want, "{p:?}: the sorted rows differ");
     }
     db.close().unwrap();
 }

@@ -265,6 +265,24 @@ impl Selected {
         &self.rows
     }
 
+    /// The decoded column of top-level field `name`; `None` when the bucket has no such
+    /// column or it was not decoded.
+    pub(crate) fn column(&self, name: &str) -> Option<&Col> {
+        let k = self.names.iter().position(|n| n == name)?;
+        self.cols.get(k)?.as_ref()
+    }
+
+    /// True when the bucket holds a column named `name`.
+    pub(crate) fn has_column(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// The bucket's meta value as the output shows it, when no row carries its own: the
+    /// same in every row.
+    pub(crate) fn shared_meta(&self) -> Option<Option<&Bson>> {
+        self.row_meta.is_none().then_some(self.meta.as_ref())
+    }
+
     /// Row `row`'s time in milliseconds, when times were asked for ([`RowOutput::with_times`])
     /// and the row has one.
     pub fn time_ms(&self, row: u32) -> Option<i64> {

@@ -77,6 +77,133 @@ pub fn top_sorted<E>(
     Ok(out)
 }
 
+/// The first `n` rows offered, in the order of their normalised keys and then of their
+/// places, kept as key bytes alone: a row is offered with its key written from wherever its
+/// values are (columns, a bucket's meta value), and one that sorts after the `n`th kept at
+/// the last cut is turned away at once. For keys that encode exactly; a row whose key does not
+/// is refused, and the caller orders by values instead.
+pub(crate) struct TopKeys {
+    n: usize,
+    /// The kept rows' key bytes, each followed by its place (8 + 4 bytes, big-endian) so that
+    /// ties go to the earlier place.
+    arena: Vec<u8>,
+    /// Where each kept row's bytes start and how many there are.
+    rows: Vec<(u32, u32)>,
+    /// The bytes of the `n`th row at the last cut.
+    nth: Option<Vec<u8>>,
+    scratch: Vec<u8>,
+}
+
+impl TopKeys {
+    /// Keeps the first `n`.
+    pub(crate) fn new(n: usize) -> TopKeys {
+        TopKeys {
+            n,
+            arena: Vec::new(),
+            rows: Vec::new(),
+            nth: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Offers the row at `place` (bucket in scan order, row): `write(k, out)` appends the
+    /// normalised bytes of its value of key `k` ([`put_value`] writes them) and says whether
+    /// they are exact. False when a key was not exact: nothing is kept of the row.
+    pub(crate) fn offer(
+        &mut self,
+        keys: &[(String, bool)],
+        place: (usize, u32),
+        mut write: impl FnMut(usize, &mut Vec<u8>) -> bool,
+    ) -> bool {
+        let out = &mut self.scratch;
+        out.clear();
+        for (k, (_, asc)) in keys.iter().enumerate() {
+            let from = out.len();
+            if !write(k, out) {
+                return false;
+            }
+            if !*asc {
+                out.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
+            }
+        }
+        out.extend_from_slice(&(place.0 as u64).to_be_bytes());
+        out.extend_from_slice(&place.1.to_be_bytes());
+        // Places differ, so no row ties with the `n`th: one after it cannot be kept.
+        if self.nth.as_deref().is_some_and(|t| out.as_slice() > t) {
+            return true;
+        }
+        let (Ok(start), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(out.len())) else {
+            return false;
+        };
+        self.arena.extend_from_slice(out);
+        self.rows.push((start, len));
+        if self.rows.len() >= self.n.saturating_mul(2).max(1024) {
+            self.cut();
+        }
+        true
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.arena.capacity() + self.rows.capacity() * std::mem::size_of::<(u32, u32)>()
+    }
+
+    /// Rows kept so far.
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Sorts the kept rows and keeps the first `n`.
+    pub(crate) fn cut(&mut self) {
+        let arena = &self.arena;
+        let key = |&(s, l): &(u32, u32)| arena.get(s as usize..(s + l) as usize).unwrap_or_default();
+        self.rows.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        self.rows.truncate(self.n);
+        let mut fresh = Vec::with_capacity(self.arena.len().min(self.rows.len() * 32));
+        for (s, l) in self.rows.iter_mut() {
+            let start = fresh.len() as u32;
+            fresh.extend_from_slice(self.arena.get(*s as usize..(*s + *l) as usize).unwrap_or_default());
+            *s = start;
+        }
+        self.arena = fresh;
+        if self.rows.len() == self.n {
+            self.nth = self.rows.last().map(|&r| self.row(r).to_vec());
+        }
+    }
+
+    /// The `n`th kept row's bytes at the last cut (key, then place), once `n` were kept.
+    pub(crate) fn nth(&self) -> Option<&[u8]> {
+        self.nth.as_deref()
+    }
+
+    /// The places of the first `n` rows, first to last.
+    pub(crate) fn finish(mut self) -> Vec<(usize, u32)> {
+        self.cut();
+        self.rows
+            .iter()
+            .map(|&r| {
+                // The place closes the row's bytes.
+                let b = self.row(r);
+                let tail = b.get(b.len().saturating_sub(12)..).unwrap_or_default();
+                let mut k = [0u8; 8];
+                let mut i = [0u8; 4];
+                k.iter_mut().zip(tail).for_each(|(o, x)| *o = *x);
+                i.iter_mut().zip(tail.iter().skip(8)).for_each(|(o, x)| *o = *x);
+                (u64::from_be_bytes(k) as usize, u32::from_be_bytes(i))
+            })
+            .collect()
+    }
+
+    fn row(&self, (s, l): (u32, u32)) -> &[u8] {
+        self.arena.get(s as usize..(s + l) as usize).unwrap_or_default()
+    }
+}
+
+/// Appends `v`'s normalised bytes (ascending); false where they are not exact.
+pub(crate) fn put_value(v: &Bson, out: &mut Vec<u8>) -> bool {
+    put(v, out)
+}
+
 /// How much a sort may hold in memory, and where it writes what does not fit.
 #[derive(Debug, Clone)]
 pub struct SortMemory {
