@@ -29,6 +29,9 @@ pub(crate) enum Route {
     /// Measurements unpacked, every stage evaluated over documents; why the columnar group
     /// path did not take the pipeline.
     Docs(String),
+    /// The pipeline as written, over documents: the reference the others are checked
+    /// against.
+    AsWritten,
 }
 
 impl Route {
@@ -36,7 +39,7 @@ impl Route {
     /// the document path.
     pub(crate) fn of(plan: &Plan, stages: &[Stage], columnar: bool) -> Route {
         if !columnar {
-            return Route::Docs("the pipeline runs unpacked, as written".into());
+            return Route::AsWritten;
         }
         match stages.first() {
             Some(Stage::Group(spec)) if count_consts(spec).is_some() => Route::Count,
@@ -70,6 +73,7 @@ pub(crate) fn execute(
     memory: &SortMemory,
 ) -> Result<(Output, Explain)> {
     let mut explain = explain;
+    let as_written = matches!(route, Route::AsWritten);
     let why = match route {
         Route::Count => {
             if let Some(Stage::Group(spec)) = stages.first() {
@@ -108,11 +112,12 @@ pub(crate) fn execute(
             return Ok((out, ex));
         }
         Route::Docs(why) => why,
+        Route::AsWritten => "the pipeline runs unpacked, as written".into(),
     };
     // A leading sort on time streams the buckets in time order (and stops at a limit); any
     // other leading sort with a limit keeps only the documents that can still be among the
     // first. Both are what `find` does with the same sort and limit.
-    let (spec, used) = leading_find(&plan, stages);
+    let (spec, used) = leading_find(&plan, stages, !as_written);
     explain.operators.push(find_operator(&plan, spec.as_ref()));
     let cursor = match spec {
         Some(spec) => Cursor::find(
@@ -202,8 +207,10 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
 
 /// The find a pipeline's leading stages amount to, and how many stages it takes: a `$sort`
 /// with the `$skip` and `$limit` stages after it, then a `$project` that only keeps or leaves
-/// out paths. `None` when the pipeline starts with none of them that a find does better.
-fn leading_find(plan: &Plan, stages: &[Stage]) -> (Option<FindSpec>, usize) {
+/// out paths. `None` when the pipeline starts with none of them that a find does better. A
+/// `$sort` without a limit on other keys than the time is a find's only when `any_sort`: the
+/// find sorts rows as bytes, where the pipeline as written sorts documents.
+fn leading_find(plan: &Plan, stages: &[Stage], any_sort: bool) -> (Option<FindSpec>, usize) {
     let mut spec = FindSpec::default();
     let mut used = 0;
     if let Some(Stage::Sort(keys)) = stages.first() {
@@ -220,7 +227,7 @@ fn leading_find(plan: &Plan, stages: &[Stage]) -> (Option<FindSpec>, usize) {
             used += 1;
         }
         let time_sort = matches!(keys.as_slice(), [(k, _)] if *k == plan.time_field);
-        if !time_sort && spec.limit.is_none() {
+        if !time_sort && spec.limit.is_none() && !any_sort {
             return (None, 0);
         }
     }
