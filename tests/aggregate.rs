@@ -696,6 +696,81 @@ fn matches_on_renamed_fields_give_the_document_paths_answers() {
     assert!(ex.buckets_pruned_by_stats > 0, "{ex:?}");
 }
 
+/// A `$match` on fields a `$project` sets from dotted paths (`{h: "$m.h"}`) puts a looser
+/// match on the stored paths before the project, and the answers stay those of the pipeline
+/// as written, whatever the paths go through: documents, arrays of documents, nested arrays,
+/// arrays of scalars, missing fields.
+#[test]
+fn matches_on_fields_set_from_dotted_paths_give_the_document_paths_answers() {
+    let mut rng = Rng::new(11);
+    let mut docs = random_docs(&mut rng, 3000, 10_000);
+    for (i, d) in docs.iter_mut().enumerate() {
+        let k = (i % 7) as i32;
+        match i % 6 {
+            0 => {}
+            1 => {
+                d.insert("arr", doc! {"k": k});
+            }
+            2 => {
+                d.insert("arr", vec![doc! {"k": k}, doc! {"k": k + 3}]);
+            }
+            3 => {
+                d.insert(
+                    "arr",
+                    vec![Bson::Array(vec![Bson::Document(doc! {"k": k})])],
+                );
+            }
+            4 => {
+                d.insert("arr", vec![k, k + 1]);
+            }
+            _ => {
+                d.insert("arr", vec![doc! {"j": 1}, doc! {"k": k}]);
+            }
+        }
+    }
+    let (_dir, _db, c) = load_tm(&docs);
+    let count = doc! {"$count": "n"};
+    let project = doc! {"$project": {"h": "$m.h", "v": "$arr.k", "t": 1, "c": 1}};
+    let matches = [
+        doc! {"h": "h1"},
+        doc! {"h": {"$in": ["h1", "h3"]}, "c": {"$lt": 500}},
+        doc! {"v": 3},
+        doc! {"v": {"$gt": 4}},
+        doc! {"v": {"$gte": 2, "$lt": 4}},
+        doc! {"v": {"$in": [0, 6]}},
+        // Not implied at the stored path: these stay after the project alone.
+        doc! {"v": [2, 5]},
+        doc! {"v": {"$ne": 3}},
+        doc! {"v": {"$exists": true}},
+        doc! {"v": null},
+        doc! {"h": {"$nin": ["h1"]}},
+    ];
+    for m in matches {
+        for tail in [
+            vec![count.clone()],
+            vec![doc! {"$sort": {"t": -1}}, doc! {"$limit": 5}],
+        ] {
+            let mut p = vec![project.clone(), doc! {"$match": m.clone()}];
+            p.extend(tail);
+            let what = format!("{p:?}");
+            same_answers(&run(&c, &p), &run_unpacked(&c, &p), &what);
+        }
+    }
+    // The looser match reaches bucket selection.
+    let ex = c
+        .explain_aggregate(vec![project.clone(), doc! {"$match": {"h": "h1"}}])
+        .unwrap();
+    assert!(
+        ex.rewrites.iter().any(|r| r.contains("looser")),
+        "{:?}",
+        ex.rewrites
+    );
+    assert!(
+        ex.buckets_pruned_by_stats + ex.buckets_pruned_by_id > 0,
+        "{ex:?}"
+    );
+}
+
 /// Tops by sorts the buckets' statistics bound (fields sparse, of mixed types, with NaN; the
 /// time; meta paths, with rows of their own meta values) come out as a full sort of every
 /// document gives them, ties in the same order.

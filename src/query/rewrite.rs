@@ -34,7 +34,8 @@
 
 use crate::query::aggregate::accumulators::AccOp;
 use super::expr::Expr;
-use super::filter::Filter;
+use super::filter::{Filter, Pred};
+use bson::Bson;
 use crate::query::aggregate::table::GroupSpec;
 use super::pipeline::{Pipeline, Stage};
 use super::project::{Computed, Project};
@@ -362,9 +363,72 @@ fn match_through(project: &Project, f: &Filter) -> Option<Filter> {
     ok.then(|| f.renamed(&|p: &str| source(p).unwrap_or_else(|| p.to_string())))
 }
 
+/// A filter before `project` that every document matching `f` after it matches too, made of
+/// the conjuncts of `f` that read paths `project` passes unchanged (taken as they are) or a
+/// field it sets to a dotted path (`{h: "$tags.hostname"}`) with a comparison to a plain
+/// value (read at that path: any value the field holds, or an array element of it, is at the
+/// path too). `None` when no conjunct qualifies. The match stays after the project too, and
+/// decides; this one lets the scan prune buckets first.
+fn looser_before(project: &Project, f: &Filter) -> Option<Filter> {
+    let (kept, computed) = project.kept_and_computed()?;
+    let mut taken = Vec::new();
+    for c in f.conjuncts() {
+        let mut paths = Vec::new();
+        c.paths(&mut paths);
+        if paths.iter().all(|p| passes_beside(&kept, computed, p)) {
+            taken.push(c.clone());
+            continue;
+        }
+        let Filter::Field { path, pred } = c else {
+            continue;
+        };
+        let source = computed.iter().find_map(|(name, e)| match e {
+            Expr::Path(src) if name == path => Some(src),
+            _ => None,
+        });
+        if let Some(src) = source.filter(|_| implied_at_source(pred)) {
+            taken.push(Filter::Field {
+                path: src.clone(),
+                pred: pred.clone(),
+            });
+        }
+    }
+    match taken.len() {
+        0 => None,
+        1 => taken.pop(),
+        _ => Some(Filter::And(taken)),
+    }
+}
+
+/// True when a value set from a path that satisfies `pred` leaves the document satisfying
+/// `pred` at that path: comparisons and `$in` of plain values (not null, arrays, regular
+/// expressions or the key bounds), which hold for a value or an element of an array either way.
+/// Negations and `$exists` do not: a path through arrays of documents lacking the field gives
+/// an empty array as the value.
+fn implied_at_source(pred: &Pred) -> bool {
+    let plain = |v: &Bson| {
+        !matches!(
+            v,
+            Bson::Null
+                | Bson::Undefined
+                | Bson::Array(_)
+                | Bson::RegularExpression(_)
+                | Bson::MinKey
+                | Bson::MaxKey
+        )
+    };
+    match pred {
+        Pred::Eq(v) | Pred::Gt(v) | Pred::Gte(v) | Pred::Lt(v) | Pred::Lte(v) => plain(v),
+        Pred::In(vs) => vs.iter().all(plain),
+        Pred::All(ps) => ps.iter().all(implied_at_source),
+        _ => false,
+    }
+}
+
 fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
     let mut moved = Vec::new();
     let mut renamed = false;
+    let mut looser: Vec<Filter> = Vec::new();
     let mut i = 1;
     while i < p.stages.len() {
         // A match after a project that renames the fields it reads moves with the stored
@@ -390,9 +454,16 @@ fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
             renamed = true;
         }
         if over.is_none() {
-            if let (Some(Stage::Project(_)), Some(Stage::Match(_))) =
+            if let (Some(Stage::Project(pr)), Some(Stage::Match(f))) =
                 (p.stages.get(i - 1), p.stages.get(i))
             {
+                // A looser match goes before the project, once, and may move on from there.
+                if let Some(pre) = looser_before(pr, f).filter(|l| !looser.contains(l)) {
+                    looser.push(pre.clone());
+                    p.stages.insert(i - 1, Stage::Match(pre));
+                    i = i.saturating_sub(1).max(1);
+                    continue;
+                }
                 let note = "not applied: a $match stays after a $project that does not keep \
                             every path it reads";
                 if !notes.iter().any(|n| n == note) {
@@ -413,6 +484,13 @@ fn move_matches_earlier(p: &mut Pipeline, notes: &mut Vec<String>) {
     }
     if renamed {
         notes.push("$match reads the fields a $project renames under their stored names".into());
+    }
+    if !looser.is_empty() {
+        notes.push(
+            "a looser $match on the stored paths goes before a $project that sets fields \
+             from dotted paths; the $match after it still decides"
+                .into(),
+        );
     }
     for over in moved {
         notes.push(format!("$match moved before {over}"));
