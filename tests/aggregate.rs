@@ -771,6 +771,59 @@ fn matches_on_fields_set_from_dotted_paths_give_the_document_paths_answers() {
     );
 }
 
+/// Stages that replace the measurements (`$group`, `$count`, `$project`) after a scan the
+/// columnar group path does not take make the scan build only the paths they read, and the
+/// answers stay those of the pipeline as written.
+#[test]
+fn scans_build_only_the_paths_later_stages_read() {
+    let mut rng = Rng::new(13);
+    let docs = random_docs(&mut rng, 3000, 10_000);
+    let (_dir, _db, c) = load_tm(&docs);
+    let pipelines = [
+        vec![
+            doc! {"$sort": {"a": -1}},
+            doc! {"$limit": 700},
+            doc! {"$count": "n"},
+        ],
+        vec![
+            doc! {"$sort": {"c": 1}},
+            doc! {"$skip": 100},
+            doc! {"$limit": 50},
+            doc! {"$group": {"_id": "$m.h", "n": {"$sum": 1}, "f": {"$first": "$b"}, "x": {"$max": "$x"}}},
+        ],
+        vec![
+            doc! {"$sort": {"x": -1, "t": 1}},
+            doc! {"$limit": 40},
+            doc! {"$project": {"u": "$a", "t": 1}},
+        ],
+        vec![
+            doc! {"$sort": {"b": 1, "a": -1}},
+            doc! {"$limit": 900},
+            // After a limit, a match stays where it is and reads its path from the scan.
+            doc! {"$match": {"c": {"$gt": 100}}},
+            doc! {"$group": {"_id": null, "top": {"$top": {"sortBy": {"x": 1}, "output": "$t"}}}},
+        ],
+    ];
+    for p in pipelines {
+        let what = format!("{p:?}");
+        same_answers(&run(&c, &p), &run_unpacked(&c, &p), &what);
+    }
+    let ex = c
+        .explain_aggregate(vec![
+            doc! {"$sort": {"a": -1}},
+            doc! {"$limit": 700},
+            doc! {"$count": "n"},
+        ])
+        .unwrap();
+    assert!(
+        ex.operators
+            .iter()
+            .any(|o| o.contains("columns: only") && o.contains("(a)")),
+        "{:?}",
+        ex.operators
+    );
+}
+
 /// Tops by sorts the buckets' statistics bound (fields sparse, of mixed types, with NaN; the
 /// time; meta paths, with rows of their own meta values) come out as a full sort of every
 /// document gives them, ties in the same order.

@@ -9,6 +9,7 @@ use super::expr::Expr;
 use crate::query::aggregate::FastGroup;
 use crate::query::aggregate::table::{GroupDocs, GroupSpec, GroupTable};
 use super::sort::{sort_within, top_sorted, SortMemory, TOP_K_MAX};
+use super::options::Projection;
 use super::pipeline::Stage;
 use super::cursor::{bounded_keys, FindSpec, Output};
 use crate::query::select::{count, Cursor, Explain, Order, Plan, Scans, Verdict};
@@ -117,7 +118,25 @@ pub(crate) fn execute(
     // A leading sort on time streams the buckets in time order (and stops at a limit); any
     // other leading sort with a limit keeps only the documents that can still be among the
     // first. Both are what `find` does with the same sort and limit.
-    let (spec, used) = leading_find(&plan, stages, !as_written);
+    let (mut spec, used) = leading_find(&plan, stages, !as_written);
+    // When a later stage replaces the measurements (a `$group`, `$count`, `$project`), the
+    // scan builds only the paths the stages up to it read.
+    let narrowed = match &spec {
+        _ if as_written => None,
+        Some(s) if s.projection.is_some() => None,
+        _ => paths_read(stages.get(used..).unwrap_or_default()),
+    };
+    if let Some(mut paths) = narrowed {
+        let find = spec.get_or_insert_with(FindSpec::default);
+        paths.extend(find.sort.iter().map(|(k, _)| k.clone()));
+        let p = Projection::keeping(&paths);
+        let shown = p.kept().unwrap_or_default().join(", ");
+        explain.operators.push(format!(
+            "columns: only those of the paths the later stages read ({})",
+            if shown.is_empty() { "none" } else { shown.as_str() }
+        ));
+        find.projection = Some(p);
+    }
     explain.operators.push(find_operator(&plan, spec.as_ref()));
     let cursor = match spec {
         Some(spec) => Cursor::find(
@@ -243,6 +262,43 @@ fn leading_find(plan: &Plan, stages: &[Stage], any_sort: bool) -> (Option<FindSp
     } else {
         (Some(spec), used)
     }
+}
+
+/// The paths of a measurement that `stages` read before one of them replaces the measurements
+/// (a `$group`, or a `$project` that keeps or computes fields; `$count` is a `$group`).
+/// `None` when the measurements themselves come out, or a stage may read any path (a
+/// `$project` that leaves paths out).
+fn paths_read(stages: &[Stage]) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for s in stages {
+        match s {
+            Stage::Match(f) => f.paths(&mut out),
+            Stage::Sort(keys) => out.extend(keys.iter().map(|(k, _)| k.clone())),
+            Stage::Skip(_) | Stage::Limit(_) => {}
+            Stage::Group(g) => {
+                let mut read = Vec::new();
+                g.id.paths(&mut read);
+                for a in &g.accs {
+                    a.arg.paths(&mut read);
+                }
+                out.extend(read.into_iter().map(str::to_string));
+                return Some(out);
+            }
+            Stage::Project(p) => {
+                let (kept, computed) = p.kept_and_computed()?;
+                out.extend(kept.into_iter().map(str::to_string));
+                let mut read = Vec::new();
+                for (_, e) in computed {
+                    e.paths(&mut read);
+                }
+                out.extend(read.into_iter().map(str::to_string));
+                // Whatever the stage does with `_id`, it has it.
+                out.push("_id".into());
+                return Some(out);
+            }
+        }
+    }
+    None
 }
 
 /// The key and the summed constants of a `$group` whose key is a constant and whose

@@ -75,6 +75,27 @@ impl Projection {
         })
     }
 
+    /// The inclusion projection of `paths` and nothing else (an empty document when there are
+    /// none): `_id` only when among them, a path below another kept one left to it.
+    pub(crate) fn keeping(paths: &[String]) -> Projection {
+        let mut kept: Vec<String> = Vec::new();
+        let mut id = false;
+        let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+        sorted.sort_unstable_by_key(|p| p.len());
+        for p in sorted {
+            if p == "_id" || p.starts_with("_id.") {
+                id = true;
+            } else if !kept.iter().any(|k| collides(k, p)) {
+                kept.push(p.to_string());
+            }
+        }
+        Projection {
+            include: true,
+            paths: kept,
+            id,
+        }
+    }
+
     /// The paths an inclusion projection keeps (`_id` among them unless excluded); `None` for
     /// an exclusion projection.
     pub fn kept(&self) -> Option<Vec<&str>> {
