@@ -671,9 +671,9 @@ const PLACE_BYTES: usize = 16;
 
 /// Where the first `n` matches of `sources` in the order of `keys` are, as (bucket in scan
 /// order, row), first to last, ties in scan order: what sorting every match and keeping `n`
-/// gives. Only the key fields of a row are built while they are chosen, so a top reads a row
-/// for a few hundred nanoseconds and the rows returned are built afterwards, only those past
-/// the skip. When the leading keys are ones a bucket's statistics bound ([`bounded_keys`]),
+/// gives. Rows compete by their keys alone, as normalised bytes written from the columns
+/// ([`top_by_key_bytes`]; documents of the key fields where a key does not encode exactly),
+/// and the rows returned are built afterwards, only those past the skip. When the leading keys are ones a bucket's statistics bound ([`bounded_keys`]),
 /// buckets are read best first by those bounds, and reading stops once no bucket left can
 /// hold a row that sorts before the `n`th kept: a top 10 by a field, or the latest rows by
 /// time then a field, read a few buckets, not all of them. `None` when keeping about `2n`
