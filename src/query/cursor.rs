@@ -10,7 +10,7 @@ use super::merge::{MergeSpec, TimeMerge};
 use super::options::{Fate, Projection};
 use super::columns::Col;
 use super::sort::{
-    approx_bytes, put_value, sort_order, sort_raw_within, sort_value, SortMemory, SortedDocs,
+    put_key, put_place, put_value, sort_raw_within, sort_value, SortMemory, SortedDocs,
     SortedRaw, TopKeys,
 };
 use super::source::{self, Source};
@@ -483,8 +483,8 @@ impl Cursor {
             ));
         }
         // A sort with a limit keeps the first `skip + limit` rows' keys and builds the rows
-        // past the skip; one without, or one whose kept keys would not fit in memory, sorts
-        // the documents within it.
+        // past the skip; one without, or one whose keys would not fit in memory or do not
+        // encode exactly, sorts the rows within it.
         if let Some(n) = spec.limit.and_then(|l| usize::try_from(spec.skip.saturating_add(l)).ok()) {
             if let Some(places) = top_rows(&sources, &plan, &spec.sort, n, &spec.memory)? {
                 let from = usize::try_from(spec.skip).unwrap_or(usize::MAX);
@@ -666,18 +666,17 @@ impl Iterator for Cursor {
     }
 }
 
-/// Bytes of memory a kept row's place takes beside its key document.
-const PLACE_BYTES: usize = 16;
-
 /// Where the first `n` matches of `sources` in the order of `keys` are, as (bucket in scan
 /// order, row), first to last, ties in scan order: what sorting every match and keeping `n`
-/// gives. Rows compete by their keys alone, as normalised bytes written from the columns
-/// ([`top_by_key_bytes`]; documents of the key fields where a key does not encode exactly),
-/// and the rows returned are built afterwards, only those past the skip. When the leading keys are ones a bucket's statistics bound ([`bounded_keys`]),
-/// buckets are read best first by those bounds, and reading stops once no bucket left can
-/// hold a row that sorts before the `n`th kept: a top 10 by a field, or the latest rows by
-/// time then a field, read a few buckets, not all of them. `None` when keeping about `2n`
-/// rows' keys would take more than `memory` allows; the caller sorts within it instead.
+/// gives. Rows compete by their keys alone, written as normalised bytes straight from the
+/// bucket's columns and meta value, and a row that sorts after the `n`th kept is turned away
+/// at once: tens of nanoseconds a row. The rows returned are built afterwards, only those
+/// past the skip. When the leading keys are ones a bucket's statistics bound
+/// ([`bounded_keys`]), buckets are read best first by those bounds, and reading stops once no
+/// bucket left can hold a row that sorts before the `n`th kept: a top 10 by a field, or the
+/// latest rows by time then a field, read a few buckets, not all of them. `None` when a key
+/// does not encode exactly (decimals, integers past 2^53, code) or the kept keys would pass
+/// `memory`; the caller sorts the rows within it instead.
 fn top_rows(
     sources: &Scans,
     plan: &Plan,
@@ -706,74 +705,8 @@ fn top_rows(
         &plan.time_field,
         plan.meta_field.as_deref(),
     );
-    if let Some(places) = top_by_key_bytes(sources, plan, keys, n, memory, &bounded, &order, &out)? {
-        return Ok(Some(places));
-    }
-    // Keys that do not all encode exactly (decimals, integers past 2^53, code): the rows
-    // compete as documents of their key fields.
     // With every key bounded, a row that ties with the `n`th on all of them loses to it when
     // found later in scan order, and the buckets of equal bounds come in scan order.
-    let all_bounded = bounded.len() == keys.len();
-    // Kept rows are sorted and cut to `n` when they reach twice that: a sort per bucket would
-    // cost `n log n` for each bucket read.
-    let cap = n.saturating_mul(2).max(1024);
-    let mut kept: Vec<((usize, u32), Document)> = Vec::new();
-    // The bounded keys' values of the `n`th kept row at the last cut, and its bucket: no row
-    // of a bucket whose best values sort after them can be among the first `n`.
-    let mut nth: Option<(Vec<Bson>, usize)> = None;
-    for (at, (k, _)) in order.iter().enumerate() {
-        let Some(scan) = sources.get(*k) else {
-            continue;
-        };
-        let sel = out.select(&scan.src, scan.verdict == Verdict::All)?;
-        for &r in sel.rows() {
-            let d = sel.document(&out, r)?;
-            if kept.is_empty() {
-                let each = approx_bytes(&d).saturating_add(PLACE_BYTES);
-                if each.saturating_mul(cap) > memory.limit {
-                    return Ok(None);
-                }
-            }
-            kept.push(((*k, r), d));
-        }
-        if kept.len() >= cap || (nth.is_none() && kept.len() >= n && !bounded.is_empty()) {
-            keep_first(&mut kept, keys, n);
-            if let Some(((last_at, _), last)) = kept.last().filter(|_| kept.len() == n) {
-                let v = bounded
-                    .iter()
-                    .map(|(path, _, asc)| sort_value(last, path, *asc).into_owned())
-                    .collect();
-                nth = Some((v, *last_at));
-            }
-        }
-        let (Some((v, nth_at)), Some((next_at, Some(best)))) = (&nth, order.get(at + 1)) else {
-            continue;
-        };
-        match cmp(v, best) {
-            Ordering::Less => break,
-            Ordering::Equal if all_bounded && *next_at > *nth_at => break,
-            _ => {}
-        }
-    }
-    keep_first(&mut kept, keys, n);
-    Ok(Some(kept.into_iter().map(|(at, _)| at).collect()))
-}
-
-/// [`top_rows`] with each row's key written as normalised bytes straight from the bucket's
-/// columns and meta value, and turned away at once when it sorts after the `n`th kept: tens of
-/// nanoseconds a row, where building a document of its key fields took hundreds. `None` when
-/// a key does not encode exactly or the kept keys would pass `memory`.
-#[allow(clippy::too_many_arguments)]
-fn top_by_key_bytes(
-    sources: &Scans,
-    plan: &Plan,
-    keys: &[(String, bool)],
-    n: usize,
-    memory: &SortMemory,
-    bounded: &[(&str, Bounded, bool)],
-    order: &[(usize, Option<Vec<Bson>>)],
-    out: &RowOutput,
-) -> Result<Option<Vec<(usize, u32)>>> {
     let all_bounded = bounded.len() == keys.len();
     let meta = plan.meta_field.as_deref();
     let mut top = TopKeys::new(n);
@@ -811,7 +744,7 @@ fn top_by_key_bytes(
                     KeyFrom::Doc => {}
                 }
                 if doc.is_none() {
-                    match sel.document(out, r) {
+                    match sel.document(&out, r) {
                         Ok(d) => doc = Some(d),
                         Err(e) => {
                             failed = Some(e);
@@ -834,7 +767,10 @@ fn top_by_key_bytes(
         }
         // A fresh `n`th after a bucket that gave rows, so that reading stops as soon as it
         // can; cuts of many more rows wait for the keeper's own.
-        if !bounded.is_empty() && top.len() >= n && (top.nth().is_none() || top.len() - n >= n / 4 + 16) {
+        if !bounded.is_empty()
+            && top.len() >= n
+            && (top.nth().is_none() || top.len() - n >= n / 4 + 16)
+        {
             top.cut();
         }
         let (Some(nth), Some((next_at, Some(values)))) = (top.nth(), order.get(at + 1)) else {
@@ -842,21 +778,16 @@ fn top_by_key_bytes(
         };
         // The next bucket's best key as bytes: no row of it sorts before these.
         best.clear();
-        let exact = values.iter().zip(bounded).all(|(v, (_, _, asc))| {
-            let from = best.len();
-            let exact = put_value(v, &mut best);
-            if !*asc {
-                best.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
-            }
-            exact
-        });
+        let exact = values
+            .iter()
+            .zip(&bounded)
+            .all(|(v, (_, _, asc))| put_key(v, *asc, &mut best));
         if !exact {
             continue;
         }
         if all_bounded {
             // Its rows come after its place too.
-            best.extend_from_slice(&(*next_at as u64).to_be_bytes());
-            best.extend_from_slice(&0u32.to_be_bytes());
+            put_place((*next_at, 0), &mut best);
         }
         if nth < best.as_slice() {
             break;
@@ -1034,20 +965,6 @@ pub(crate) fn bounded_keys<'k>(
             Some((k.as_str(), kind, *asc))
         })
         .collect()
-}
-
-/// Sorts `kept` by `keys`, ties by where each was found, and keeps the first `n`.
-fn keep_first(kept: &mut Vec<((usize, u32), Document)>, keys: &[(String, bool)], n: usize) {
-    kept.sort_by_key(|(at, _)| *at);
-    let (at, docs): (Vec<_>, Vec<_>) = std::mem::take(kept).into_iter().unzip();
-    let order = sort_order(&docs, keys);
-    let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
-    for i in order.into_iter().take(n) {
-        let i = i as usize;
-        if let (Some(&p), Some(d)) = (at.get(i), docs.get_mut(i).and_then(Option::take)) {
-            kept.push((p, d));
-        }
-    }
 }
 
 /// The values of the bounded keys that sort first among the bucket's rows, from its

@@ -216,7 +216,7 @@ fn find_operator(plan: &Plan, spec: Option<&FindSpec>) -> String {
             format!(
                 "{scan}: rows selected on typed columns, only their sort keys built; $sort: \
                  top-k keeping the first {n} by normalised keys (a sort of the rows as BSON \
-                 bytes within {} MiB when those keys would not fit); the {limit} rows after the skip built \
+                 bytes within {} MiB when those keys would not fit or encode exactly); the {limit} rows after the skip built \
                  from the columns{project}",
                 spec.memory.limit >> 20
             )

@@ -34,18 +34,6 @@ pub fn sort_docs(docs: &mut [Document], keys: &[(String, bool)]) {
     permute(docs, order);
 }
 
-/// The positions of `docs` in sort order by `keys` (ties keep their order in `docs`).
-pub(crate) fn sort_order(docs: &[Document], keys: &[(String, bool)]) -> Vec<u32> {
-    if docs.len() < 2 || keys.is_empty() {
-        return (0..docs.len() as u32).collect();
-    }
-    let mut encoded = Keys::default();
-    for d in docs {
-        encoded.push(d, keys);
-    }
-    encoded.order(keys, |i| docs.get(i as usize))
-}
-
 /// Puts `docs` in `order` (positions of the documents, first to last).
 fn permute(docs: &mut [Document], order: Vec<u32>) {
     let mut taken: Vec<Document> = docs.iter_mut().map(std::mem::take).collect();
@@ -123,11 +111,10 @@ impl TopKeys {
                 return false;
             }
             if !*asc {
-                out.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
+                invert(out.get_mut(from..).unwrap_or_default());
             }
         }
-        out.extend_from_slice(&(place.0 as u64).to_be_bytes());
-        out.extend_from_slice(&place.1.to_be_bytes());
+        put_place(place, out);
         // Places differ, so no row ties with the `n`th: one after it cannot be kept.
         if self.nth.as_deref().is_some_and(|t| out.as_slice() > t) {
             return true;
@@ -202,6 +189,29 @@ impl TopKeys {
 /// Appends `v`'s normalised bytes (ascending); false where they are not exact.
 pub(crate) fn put_value(v: &Bson, out: &mut Vec<u8>) -> bool {
     put(v, out)
+}
+
+/// Appends `v`'s normalised bytes as a key in direction `asc` orders them (a descending key's
+/// inverted); false where they are not exact.
+pub(crate) fn put_key(v: &Bson, asc: bool, out: &mut Vec<u8>) -> bool {
+    let from = out.len();
+    let exact = put(v, out);
+    if !asc {
+        invert(out.get_mut(from..).unwrap_or_default());
+    }
+    exact
+}
+
+/// Appends a row's place (bucket in scan order, row) as [`TopKeys`] closes a key with it:
+/// 8 + 4 bytes, big-endian, so that byte order is place order.
+pub(crate) fn put_place((bucket, row): (usize, u32), out: &mut Vec<u8>) {
+    out.extend_from_slice(&(bucket as u64).to_be_bytes());
+    out.extend_from_slice(&row.to_be_bytes());
+}
+
+/// Inverts key bytes: a descending key's order.
+fn invert(bytes: &mut [u8]) {
+    bytes.iter_mut().for_each(|b| *b = !*b);
 }
 
 /// How much a sort may hold in memory, and where it writes what does not fit.
@@ -728,7 +738,7 @@ impl Keys {
             let from = arena.len();
             let exact = write(k, arena);
             if !*asc {
-                arena.get_mut(from..).unwrap_or_default().iter_mut().for_each(|b| *b = !*b);
+                invert(arena.get_mut(from..).unwrap_or_default());
             }
             if !exact {
                 // Later keys' bytes would order rows that this value does not tell apart.
