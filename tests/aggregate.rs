@@ -921,6 +921,71 @@ fn tops_by_keys_past_exact_bytes_come_out_as_a_full_sort_orders_them() {
     }
 }
 
+/// Tops over enough buckets to run on several threads (a stretch of buckets each, the
+/// smallest `n`th of any thread barring rows on all of them, the threads' keepers merged) keep
+/// the rows a full sort of every document gives, ties in scan order, with one thread or more,
+/// and when the memory lets each thread keep only part of the rows.
+#[test]
+fn tops_on_several_threads_keep_what_a_full_sort_gives() {
+    let mut rng = Rng::new(21);
+    let mut docs = Vec::new();
+    for i in 0..24_000i64 {
+        let mut d = doc! {"t": date(BASE + (i / 200) * 60_000 + rng.below(1000) as i64), "m": {"h": i % 200}};
+        // Few distinct values, so that most rows tie on a key and their places decide.
+        d.insert("a", Bson::Int32(rng.below(7) as i32));
+        if rng.below(4) > 0 {
+            d.insert("b", Bson::Double((rng.below(50) as f64) / 4.0));
+        }
+        docs.push(d);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (db, c) = load_split(
+            dir.path(),
+            TimeseriesOptions::new("t").meta_field("m"),
+            &docs,
+        );
+        drop(c);
+        db.close().unwrap();
+    }
+    let sorts = [
+        (doc! {"a": -1}, 0, 10),
+        (doc! {"a": 1}, 3000, 25),
+        (doc! {"b": 1, "a": -1}, 0, 2000),
+        (doc! {"b": -1}, 11_000, 7),
+        (doc! {"m.h": -1, "t": 1}, 100, 300),
+        (doc! {"t": -1, "b": 1}, 0, 40),
+        (doc! {"a": 1, "t": -1}, 5000, 20),
+    ];
+    for (threads, memory) in [(1, None), (2, None), (3, None), (2, Some(100_000))] {
+        let opts = DbOptions {
+            query_threads: threads,
+            sort_memory_limit: memory.unwrap_or(DbOptions::default().sort_memory_limit),
+            ..DbOptions::default()
+        };
+        let db = Database::open_with(dir.path(), opts).unwrap();
+        let c = db.collection("c").unwrap();
+        for (sort, skip, limit) in &sorts {
+            let p = vec![
+                doc! {"$sort": sort.clone()},
+                doc! {"$skip": *skip},
+                doc! {"$limit": *limit},
+            ];
+            // The reference sorts documents: a leading projection keeps the sort from the scan.
+            let mut as_docs = p.clone();
+            as_docs.insert(0, doc! {"$project": {"t": 1, "m": 1, "a": 1, "b": 1}});
+            let want = run_unpacked(&c, &as_docs);
+            assert_eq!(want.len() as i64, *limit, "{p:?}");
+            assert_eq!(
+                run(&c, &p),
+                want,
+                "{threads} threads, memory {memory:?}: {p:?}"
+            );
+        }
+        db.close().unwrap();
+    }
+}
+
 #[test]
 fn columnar_path_gives_the_document_paths_answers() {
     for (seed, grid_ms) in [(1u64, 10_000), (2, 1000), (3, 600_000)] {

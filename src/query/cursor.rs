@@ -20,12 +20,15 @@ use bson::Bson;
 use std::cmp::Ordering;
 use crate::query::plan::SegmentBounds;
 use crate::query::select::{count_of, BucketStats, Plan, Scans, Verdict};
+use crate::query::source::Scan;
 use super::materialise::{RowOutput, Selected};
 use crate::doc::encode::write_document;
 use crate::error::{Error, Result};
 use bson::raw::RawDocumentBuf;
 use bson::Document;
-use super::parallel::InOrder;
+use super::parallel::{self, InOrder};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -486,10 +489,10 @@ impl Cursor {
         // past the skip; one without, or one whose keys would not fit in memory or do not
         // encode exactly, sorts the rows within it.
         if let Some(n) = spec.limit.and_then(|l| usize::try_from(spec.skip.saturating_add(l)).ok()) {
-            if let Some(places) = top_rows(&sources, &plan, &spec.sort, n, &spec.memory)? {
+            if let Some(places) = top_rows(&sources, &plan, &spec.sort, n, &spec.memory, spec.threads)? {
                 let from = usize::try_from(spec.skip).unwrap_or(usize::MAX);
                 let window = places.get(from..).unwrap_or_default();
-                let docs = build_rows(&sources, &plan, spec.projection, window)?;
+                let docs = build_rows(&sources, &plan, spec.projection, window, spec.threads)?;
                 return Ok(Cursor::from_docs(docs));
             }
         }
@@ -674,15 +677,20 @@ impl Iterator for Cursor {
 /// past the skip. When the leading keys are ones a bucket's statistics bound
 /// ([`bounded_keys`]), buckets are read best first by those bounds, and reading stops once no
 /// bucket left can hold a row that sorts before the `n`th kept: a top 10 by a field, or the
-/// latest rows by time then a field, read a few buckets, not all of them. `None` when a key
-/// does not encode exactly (decimals, integers past 2^53, code) or the kept keys would pass
-/// `memory`; the caller sorts the rows within it instead.
+/// latest rows by time then a field, read a few buckets, not all of them.
+///
+/// Up to `threads` threads read stretches of that order, each keeping its own first `n`; the
+/// smallest `n`th any of them has kept bars rows on all of them (no row after it can be among
+/// the first `n` of all), and their keepers are merged at the end. `None` when a key does not
+/// encode exactly (decimals, integers past 2^53, code) or the kept keys would pass `memory`;
+/// the caller sorts the rows within it instead.
 fn top_rows(
     sources: &Scans,
     plan: &Plan,
     keys: &[(String, bool)],
     n: usize,
     memory: &SortMemory,
+    threads: usize,
 ) -> Result<Option<Vec<(usize, u32)>>> {
     if n == 0 {
         return Ok(Some(Vec::new()));
@@ -699,101 +707,176 @@ fn top_rows(
         Ordering::Equal
     };
     let order = best_first(sources, plan, &bounded, cmp)?;
+    // Each bucket's best key as bytes (no row of it sorts before them), where the bounds give
+    // one exactly. With every key bounded, a row that ties with the `n`th on all of them loses
+    // to it when found later in scan order, and the buckets of equal bounds come in scan
+    // order: the bucket's place closes its best.
+    let all_bounded = bounded.len() == keys.len();
+    let bests: Vec<Option<Vec<u8>>> = order
+        .iter()
+        .map(|(k, values)| {
+            let mut best = Vec::new();
+            let exact = values.as_ref()?.iter().zip(&bounded).all(|(v, (_, _, asc))| put_key(v, *asc, &mut best));
+            if all_bounded {
+                put_place((*k, 0), &mut best);
+            }
+            exact.then_some(best)
+        })
+        .collect();
     let out = RowOutput::new(
         plan.filter.clone(),
         Some(key_projection(keys)?),
         &plan.time_field,
         plan.meta_field.as_deref(),
     );
-    // With every key bounded, a row that ties with the `n`th on all of them loses to it when
-    // found later in scan order, and the buckets of equal bounds come in scan order.
-    let all_bounded = bounded.len() == keys.len();
+    let mut threads = parallel::workers(order.len(), TOP_BUCKETS_PER_THREAD, threads);
+    // Each thread keeps up to `n` rows of its own: many rows are kept on this one alone.
+    while threads > 1 && TopKeys::estimate(n, keys.len(), threads) > memory.limit {
+        threads -= 1;
+    }
+    // Stretches short enough that reading stops soon after the threads' `n`th passes the
+    // buckets' bests, when the order is best first; in scan order, cut where pages change.
+    let positions: Vec<usize> = (0..order.len()).collect();
+    let parts: Vec<&[usize]> = match bounded.is_empty() {
+        true => parallel::split_by_page(sources, &positions, parallel::parts_for(threads)),
+        false => positions.chunks(TOP_STRETCH).collect(),
+    };
+    // The first position no thread need read, and the smallest `n`th kept by any thread.
+    let stop = AtomicUsize::new(order.len());
+    let bar: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+    let limit = memory.limit / threads.max(1);
     let meta = plan.meta_field.as_deref();
-    let mut top = TopKeys::new(n);
-    let mut best = Vec::new();
-    for (at, (k, _)) in order.iter().enumerate() {
-        let Some(scan) = sources.get(*k) else {
-            continue;
-        };
-        let sel = out.select(&scan.src, scan.verdict == Verdict::All)?;
-        let from: Vec<KeyFrom<'_>> = keys
-            .iter()
-            .map(|(path, asc)| key_from(&sel, path, *asc, meta))
-            .collect();
-        for &r in sel.rows() {
-            // The row's key fields as a document, built only for a key the columns do not
-            // give as a plain value.
-            let mut doc: Option<Document> = None;
-            let mut failed = None;
-            let exact = top.offer(keys, (*k, r), |i, buf| {
-                let (Some(from), Some((path, asc))) = (from.get(i), keys.get(i)) else {
-                    return false;
-                };
-                match from {
-                    KeyFrom::Const(b) => {
-                        buf.extend_from_slice(b);
-                        return true;
-                    }
-                    KeyFrom::Col(c) => match c.value(r as usize) {
-                        None => return put_value(&Bson::Null, buf),
-                        Some(v) if !matches!(v.as_ref(), Bson::Array(_) | Bson::Document(_)) => {
-                            return put_value(&v, buf)
-                        }
-                        Some(_) => {}
-                    },
-                    KeyFrom::Doc => {}
-                }
-                if doc.is_none() {
-                    match sel.document(&out, r) {
-                        Ok(d) => doc = Some(d),
-                        Err(e) => {
-                            failed = Some(e);
-                            return false;
-                        }
-                    }
-                }
-                doc.as_ref()
-                    .is_some_and(|d| put_value(&sort_value(d, path, *asc), buf))
-            });
-            if let Some(e) = failed {
-                return Err(e);
+    let tops = parallel::run_claimed(&parts, threads, || TopKeys::new(n), |top, _, part| {
+        for &at in part {
+            if at >= stop.load(AtomicOrdering::Relaxed) {
+                break;
             }
-            if !exact {
-                return Ok(None);
+            let Some((k, _)) = order.get(at) else { continue };
+            let Some(scan) = sources.get(*k) else { continue };
+            offer_bucket(top, &out, scan, *k, keys, meta)?;
+            if top.bytes() > limit {
+                return Err(TopStop::Inexact);
+            }
+            // A fresh `n`th after a bucket that gave rows, so that reading stops as soon as
+            // it can; cuts of many more rows wait for the keeper's own.
+            if !bounded.is_empty() && top.len() >= n && (top.nth().is_none() || top.len() - n >= n / 4 + 16) {
+                top.cut();
+            }
+            if threads > 1 {
+                let mut shared = bar.lock().map_err(|_| TopStop::Failed(poisoned()))?;
+                match shared.as_deref() {
+                    Some(theirs) if !top.nth_before(theirs) => top.bar(theirs),
+                    _ => *shared = top.nth(),
+                }
+            }
+            let Some(Some(best)) = bests.get(at + 1) else {
+                continue;
+            };
+            // No bucket from the next on holds a row before the `n`th.
+            if top.nth_before(best) {
+                stop.fetch_min(at + 1, AtomicOrdering::Relaxed);
+                break;
             }
         }
-        if top.bytes() > memory.limit {
+        Ok(())
+    });
+    let mut tops = match tops {
+        Ok(tops) => tops.into_iter(),
+        Err(TopStop::Inexact) => return Ok(None),
+        Err(TopStop::Failed(e)) => return Err(e),
+    };
+    let Some(mut top) = tops.next() else {
+        return Ok(Some(Vec::new()));
+    };
+    for other in tops {
+        if !top.absorb(&other) || top.bytes() > memory.limit {
             return Ok(None);
-        }
-        // A fresh `n`th after a bucket that gave rows, so that reading stops as soon as it
-        // can; cuts of many more rows wait for the keeper's own.
-        if !bounded.is_empty()
-            && top.len() >= n
-            && (top.nth().is_none() || top.len() - n >= n / 4 + 16)
-        {
-            top.cut();
-        }
-        let (Some(nth), Some((next_at, Some(values)))) = (top.nth(), order.get(at + 1)) else {
-            continue;
-        };
-        // The next bucket's best key as bytes: no row of it sorts before these.
-        best.clear();
-        let exact = values
-            .iter()
-            .zip(&bounded)
-            .all(|(v, (_, _, asc))| put_key(v, *asc, &mut best));
-        if !exact {
-            continue;
-        }
-        if all_bounded {
-            // Its rows come after its place too.
-            put_place((*next_at, 0), &mut best);
-        }
-        if nth < best.as_slice() {
-            break;
         }
     }
     Ok(Some(top.finish()))
+}
+
+/// Buckets a thread of a top should have at least.
+const TOP_BUCKETS_PER_THREAD: usize = 64;
+
+/// Buckets in one stretch of a top that reads best first.
+const TOP_STRETCH: usize = 16;
+
+/// Why a thread of a top stopped before its stretches were read.
+enum TopStop {
+    /// A key did not encode exactly, or the kept keys passed the memory: the rows are sorted
+    /// instead.
+    Inexact,
+    Failed(Error),
+}
+
+impl From<Error> for TopStop {
+    fn from(e: Error) -> TopStop {
+        TopStop::Failed(e)
+    }
+}
+
+fn poisoned() -> Error {
+    Error::Internal("a thread of a top failed while it held the shared bar".into())
+}
+
+/// Offers every row `out` selects of the bucket `scan` (bucket `k` in scan order) to `top`.
+fn offer_bucket(
+    top: &mut TopKeys,
+    out: &RowOutput,
+    scan: Scan<'_>,
+    k: usize,
+    keys: &[(String, bool)],
+    meta: Option<&str>,
+) -> std::result::Result<(), TopStop> {
+    let sel = out.select(&scan.src, scan.verdict == Verdict::All)?;
+    let from: Vec<KeyFrom<'_>> = keys
+        .iter()
+        .map(|(path, asc)| key_from(&sel, path, *asc, meta))
+        .collect();
+    for &r in sel.rows() {
+        // The row's key fields as a document, built only for a key the columns do not give as
+        // a plain value.
+        let mut doc: Option<Document> = None;
+        let mut failed = None;
+        let exact = top.offer(keys, (k, r), |i, buf| {
+            let (Some(from), Some((path, asc))) = (from.get(i), keys.get(i)) else {
+                return false;
+            };
+            match from {
+                KeyFrom::Const(b) => {
+                    buf.extend_from_slice(b);
+                    return true;
+                }
+                KeyFrom::Col(c) => match c.value(r as usize) {
+                    None => return put_value(&Bson::Null, buf),
+                    Some(v) if !matches!(v.as_ref(), Bson::Array(_) | Bson::Document(_)) => {
+                        return put_value(&v, buf)
+                    }
+                    Some(_) => {}
+                },
+                KeyFrom::Doc => {}
+            }
+            if doc.is_none() {
+                match sel.document(out, r) {
+                    Ok(d) => doc = Some(d),
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                }
+            }
+            doc.as_ref()
+                .is_some_and(|d| put_value(&sort_value(d, path, *asc), buf))
+        });
+        if let Some(e) = failed {
+            return Err(TopStop::Failed(e));
+        }
+        if !exact {
+            return Err(TopStop::Inexact);
+        }
+    }
+    Ok(())
 }
 
 /// Where a sort key's values are in one bucket.
@@ -894,12 +977,13 @@ fn key_projection(keys: &[(String, bool)]) -> Result<Projection> {
 }
 
 /// Builds the rows at `places` (bucket in scan order, row), in that order, with `projection`
-/// applied: each bucket is read once, however its rows are spread.
+/// applied, on up to `threads` threads: each bucket is read once, however its rows are spread.
 fn build_rows(
     sources: &Scans,
     plan: &Plan,
     projection: Option<Projection>,
     places: &[(usize, u32)],
+    threads: usize,
 ) -> Result<Vec<Document>> {
     let out = RowOutput::new(
         plan.filter.clone(),
@@ -913,22 +997,33 @@ fn build_rows(
         .map(|(i, &(k, r))| (k, r, i))
         .collect();
     by_bucket.sort_unstable();
-    let mut docs: Vec<Option<Document>> = (0..places.len()).map(|_| None).collect();
-    let mut current: Option<(usize, Selected)> = None;
-    for (k, r, i) in by_bucket {
-        if current.as_ref().map(|(at, _)| *at) != Some(k) {
+    // (bucket, row, place in the output), the rows of one bucket together.
+    type Rows<'a> = &'a [(usize, u32, usize)];
+    let buckets: Vec<Rows<'_>> = by_bucket.chunk_by(|a, b| a.0 == b.0).collect();
+    let threads = parallel::workers(buckets.len(), BUILD_BUCKETS_PER_THREAD, threads);
+    let per_part = buckets.len().div_ceil(parallel::parts_for(threads)).max(1);
+    let parts: Vec<&[Rows<'_>]> = buckets.chunks(per_part).collect();
+    let built = parallel::run_claimed(&parts, threads, Vec::new, |done, _, part| {
+        for rows in part {
+            let Some(&(k, _, _)) = rows.first() else { continue };
             let scan = sources
                 .get(k)
                 .ok_or_else(|| Error::Internal(format!("a top kept a row of bucket {k}, past the scan")))?;
-            // The row was chosen: its bucket's filter need not run again.
-            current = Some((k, out.select(&scan.src, true)?));
+            // The rows were chosen: the bucket's filter need not run again.
+            let sel = out.select(&scan.src, true)?;
+            for &(_, r, i) in rows.iter() {
+                done.push((i, sel.document(&out, r)?));
+            }
         }
-        if let (Some((_, sel)), Some(slot)) = (&current, docs.get_mut(i)) {
-            *slot = Some(sel.document(&out, r)?);
-        }
-    }
-    Ok(docs.into_iter().flatten().collect())
+        Ok::<(), Error>(())
+    })?;
+    let mut docs: Vec<(usize, Document)> = built.into_iter().flatten().collect();
+    docs.sort_unstable_by_key(|(i, _)| *i);
+    Ok(docs.into_iter().map(|(_, d)| d).collect())
 }
+
+/// Buckets a thread that builds a top's rows should have at least.
+const BUILD_BUCKETS_PER_THREAD: usize = 32;
 
 /// What a sort key reads that a bucket's statistics bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -72,14 +72,45 @@ pub fn top_sorted<E>(
 /// is refused, and the caller orders by values instead.
 pub(crate) struct TopKeys {
     n: usize,
-    /// The kept rows' key bytes, each followed by its place (8 + 4 bytes, big-endian) so that
-    /// ties go to the earlier place.
+    /// The kept rows' key bytes past their first eight, each row's followed by its place
+    /// (8 + 4 bytes, big-endian) so that ties go to the earlier place.
     arena: Vec<u8>,
-    /// Where each kept row's bytes start and how many there are.
-    rows: Vec<(u32, u32)>,
-    /// The bytes of the `n`th row at the last cut.
-    nth: Option<Vec<u8>>,
+    /// The kept rows: their first eight bytes as a number, which decides most comparisons
+    /// without reading the arena, and where the rest lies in it.
+    rows: Vec<KeptRow>,
+    /// The `n`th row's bytes (the last cut's, or a smaller one from [`TopKeys::bar`]).
+    nth: Option<(u64, Vec<u8>)>,
     scratch: Vec<u8>,
+    /// The arena a cut writes the rows it keeps into, kept for the next cut.
+    spare: Vec<u8>,
+}
+
+/// A kept row of [`TopKeys`].
+#[derive(Clone, Copy)]
+struct KeptRow {
+    head: u64,
+    start: u32,
+    len: u32,
+}
+
+impl KeptRow {
+    /// The bytes past the first eight in `arena`.
+    fn rest<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        arena.get(self.start as usize..(self.start + self.len) as usize).unwrap_or_default()
+    }
+
+    /// The order of two kept rows' bytes.
+    fn cmp_in(&self, other: &KeptRow, arena: &[u8]) -> std::cmp::Ordering {
+        self.head.cmp(&other.head).then_with(|| self.rest(arena).cmp(other.rest(arena)))
+    }
+}
+
+/// A row's bytes as the first eight as a number and the rest. Every row's bytes are longer
+/// than eight (the place alone is twelve), so the pair orders as the bytes do.
+fn split_head(row: &[u8]) -> (u64, &[u8]) {
+    let mut head = [0u8; 8];
+    head.iter_mut().zip(row).for_each(|(h, b)| *h = *b);
+    (u64::from_be_bytes(head), row.get(8..).unwrap_or_default())
 }
 
 impl TopKeys {
@@ -91,6 +122,7 @@ impl TopKeys {
             rows: Vec::new(),
             nth: None,
             scratch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -103,36 +135,96 @@ impl TopKeys {
         place: (usize, u32),
         mut write: impl FnMut(usize, &mut Vec<u8>) -> bool,
     ) -> bool {
-        let out = &mut self.scratch;
-        out.clear();
+        let mut row = std::mem::take(&mut self.scratch);
+        row.clear();
+        let mut exact = true;
         for (k, (_, asc)) in keys.iter().enumerate() {
-            let from = out.len();
-            if !write(k, out) {
-                return false;
+            let from = row.len();
+            if !write(k, &mut row) {
+                exact = false;
+                break;
             }
             if !*asc {
-                invert(out.get_mut(from..).unwrap_or_default());
+                invert(row.get_mut(from..).unwrap_or_default());
             }
         }
-        put_place(place, out);
-        // Places differ, so no row ties with the `n`th: one after it cannot be kept.
-        if self.nth.as_deref().is_some_and(|t| out.as_slice() > t) {
+        if exact {
+            put_place(place, &mut row);
+            exact = self.keep(&row);
+        }
+        self.scratch = row;
+        exact
+    }
+
+    /// Keeps a row's bytes (key, then place) unless they sort after the `n`th; false when the
+    /// arena would pass what its offsets address.
+    fn keep(&mut self, row: &[u8]) -> bool {
+        if self.n == 0 {
             return true;
         }
-        let (Ok(start), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(out.len())) else {
+        let (head, rest) = split_head(row);
+        // Places differ, so no row ties with the `n`th: one after it cannot be kept.
+        if let Some((h, r)) = &self.nth {
+            if (head, rest) > (*h, r.as_slice()) {
+                return true;
+            }
+        }
+        let (Ok(start), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(rest.len())) else {
             return false;
         };
-        self.arena.extend_from_slice(out);
-        self.rows.push((start, len));
-        if self.rows.len() >= self.n.saturating_mul(2).max(1024) {
+        // Room for the rows up to the next cut, sized by this row's length, and no more: a
+        // vector that doubled would hold up to twice what the rows need.
+        let cut_at = self.n.saturating_add((self.n / 2).max(1024));
+        let rows_left = cut_at.saturating_sub(self.rows.len()).max(1);
+        if self.rows.len() == self.rows.capacity() {
+            self.rows.reserve_exact(rows_left);
+        }
+        if self.arena.capacity() - self.arena.len() < rest.len() {
+            self.arena.reserve_exact(rest.len().saturating_mul(rows_left));
+        }
+        self.arena.extend_from_slice(rest);
+        self.rows.push(KeptRow { head, start, len });
+        if self.rows.len() >= cut_at {
             self.cut();
         }
         true
     }
 
+    /// About how many bytes `threads` keepers of the first `n` of rows with `keys` hold at
+    /// the most, for a caller choosing how many to run within a memory limit.
+    pub(crate) fn estimate(n: usize, keys: usize, threads: usize) -> usize {
+        // A kept row, and its bytes past the first eight in the arena and in the spare: a
+        // number's key is a type byte and eight bytes, the place twelve.
+        let row = std::mem::size_of::<KeptRow>() + 2 * (9 * keys + 4);
+        n.saturating_add(n / 2).saturating_mul(row).saturating_mul(threads)
+    }
+
+    /// Takes `bar`, the `n`th row of another keeper of the same rows' keys, as its own when it
+    /// sorts first: no row after it is among the first `n` of all of them.
+    pub(crate) fn bar(&mut self, bar: &[u8]) {
+        let (head, rest) = split_head(bar);
+        if self.nth.as_ref().is_none_or(|(h, r)| (head, rest) < (*h, r.as_slice())) {
+            self.nth = Some((head, rest.to_vec()));
+        }
+    }
+
+    /// Takes the rows `other` kept, as [`TopKeys::finish`] of both would give them; false as
+    /// for [`TopKeys::offer`].
+    pub(crate) fn absorb(&mut self, other: &TopKeys) -> bool {
+        if let Some(t) = other.nth() {
+            self.bar(&t);
+        }
+        let mut row = Vec::new();
+        other.rows.iter().all(|&r| {
+            row.clear();
+            other.bytes_of(r, &mut row);
+            self.keep(&row)
+        })
+    }
+
     /// Bytes held.
     pub(crate) fn bytes(&self) -> usize {
-        self.arena.capacity() + self.rows.capacity() * std::mem::size_of::<(u32, u32)>()
+        self.arena.capacity() + self.spare.capacity() + self.rows.capacity() * std::mem::size_of::<KeptRow>()
     }
 
     /// Rows kept so far.
@@ -140,37 +232,61 @@ impl TopKeys {
         self.rows.len()
     }
 
-    /// Sorts the kept rows and keeps the first `n`.
+    /// Keeps the first `n` of the rows kept so far, in no order, and takes the `n`th as the
+    /// bar for the rows offered after.
     pub(crate) fn cut(&mut self) {
         let arena = &self.arena;
-        let key = |&(s, l): &(u32, u32)| arena.get(s as usize..(s + l) as usize).unwrap_or_default();
-        self.rows.sort_unstable_by(|a, b| key(a).cmp(key(b)));
-        self.rows.truncate(self.n);
-        let mut fresh = Vec::with_capacity(self.arena.len().min(self.rows.len() * 32));
-        for (s, l) in self.rows.iter_mut() {
-            let start = fresh.len() as u32;
-            fresh.extend_from_slice(self.arena.get(*s as usize..(*s + *l) as usize).unwrap_or_default());
-            *s = start;
+        let by_bytes = |a: &KeptRow, b: &KeptRow| a.cmp_in(b, arena);
+        if self.n == 0 || self.rows.len() < self.n {
+            return;
         }
-        self.arena = fresh;
+        // The `n`th goes to its place with the first `n - 1` before it: sorting them waits
+        // for the end.
+        self.rows.select_nth_unstable_by(self.n - 1, by_bytes);
+        self.rows.truncate(self.n);
+        let mut fresh = std::mem::take(&mut self.spare);
+        fresh.clear();
+        for r in self.rows.iter_mut() {
+            let start = fresh.len() as u32;
+            fresh.extend_from_slice(r.rest(&self.arena));
+            r.start = start;
+        }
+        self.spare = std::mem::replace(&mut self.arena, fresh);
         if self.rows.len() == self.n {
-            self.nth = self.rows.last().map(|&r| self.row(r).to_vec());
+            if let Some(&last) = self.rows.last() {
+                let mut b = Vec::new();
+                self.bytes_of(last, &mut b);
+                self.bar(&b);
+            }
         }
     }
 
-    /// The `n`th kept row's bytes at the last cut (key, then place), once `n` were kept.
-    pub(crate) fn nth(&self) -> Option<&[u8]> {
-        self.nth.as_deref()
+    /// The `n`th kept row's bytes (key, then place), once `n` were kept.
+    pub(crate) fn nth(&self) -> Option<Vec<u8>> {
+        self.nth.as_ref().map(|(h, r)| {
+            let mut b = h.to_be_bytes().to_vec();
+            b.extend_from_slice(r);
+            b
+        })
+    }
+
+    /// Whether the `n`th kept row sorts before `bytes`: no row at or after them is kept.
+    pub(crate) fn nth_before(&self, bytes: &[u8]) -> bool {
+        let (head, rest) = split_head(bytes);
+        self.nth.as_ref().is_some_and(|(h, r)| (*h, r.as_slice()) < (head, rest))
     }
 
     /// The places of the first `n` rows, first to last.
     pub(crate) fn finish(mut self) -> Vec<(usize, u32)> {
         self.cut();
+        let arena = &self.arena;
+        self.rows.sort_unstable_by(|a, b| a.cmp_in(b, arena));
         self.rows
             .iter()
             .map(|&r| {
                 // The place closes the row's bytes.
-                let b = self.row(r);
+                let mut b = Vec::new();
+                self.bytes_of(r, &mut b);
                 let tail = b.get(b.len().saturating_sub(12)..).unwrap_or_default();
                 let mut k = [0u8; 8];
                 let mut i = [0u8; 4];
@@ -181,8 +297,10 @@ impl TopKeys {
             .collect()
     }
 
-    fn row(&self, (s, l): (u32, u32)) -> &[u8] {
-        self.arena.get(s as usize..(s + l) as usize).unwrap_or_default()
+    /// Appends a kept row's whole bytes to `out`.
+    fn bytes_of(&self, r: KeptRow, out: &mut Vec<u8>) {
+        out.extend_from_slice(&r.head.to_be_bytes());
+        out.extend_from_slice(r.rest(&self.arena));
     }
 }
 
@@ -1195,6 +1313,46 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        /// Rows offered to several keepers, each barred now and then by another's `n`th (as
+        /// the threads of a top are), then merged, give the first `n` one keeper of all the
+        /// rows gives, ties in place order.
+        #[test]
+        fn keepers_barred_by_each_other_and_merged_keep_the_first_n(
+            rows in prop::collection::vec((0i32..6, any::<bool>(), 0usize..3, 0u8..4), 0..400),
+            n in 0usize..60,
+        ) {
+            let keys = vec![("a".to_string(), false), ("b".to_string(), true)];
+            let write = |(a, b): (i32, bool)| move |k: usize, out: &mut Vec<u8>| match k {
+                0 => put_value(&Bson::Int32(a), out),
+                _ => put_value(&Bson::Boolean(b), out),
+            };
+            let mut one = TopKeys::new(n);
+            let mut parts = [TopKeys::new(n), TopKeys::new(n), TopKeys::new(n)];
+            for (i, &(a, b, part, bar)) in rows.iter().enumerate() {
+                let place = (i / 7, (i % 7) as u32);
+                prop_assert!(one.offer(&keys, place, write((a, b))));
+                let [p0, p1, p2] = &mut parts;
+                let (mine, others) = match part {
+                    0 => (p0, [p1, p2]),
+                    1 => (p1, [p0, p2]),
+                    _ => (p2, [p0, p1]),
+                };
+                prop_assert!(mine.offer(&keys, place, write((a, b))));
+                if bar == 0 {
+                    mine.cut();
+                    for o in others {
+                        if let Some(t) = mine.nth() {
+                            o.bar(&t);
+                        }
+                    }
+                }
+            }
+            let [mut merged, p1, p2] = parts;
+            prop_assert!(merged.absorb(&p1));
+            prop_assert!(merged.absorb(&p2));
+            prop_assert_eq!(merged.finish(), one.finish());
+        }
+
         /// The prefix never changes the order the full comparison gives, ties included.
         #[test]
         fn same_order_as_the_full_comparison(
