@@ -489,10 +489,10 @@ impl Cursor {
         // past the skip; one without, or one whose keys would not fit in memory or do not
         // encode exactly, sorts the rows within it.
         if let Some(n) = spec.limit.and_then(|l| usize::try_from(spec.skip.saturating_add(l)).ok()) {
-            if let Some(places) = top_rows(&sources, &plan, &spec.sort, n, &spec.memory, spec.threads)? {
-                let from = usize::try_from(spec.skip).unwrap_or(usize::MAX);
-                let window = places.get(from..).unwrap_or_default();
-                let docs = build_rows(&sources, &plan, spec.projection, window, spec.threads)?;
+            let from = usize::try_from(spec.skip).unwrap_or(usize::MAX);
+            let top = top_rows(&sources, &plan, &spec.sort, (from, n), &spec.memory, spec.threads)?;
+            if let Some(window) = top {
+                let docs = build_rows(&sources, &plan, spec.projection, &window, spec.threads)?;
                 return Ok(Cursor::from_docs(docs));
             }
         }
@@ -669,9 +669,9 @@ impl Iterator for Cursor {
     }
 }
 
-/// Where the first `n` matches of `sources` in the order of `keys` are, as (bucket in scan
-/// order, row), first to last, ties in scan order: what sorting every match and keeping `n`
-/// gives. Rows compete by their keys alone, written as normalised bytes straight from the
+/// Where the matches of `sources` from the `from`th to before the `n`th in the order of
+/// `keys` are, as (bucket in scan order, row), first to last, ties in scan order: what
+/// sorting every match, skipping `from` and keeping up to the `n`th gives. Rows compete by their keys alone, written as normalised bytes straight from the
 /// bucket's columns and meta value, and a row that sorts after the `n`th kept is turned away
 /// at once: tens of nanoseconds a row. The rows returned are built afterwards, only those
 /// past the skip. When the leading keys are ones a bucket's statistics bound
@@ -688,7 +688,7 @@ fn top_rows(
     sources: &Scans,
     plan: &Plan,
     keys: &[(String, bool)],
-    n: usize,
+    (from, n): (usize, usize),
     memory: &SortMemory,
     threads: usize,
 ) -> Result<Option<Vec<(usize, u32)>>> {
@@ -712,17 +712,20 @@ fn top_rows(
     // to it when found later in scan order, and the buckets of equal bounds come in scan
     // order: the bucket's place closes its best.
     let all_bounded = bounded.len() == keys.len();
-    let bests: Vec<Option<Vec<u8>>> = order
-        .iter()
-        .map(|(k, values)| {
-            let mut best = Vec::new();
-            let exact = values.as_ref()?.iter().zip(&bounded).all(|(v, (_, _, asc))| put_key(v, *asc, &mut best));
-            if all_bounded {
-                put_place((*k, 0), &mut best);
-            }
-            exact.then_some(best)
-        })
-        .collect();
+    let best_at = |at: usize, best: &mut Vec<u8>| {
+        let Some((k, Some(values))) = order.get(at) else {
+            return false;
+        };
+        best.clear();
+        let exact = values
+            .iter()
+            .zip(&bounded)
+            .all(|(v, (_, _, asc))| put_key(v, *asc, best));
+        if all_bounded {
+            put_place((*k, 0), best);
+        }
+        exact
+    };
     let out = RowOutput::new(
         plan.filter.clone(),
         Some(key_projection(keys)?),
@@ -746,7 +749,7 @@ fn top_rows(
     let bar: Mutex<Option<Vec<u8>>> = Mutex::new(None);
     let limit = memory.limit / threads.max(1);
     let meta = plan.meta_field.as_deref();
-    let tops = parallel::run_claimed(&parts, threads, || TopKeys::new(n), |top, _, part| {
+    let read = |(top, best): &mut (TopKeys, Vec<u8>), _, part: &[usize]| {
         for &at in part {
             if at >= stop.load(AtomicOrdering::Relaxed) {
                 break;
@@ -759,7 +762,7 @@ fn top_rows(
             }
             // A fresh `n`th after a bucket that gave rows, so that reading stops as soon as
             // it can; cuts of many more rows wait for the keeper's own.
-            if !bounded.is_empty() && top.len() >= n && (top.nth().is_none() || top.len() - n >= n / 4 + 16) {
+            if !bounded.is_empty() && top.len() >= n && (!top.has_nth() || top.len() - n >= n / 4 + 16) {
                 top.cut();
             }
             if threads > 1 {
@@ -769,31 +772,38 @@ fn top_rows(
                     _ => *shared = top.nth(),
                 }
             }
-            let Some(Some(best)) = bests.get(at + 1) else {
-                continue;
-            };
             // No bucket from the next on holds a row before the `n`th.
-            if top.nth_before(best) {
+            if top.has_nth() && best_at(at + 1, best) && top.nth_before(best) {
                 stop.fetch_min(at + 1, AtomicOrdering::Relaxed);
                 break;
             }
         }
         Ok(())
+    };
+    // The first stretch on this thread alone: a top that ends within it (a top 10 by a
+    // bounded key reads a bucket or two) starts no thread.
+    let mut first = (TopKeys::new(n), Vec::new());
+    let head = parts.first().map_or(&[][..], |p| *p);
+    let rest = parts.get(1..).unwrap_or_default();
+    let tops = read(&mut first, 0, head).and_then(|()| {
+        let ended = stop.load(AtomicOrdering::Relaxed) < order.len();
+        if ended || rest.is_empty() {
+            return Ok(Vec::new());
+        }
+        parallel::run_claimed(rest, threads, || (TopKeys::new(n), Vec::new()), read)
     });
-    let mut tops = match tops {
-        Ok(tops) => tops.into_iter(),
+    let tops = match tops {
+        Ok(tops) => tops.into_iter().map(|(top, _)| top),
         Err(TopStop::Inexact) => return Ok(None),
         Err(TopStop::Failed(e)) => return Err(e),
     };
-    let Some(mut top) = tops.next() else {
-        return Ok(Some(Vec::new()));
-    };
+    let mut top = first.0;
     for other in tops {
         if !top.absorb(&other) || top.bytes() > memory.limit {
             return Ok(None);
         }
     }
-    Ok(Some(top.finish()))
+    Ok(Some(top.finish_from(from)))
 }
 
 /// Buckets a thread of a top should have at least.
