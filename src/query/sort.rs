@@ -174,7 +174,7 @@ impl TopKeys {
         };
         // Room for the rows up to the next cut, sized by this row's length, and no more: a
         // vector that doubled would hold up to twice what the rows need.
-        let cut_at = self.n.saturating_add((self.n / 2).max(1024));
+        let cut_at = self.cut_at();
         let rows_left = cut_at.saturating_sub(self.rows.len()).max(1);
         if self.rows.len() == self.rows.capacity() {
             self.rows.reserve_exact(rows_left);
@@ -188,6 +188,11 @@ impl TopKeys {
             self.cut();
         }
         true
+    }
+
+    /// How many rows are kept before a cut.
+    fn cut_at(&self) -> usize {
+        self.n.saturating_add((self.n / 2).max(1024))
     }
 
     /// About how many bytes `threads` keepers of the first `n` of rows with `keys` hold at
@@ -246,6 +251,11 @@ impl TopKeys {
         self.rows.truncate(self.n);
         let mut fresh = std::mem::take(&mut self.spare);
         fresh.clear();
+        // Room for the kept rows and, at their mean length, for those up to the next cut: the
+        // arena then never grows by a copy of itself.
+        let kept: usize = self.rows.iter().map(|r| r.len as usize).sum();
+        let mean = kept / self.rows.len().max(1) + 1;
+        fresh.reserve_exact(kept + mean * (self.cut_at() - self.rows.len().min(self.n)));
         for r in self.rows.iter_mut() {
             let start = fresh.len() as u32;
             fresh.extend_from_slice(r.rest(&self.arena));
