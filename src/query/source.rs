@@ -1,12 +1,14 @@
 //! Where a bucket to scan lives, in memory or in a segment, and the one way operators read
-//! either: its statistics ([`stats`]) and the columns asked for ([`load`], [`load_times`]),
-//! typed as [`Col`]s whichever it is. The buckets a read chose ([`Scans`]).
+//! either: its statistics ([`stats`]) and the columns asked for, typed as [`Col`]s whichever
+//! it is ([`load`]) or in the form their bytes store ([`load_stored`]). The buckets a read
+//! chose ([`Scans`]).
 
 use super::columns::Col;
 use super::plan::{BucketStats, Verdict};
 use super::slots::Slots;
 use crate::bucket::{BucketData, Column};
-use crate::codec::decode_date_runs;
+use super::columns::NameIds;
+use crate::codec::{decode_date_progression, decode_date_runs, int_magnitude_bound};
 use crate::error::{Error, Result};
 use crate::catalog::column::Data;
 use crate::catalog::{ColumnRef, OpenCopy};
@@ -205,40 +207,81 @@ pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>
     }
 }
 
-/// A bucket's time column as runs of equal times where it is stored so, else decoded.
-pub enum TimeCol {
-    /// Runs `(ms, rows)` (see [`load_date_runs`]).
+/// A column as its bucket stores it, for an operator that answers from the stored form
+/// without a value per row: dates as runs of equal times or as a regular progression, any
+/// other column decoded.
+pub enum Stored {
+    /// Runs of equal dates `(ms, rows)`.
     Runs(Vec<(i64, u32)>),
-    /// The decoded column ([`Col::Missing`] when the bucket has none).
-    Col(Col),
+    /// Dates at `first + i * step` for row `i`: `(first, step)`.
+    Steps(i64, i64),
+    /// Decoded ([`Col::Missing`] when the bucket has none), with a bound on its integers'
+    /// magnitude when the column's header gives one.
+    Col(Col, Option<u64>),
 }
 
-/// The time column `name` of a bucket, read once: as runs when its encoding stores them so,
-/// else decoded (a reader that takes either saves reading the column twice).
-pub fn load_times(src: &Source, name: &str) -> Result<TimeCol> {
-    match src {
-        Source::Seg(seg, i) => {
-            let got = seg.read_columns_with(*i as usize, &[name], |data, rows| {
-                Ok(match decode_date_runs(data, rows)? {
-                    Some(runs) => TimeCol::Runs(runs),
-                    None => TimeCol::Col(Col::decode(data, rows)?),
-                })
-            })?;
-            Ok(got
-                .into_iter()
-                .next()
-                .flatten()
-                .unwrap_or(TimeCol::Col(Col::Missing)))
+impl Stored {
+    /// The column of `rows` rows as [`Col::decode`] gives it for the same bytes.
+    pub fn into_col(self, rows: usize) -> Col {
+        match self {
+            Stored::Col(c, _) => c,
+            Stored::Steps(first, step) => Col::Date(Slots::Dense(
+                (0..rows as i64)
+                    .map(|i| first.wrapping_add(step.wrapping_mul(i)))
+                    .collect(),
+            )),
+            Stored::Runs(runs) => Col::Date(Slots::Dense(
+                runs.iter()
+                    .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize))
+                    .collect(),
+            )),
         }
-        Source::Mem(_) => Ok(TimeCol::Col(
-            load(src, &[name])?
-                .into_iter()
-                .next()
-                .unwrap_or(Col::Missing),
-        )),
     }
 }
 
+/// Which stored forms a reader of [`load_stored`] takes besides decoded values.
+#[derive(Clone, Copy, Default)]
+pub struct Forms {
+    /// Dates as runs of equal times.
+    pub runs: bool,
+    /// Dates as a regular progression.
+    pub steps: bool,
+    /// Integers with a bound on their magnitude.
+    pub bound: bool,
+}
+
+/// The columns `names` of a bucket into `out` (cleared first), each in the first of `forms`
+/// its bytes hold, else decoded; `ids` matches the names to each segment's table once.
+/// Columns of buckets in memory come decoded.
+pub fn load_stored(
+    src: &Source,
+    names: &[&str],
+    ids: &mut NameIds,
+    forms: Forms,
+    out: &mut Vec<Option<Stored>>,
+) -> Result<()> {
+    match src {
+        Source::Seg(seg, i) => seg.read_ids_into(*i as usize, ids.of(seg, names), out, |data, rows| {
+            if forms.runs {
+                if let Some(runs) = decode_date_runs(data, rows)? {
+                    return Ok(Stored::Runs(runs));
+                }
+            }
+            if forms.steps {
+                if let Some((first, step)) = decode_date_progression(data, rows)? {
+                    return Ok(Stored::Steps(first, step));
+                }
+            }
+            let bound = forms.bound.then(|| int_magnitude_bound(data, rows)).flatten();
+            Ok(Stored::Col(Col::decode(data, rows)?, bound))
+        }),
+        Source::Mem(_) => {
+            out.clear();
+            out.extend(load(src, names)?.into_iter().map(|c| Some(Stored::Col(c, None))));
+            Ok(())
+        }
+    }
+}
 
 /// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.
 #[derive(Clone, Copy)]

@@ -37,7 +37,7 @@ use crate::query::aggregate::accumulators::{Acc, AccOp, Values};
 use bin_runs::{Input, Times};
 use crate::query::aggregate::bins::{BinGroups, Bins};
 use crate::query::columns::{Col, NameIds};
-use crate::query::source::{self, TimeCol};
+use crate::query::source::{self, Forms, Stored};
 use bin_counts::CountLane;
 use crate::query::datetrunc::DateTrunc;
 use crate::query::expr::{path_in_value, visit_in_value, Expr, Row};
@@ -53,7 +53,6 @@ use crate::query::source::{Scan, Scans, Source};
 use crate::query::slots::Slots;
 use crate::bucket::META_COLUMN;
 use crate::catalog::is_hidden;
-use crate::codec::decode_date_progression;
 use crate::error::Result;
 use crate::order::type_rank;
 use crate::segment::{BoundRef, MetaFields};
@@ -77,14 +76,6 @@ enum Arg {
     /// row; with the columns of its sort keys when they are all top-level fields, which tell
     /// most rows that they cannot win before their input is built.
     Top(Vec<Expr>, u32, Option<Vec<usize>>),
-}
-
-/// A column as the bin lane reads it: dates stored as a progression (regular times) as
-/// `(first, step)`, anything else decoded, with a bound on its integers' magnitude when the
-/// column's header gives one ([`crate::codec::int_magnitude_bound`]).
-enum LaneCol {
-    Steps(i64, i64),
-    Col(Col, Option<u64>),
 }
 
 /// How many buckets ahead of the one visited its summary is asked for (see
@@ -331,7 +322,7 @@ struct Visitor<'a> {
     lane_consts: Option<Vec<&'a Bson>>,
     bin_lane: Option<BinGroups>,
     /// The bin lane's columns of one bucket, reused from bucket to bucket.
-    lane_cols: (Vec<Option<LaneCol>>, NameIds),
+    lane_cols: (Vec<Option<Stored>>, NameIds),
     feeds: Vec<Feed>,
     bins: Vec<i64>,
     /// Per-row groups and counts of the buckets grouped row by row, reused.
@@ -768,9 +759,16 @@ impl FastGroup {
         let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
             return Ok(false);
         };
-        match source::load_times(&scan.src, name)? {
-            TimeCol::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
-            TimeCol::Col(col) => {
+        let mut times = Vec::with_capacity(1);
+        let forms = Forms {
+            runs: true,
+            ..Forms::default()
+        };
+        source::load_stored(&scan.src, &[name], &mut NameIds::default(), forms, &mut times)?;
+        match times.pop().flatten().unwrap_or(Stored::Col(Col::Missing, None)) {
+            Stored::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
+            other => {
+                let col = other.into_col(s.count as usize);
                 let taken = match &col {
                     Col::Date(Slots::Dense(ts)) if ts.len() == s.count as usize => {
                         lane.take_times(ts, &bins, group).map(|()| true)
@@ -799,7 +797,7 @@ impl FastGroup {
     fn bin_lane_take(
         &self,
         (table, cache, groups): &mut (&mut GroupTable, &mut KeyCache, &mut BinGroups),
-        (loaded, ids): &mut (Vec<Option<LaneCol>>, NameIds),
+        (loaded, ids): &mut (Vec<Option<Stored>>, NameIds),
         scan: &Scan,
         st: &BucketStats<'_>,
         (names, slots): (&[&str], &[usize]),
@@ -808,30 +806,18 @@ impl FastGroup {
             return Ok(false);
         };
         // Regular dates come back as (first, step), the rest decoded, in one read.
-        match &scan.src {
-            Source::Seg(seg, i) => {
-                seg.read_ids_into(*i as usize, ids.of(seg, names), loaded, |data, rows| {
-                    Ok(match decode_date_progression(data, rows)? {
-                        Some((first, step)) => LaneCol::Steps(first, step),
-                        None => LaneCol::Col(
-                            Col::decode(data, rows)?,
-                            crate::codec::int_magnitude_bound(data, rows),
-                        ),
-                    })
-                })?
-            }
-            Source::Mem(_) => {
-                loaded.clear();
-                let cols = source::load(&scan.src, names)?;
-                loaded.extend(cols.into_iter().map(|c| Some(LaneCol::Col(c, None))));
-            }
+        let forms = Forms {
+            steps: true,
+            bound: true,
+            ..Forms::default()
         };
+        source::load_stored(&scan.src, names, ids, forms, loaded)?;
         let taken = self.bin_lane_feed(
             table, cache, groups, loaded, scan, st, slots, leaf, time_col,
         );
         // Decoded vectors go back for the next bucket's columns, whatever happened.
         for c in loaded.drain(..) {
-            if let Some(LaneCol::Col(c, _)) = c {
+            if let Some(Stored::Col(c, _)) = c {
                 c.recycle();
             }
         }
@@ -847,7 +833,7 @@ impl FastGroup {
         table: &mut GroupTable,
         cache: &mut KeyCache,
         groups: &mut BinGroups,
-        loaded: &mut [Option<LaneCol>],
+        loaded: &mut [Option<Stored>],
         scan: &Scan,
         st: &BucketStats<'_>,
         slots: &[usize],
@@ -860,35 +846,27 @@ impl FastGroup {
         let time_at = slots.iter().position(|&s| s == time_col);
         let times_read = (self.args.iter()).any(|a| matches!(a, Arg::Column(c) if *c == time_col));
         let mut progression = None;
-        // Each column with its bound (see `LaneCol`), in place.
+        // Each column with its bound, in place.
         for (k, c) in loaded.iter_mut().enumerate() {
-            match c {
-                None => *c = Some(LaneCol::Col(Col::Missing, None)),
-                Some(LaneCol::Col(..)) => {}
-                Some(LaneCol::Steps(first, step)) => {
-                    let (first, step) = (*first, *step);
-                    if Some(k) == time_at {
-                        progression = Times::progression(first, step, n);
+            let stored = c.take().unwrap_or(Stored::Col(Col::Missing, None));
+            *c = Some(match stored {
+                Stored::Col(..) => stored,
+                Stored::Steps(first, step) if Some(k) == time_at => {
+                    progression = Times::progression(first, step, n);
+                    match progression.is_some() && !times_read {
+                        true => Stored::Col(Col::Missing, None),
+                        false => Stored::Col(stored.into_col(n), None),
                     }
-                    let col = match Some(k) == time_at && progression.is_some() && !times_read {
-                        true => Col::Missing,
-                        // What `Col::decode` gives for the same bytes.
-                        false => Col::Date(Slots::Dense(
-                            (0..n as i64)
-                                .map(|i| first.wrapping_add(step.wrapping_mul(i)))
-                                .collect(),
-                        )),
-                    };
-                    *c = Some(LaneCol::Col(col, None));
                 }
-            }
+                other => Stored::Col(other.into_col(n), None),
+            });
         }
         let at = |c: usize| match slots
             .iter()
             .position(|&s| s == c)
             .and_then(|k| loaded.get(k))
         {
-            Some(Some(LaneCol::Col(col, bound))) => Some((col, *bound)),
+            Some(Some(Stored::Col(col, bound))) => Some((col, *bound)),
             _ => None,
         };
         let col = |c: usize| at(c).map(|(col, _)| col);
