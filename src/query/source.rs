@@ -192,21 +192,6 @@ pub fn load(src: &Source, names: &[&str]) -> Result<Vec<Col>> {
     }
 }
 
-/// The time column `name` of a segment bucket as runs of equal times `(ms, rows)`, when its
-/// encoding stores them so (see [`crate::codec::decode_date_runs`]); `None` otherwise and for
-/// buckets in memory.
-pub fn load_date_runs(src: &Source, name: &str) -> Result<Option<Vec<(i64, u32)>>> {
-    match src {
-        Source::Seg(seg, i) => Ok(seg
-            .read_columns_with(*i as usize, &[name], decode_date_runs)?
-            .into_iter()
-            .next()
-            .flatten()
-            .flatten()),
-        Source::Mem(_) => Ok(None),
-    }
-}
-
 /// A column as its bucket stores it, for an operator that answers from the stored form
 /// without a value per row: dates as runs of equal times or as a regular progression, any
 /// other column decoded.
@@ -248,6 +233,8 @@ pub struct Forms {
     pub steps: bool,
     /// Integers with a bound on their magnitude.
     pub bound: bool,
+    /// A column in none of the other forms is not decoded: [`Col::Missing`] stands for it.
+    pub no_values: bool,
 }
 
 /// The columns `names` of a bucket into `out` (cleared first), each in the first of `forms`
@@ -272,15 +259,29 @@ pub fn load_stored(
                     return Ok(Stored::Steps(first, step));
                 }
             }
+            if forms.no_values {
+                return Ok(Stored::Col(Col::Missing, None));
+            }
             let bound = forms.bound.then(|| int_magnitude_bound(data, rows)).flatten();
             Ok(Stored::Col(Col::decode(data, rows)?, bound))
         }),
         Source::Mem(_) => {
             out.clear();
-            out.extend(load(src, names)?.into_iter().map(|c| Some(Stored::Col(c, None))));
+            match forms.no_values {
+                true => out.extend(names.iter().map(|_| Some(Stored::Col(Col::Missing, None)))),
+                false => out.extend(load(src, names)?.into_iter().map(|c| Some(Stored::Col(c, None)))),
+            }
             Ok(())
         }
     }
+}
+
+/// The column `name` of a bucket as [`load_stored`] gives it ([`Col::Missing`] when the
+/// bucket has none).
+pub fn load_one(src: &Source, name: &str, forms: Forms) -> Result<Stored> {
+    let mut out = Vec::with_capacity(1);
+    load_stored(src, &[name], &mut NameIds::default(), forms, &mut out)?;
+    Ok(out.pop().flatten().unwrap_or(Stored::Col(Col::Missing, None)))
 }
 
 /// Where a bucket to scan lives, borrowed from the [`Scans`] that hold it.

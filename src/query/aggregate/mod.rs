@@ -759,13 +759,11 @@ impl FastGroup {
         let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
             return Ok(false);
         };
-        let mut times = Vec::with_capacity(1);
         let forms = Forms {
             runs: true,
             ..Forms::default()
         };
-        source::load_stored(&scan.src, &[name], &mut NameIds::default(), forms, &mut times)?;
-        match times.pop().flatten().unwrap_or(Stored::Col(Col::Missing, None)) {
+        match source::load_one(&scan.src, name, forms)? {
             Stored::Runs(runs) => lane.take_runs(&runs, &bins, group).map(|()| true),
             other => {
                 let col = other.into_col(s.count as usize);
@@ -1651,10 +1649,18 @@ impl FastGroup {
         if self.leaves.is_empty() || self.by_rows || self.args.iter().any(per_row) {
             return Ok(None);
         }
-        match self.time_col.and_then(|c| self.columns.get(c)) {
-            Some(name) => source::load_date_runs(&scan.src, name),
-            None => Ok(None),
-        }
+        let Some(name) = self.time_col.and_then(|c| self.columns.get(c)) else {
+            return Ok(None);
+        };
+        let forms = Forms {
+            runs: true,
+            no_values: true,
+            ..Forms::default()
+        };
+        Ok(match source::load_one(&scan.src, name, forms)? {
+            Stored::Runs(runs) => Some(runs),
+            _ => None,
+        })
     }
 
     /// Feeds a whole bucket from runs of equal times: one step per run, and one feed per
