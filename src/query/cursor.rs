@@ -10,7 +10,7 @@ use super::merge::{MergeSpec, TimeMerge};
 use super::options::{Fate, Projection};
 use super::columns::Col;
 use super::sort::{
-    put_key, put_place, put_value, sort_raw_within, sort_value, SortMemory, SortedDocs,
+    put_key, put_place, put_typed, put_value, sort_raw_within, sort_value, SortMemory, SortedDocs,
     SortedRaw, TopKeys,
 };
 use super::source::{self, Source};
@@ -858,12 +858,16 @@ fn offer_bucket(
                     buf.extend_from_slice(b);
                     return true;
                 }
-                KeyFrom::Col(c) => match c.value(r as usize) {
-                    None => return put_value(&Bson::Null, buf),
-                    Some(v) if !matches!(v.as_ref(), Bson::Array(_) | Bson::Document(_)) => {
-                        return put_value(&v, buf)
-                    }
-                    Some(_) => {}
+                // Numbers and dates where they lie, anything else as a value.
+                KeyFrom::Col(c) => match c.typed_bits(r as usize) {
+                    Some(typed) => return put_typed(typed, buf),
+                    None => match c.value(r as usize) {
+                        None => return put_value(&Bson::Null, buf),
+                        Some(v) if !matches!(v.as_ref(), Bson::Array(_) | Bson::Document(_)) => {
+                            return put_value(&v, buf)
+                        }
+                        Some(_) => {}
+                    },
                 },
                 KeyFrom::Doc => {}
             }
