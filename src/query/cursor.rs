@@ -696,35 +696,22 @@ fn top_rows(
         return Ok(Some(Vec::new()));
     }
     let bounded = bounded_keys(plan, keys);
-    // The order of two tuples of values of the bounded keys: the first key that differs.
-    let cmp = |a: &[Bson], b: &[Bson]| {
-        for ((x, y), (_, _, asc)) in a.iter().zip(b).zip(&bounded) {
-            let o = cmp_bson(x, y);
-            if o != Ordering::Equal {
-                return if *asc { o } else { o.reverse() };
-            }
-        }
-        Ordering::Equal
-    };
-    let order = best_first(sources, plan, &bounded, cmp)?;
+    let order = best_first(sources, plan, &bounded)?;
     // Each bucket's best key as bytes (no row of it sorts before them), where the bounds give
     // one exactly. With every key bounded, a row that ties with the `n`th on all of them loses
     // to it when found later in scan order, and the buckets of equal bounds come in scan
     // order: the bucket's place closes its best.
     let all_bounded = bounded.len() == keys.len();
     let best_at = |at: usize, best: &mut Vec<u8>| {
-        let Some((k, Some(values))) = order.get(at) else {
+        let Some((k, Some(bytes))) = order.get(at) else {
             return false;
         };
         best.clear();
-        let exact = values
-            .iter()
-            .zip(&bounded)
-            .all(|(v, (_, _, asc))| put_key(v, *asc, best));
+        best.extend_from_slice(bytes);
         if all_bounded {
             put_place((*k, 0), best);
         }
-        exact
+        true
     };
     let out = RowOutput::new(
         plan.filter.clone(),
@@ -935,15 +922,15 @@ fn key_from<'a>(sel: &'a Selected, path: &str, asc: bool, meta: Option<&str>) ->
     }
 }
 
-/// The buckets of `sources` in the order a top reads them, each with its best values of the
-/// `bounded` keys: best first, those whose bounds tell nothing before all others, ties in
-/// scan order. Scan order when no key is bounded.
+/// The buckets of `sources` in the order a top reads them, each with the key bytes of its best
+/// values of the `bounded` keys (no row of it sorts before them): best first, those whose
+/// bounds tell nothing exactly before all others, ties in scan order. Scan order when no key
+/// is bounded.
 fn best_first(
     sources: &Scans,
     plan: &Plan,
     bounded: &[(&str, Bounded, bool)],
-    cmp: impl Fn(&[Bson], &[Bson]) -> Ordering,
-) -> Result<Vec<(usize, Option<Vec<Bson>>)>> {
+) -> Result<Vec<(usize, Option<Vec<u8>>)>> {
     if bounded.is_empty() || sources.len() < 2 {
         return Ok((0..sources.len()).map(|k| (k, None)).collect());
     }
@@ -956,17 +943,20 @@ fn best_first(
             .map(|(k, _, _)| k.to_string())
             .collect(),
     );
-    let mut order: Vec<(usize, Option<Vec<Bson>>)> = Vec::with_capacity(sources.len());
+    let mut order: Vec<(usize, Option<Vec<u8>>)> = Vec::with_capacity(sources.len());
     for (k, s) in sources.iter().enumerate() {
-        order.push((k, best_of(&s.src, bounded, &plan.time_field, &mut gathered)));
+        let best = best_of(&s.src, bounded, &plan.time_field, &mut gathered).and_then(|values| {
+            let mut bytes = Vec::new();
+            let exact = values
+                .iter()
+                .zip(bounded)
+                .all(|(v, (_, _, asc))| put_key(v, *asc, &mut bytes));
+            exact.then_some(bytes)
+        });
+        order.push((k, best));
     }
     // Ties end on the scan position: unstable sorting gives the one order.
-    order.sort_unstable_by(|(i, a), (j, b)| match (a, b) {
-        (None, None) => i.cmp(j),
-        (None, Some(_)) => Ordering::Less,
-        (Some(_), None) => Ordering::Greater,
-        (Some(a), Some(b)) => cmp(a, b).then(i.cmp(j)),
-    });
+    order.sort_unstable_by(|(i, a), (j, b)| a.cmp(b).then(i.cmp(j)));
     Ok(order)
 }
 
