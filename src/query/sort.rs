@@ -565,8 +565,10 @@ pub(crate) fn sort_raw_within(
             .and_then(|b| RawDocument::from_bytes(b).ok())
             .ok_or_else(|| Error::Internal("a sorted row is not BSON".into()))?;
         encoded.push_with(keys, |k, out| {
-            keys.get(k)
-                .is_some_and(|(path, asc)| put(&raw_sort_value(raw, path, *asc), out))
+            keys.get(k).is_some_and(|(path, asc)| match put_raw_scalar(raw.as_bytes(), path, out) {
+                Some(exact) => exact,
+                None => put(&raw_sort_value(raw, path, *asc), out),
+            })
         });
         ends.push(arena.len());
         let held = arena.len()
@@ -622,6 +624,35 @@ fn raw_row<'a>(arena: &'a [u8], ends: &[usize], i: usize) -> Option<&'a [u8]> {
         None => 0,
     };
     arena.get(start..*ends.get(i)?)
+}
+
+/// Appends the normalised bytes of top-level field `path` of the document `doc` (its bytes)
+/// when it is a number, a date or null, or absent (null), without building a value: `Some`
+/// with whether they are exact. `None` for a dotted path, any other value, or bytes the walk
+/// cannot frame; [`raw_sort_value`] decides those.
+fn put_raw_scalar(doc: &[u8], path: &str, out: &mut Vec<u8>) -> Option<bool> {
+    if path.contains('.') {
+        return None;
+    }
+    let mut elements = crate::doc::elements::Elements::new(doc);
+    let found = elements.by_ref().find(|e| e.name == path.as_bytes());
+    let Some(e) = found else {
+        return elements.finished().then(|| put(&Bson::Null, out));
+    };
+    let word = |n: usize| -> Option<u64> {
+        let mut b = [0u8; 8];
+        b.get_mut(..n)?.copy_from_slice(e.value.get(..n)?);
+        Some(u64::from_le_bytes(b))
+    };
+    let typed = match e.kind {
+        0x01 => (3, word(8)?),
+        0x09 => (4, word(8)?),
+        0x10 => (1, word(4)? as u32 as i32 as i64 as u64),
+        0x12 => (2, word(8)?),
+        0x0A => return Some(put(&Bson::Null, out)),
+        _ => return None,
+    };
+    Some(put_typed(typed, out))
 }
 
 /// [`sort_value`] of a document given as bytes: a top-level value that is not an array or a
@@ -1356,6 +1387,35 @@ pub(crate) mod tests {
         let input = vec![Ok(doc! {"k": 1}), Err(Error::BadValue("x".into()))];
         let k = keys(doc! {"k": 1});
         assert!(sort_within(input.into_iter(), &k, &SortMemory::default()).is_err());
+    }
+
+    proptest! {
+        /// A top-level field read from a document's bytes gives the bytes of its sort value,
+        /// and is exact where that is, for every kind the walk takes itself.
+        #[test]
+        fn raw_scalars_write_the_bytes_of_their_sort_values(
+            a in value(),
+            b in value(),
+            asc in any::<bool>(),
+        ) {
+            let d = doc! {"x": b.clone(), "a": a, "z": [b]};
+            let mut bytes = Vec::new();
+            d.to_writer(&mut bytes).unwrap();
+            let raw = RawDocument::from_bytes(&bytes).unwrap();
+            for path in ["a", "x", "missing"] {
+                let mut fast = Vec::new();
+                if let Some(exact) = put_raw_scalar(&bytes, path, &mut fast) {
+                    let mut slow = Vec::new();
+                    prop_assert_eq!(exact, put(&raw_sort_value(raw, path, asc), &mut slow));
+                    if exact {
+                        prop_assert_eq!(fast, slow, "{}", path);
+                    }
+                }
+            }
+            // Arrays and dotted paths are left to the value.
+            prop_assert!(put_raw_scalar(&bytes, "z", &mut Vec::new()).is_none());
+            prop_assert!(put_raw_scalar(&bytes, "a.b", &mut Vec::new()).is_none());
+        }
     }
 
     proptest! {
