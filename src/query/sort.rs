@@ -531,6 +531,8 @@ pub(crate) struct SortedRaw {
     /// document fitted in memory.
     runs: Vec<RawRun>,
     heads: BinaryHeap<Head<Vec<u8>>>,
+    /// Every row's key encoded exactly: the runs' heads compare by key bytes alone.
+    exact: bool,
 }
 
 /// A run of documents as BSON bytes, one after another, in sort order.
@@ -555,6 +557,7 @@ pub(crate) fn sort_raw_within(
     let mut ends: Vec<usize> = Vec::new();
     let mut encoded = Keys::default();
     let mut runs: Vec<RawRun> = Vec::new();
+    let mut exact = true;
     loop {
         let start = arena.len();
         if !next(&mut arena)? {
@@ -564,11 +567,9 @@ pub(crate) fn sort_raw_within(
             .get(start..)
             .and_then(|b| RawDocument::from_bytes(b).ok())
             .ok_or_else(|| Error::Internal("a sorted row is not BSON".into()))?;
-        encoded.push_with(keys, |k, out| {
-            keys.get(k).is_some_and(|(path, asc)| match put_raw_scalar(raw.as_bytes(), path, out) {
-                Some(exact) => exact,
-                None => put(&raw_sort_value(raw, path, *asc), out),
-            })
+        exact &= encoded.push_with(keys, |k, out| {
+            keys.get(k)
+                .is_some_and(|(path, asc)| put_raw_key(raw, path, *asc, out))
         });
         ends.push(arena.len());
         let held = arena.len()
@@ -591,6 +592,7 @@ pub(crate) fn sort_raw_within(
         order: order.into_iter(),
         runs,
         heads: BinaryHeap::new(),
+        exact,
     };
     if spilled {
         sorted.runs.push(RawRun::Memory);
@@ -624,6 +626,15 @@ fn raw_row<'a>(arena: &'a [u8], ends: &[usize], i: usize) -> Option<&'a [u8]> {
         None => 0,
     };
     arena.get(start..*ends.get(i)?)
+}
+
+/// Appends the normalised bytes of the sort value of `path` in the row `raw` (ascending);
+/// false where they are not exact.
+fn put_raw_key(raw: &RawDocument, path: &str, asc: bool, out: &mut Vec<u8>) -> bool {
+    match put_raw_scalar(raw.as_bytes(), path, out) {
+        Some(exact) => exact,
+        None => put(&raw_sort_value(raw, path, asc), out),
+    }
 }
 
 /// Appends the normalised bytes of top-level field `path` of the document `doc` (its bytes)
@@ -711,13 +722,25 @@ impl SortedRaw {
         if got {
             let raw = RawDocument::from_bytes(&row)
                 .map_err(|e| Error::Internal(format!("reading back a sorted run: {e}")))?;
-            let values = self
-                .keys
-                .iter()
-                .map(|(k, asc)| raw_sort_value(raw, k, *asc))
-                .collect();
+            let (mut values, mut bytes) = (Vec::new(), None);
+            if self.exact {
+                let mut b = Vec::new();
+                for (k, asc) in self.keys.iter() {
+                    let from = b.len();
+                    put_raw_key(raw, k, *asc, &mut b);
+                    if !*asc {
+                        invert(b.get_mut(from..).unwrap_or_default());
+                    }
+                }
+                bytes = Some(b);
+            } else {
+                values = (self.keys.iter())
+                    .map(|(k, asc)| raw_sort_value(raw, k, *asc))
+                    .collect();
+            }
             self.heads.push(Head {
                 values,
+                bytes,
                 keys: Arc::clone(&self.keys),
                 run,
                 row,
@@ -823,6 +846,9 @@ impl Source {
 /// earliest run) comes out first.
 struct Head<T> {
     values: Vec<Bson>,
+    /// The key's normalised bytes, in place of `values`, when every head's key was encoded
+    /// exactly.
+    bytes: Option<Vec<u8>>,
     keys: Arc<[(String, bool)]>,
     run: usize,
     row: T,
@@ -836,6 +862,7 @@ impl Head<Document> {
             .collect();
         Head {
             values,
+            bytes: None,
             keys: Arc::clone(keys),
             run,
             row: doc,
@@ -845,6 +872,9 @@ impl Head<Document> {
 
 impl<T> Ord for Head<T> {
     fn cmp(&self, other: &Self) -> Ordering {
+        if let (Some(a), Some(b)) = (&self.bytes, &other.bytes) {
+            return a.cmp(b).then(self.run.cmp(&other.run)).reverse();
+        }
         let mut o = Ordering::Equal;
         for ((x, y), (_, asc)) in self.values.iter().zip(&other.values).zip(self.keys.iter()) {
             let c = cmp_bson(x, y);
