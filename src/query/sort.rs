@@ -597,7 +597,7 @@ pub(crate) fn sort_raw_within(
     if spilled {
         sorted.runs.push(RawRun::Memory);
         for run in 0..sorted.runs.len() {
-            sorted.refill(run)?;
+            sorted.refill(run, Vec::new())?;
         }
     }
     Ok((sorted, spilled))
@@ -698,13 +698,16 @@ impl SortedRaw {
             return Ok(false);
         };
         buf.extend_from_slice(&head.row);
-        self.refill(head.run)?;
+        // The next head of the same run takes the row's allocation.
+        let mut spare = head.row;
+        spare.clear();
+        self.refill(head.run, spare)?;
         Ok(true)
     }
 
-    /// Puts run `run`'s next document among the heads, if it has one.
-    fn refill(&mut self, run: usize) -> Result<()> {
-        let mut row = Vec::new();
+    /// Puts run `run`'s next document among the heads, if it has one, read into `row` (an
+    /// emptied allocation to reuse).
+    fn refill(&mut self, run: usize, mut row: Vec<u8>) -> Result<()> {
         let got = match self.runs.get_mut(run) {
             Some(RawRun::File(r)) => r.next_raw(&mut row)?,
             Some(RawRun::Memory) => match self.order.next() {
