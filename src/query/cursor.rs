@@ -671,10 +671,10 @@ impl Iterator for Cursor {
 
 /// Where the matches of `sources` from the `from`th to before the `n`th in the order of
 /// `keys` are, as (bucket in scan order, row), first to last, ties in scan order: what
-/// sorting every match, skipping `from` and keeping up to the `n`th gives. Rows compete by their keys alone, written as normalised bytes straight from the
-/// bucket's columns and meta value, and a row that sorts after the `n`th kept is turned away
-/// at once: tens of nanoseconds a row. The rows returned are built afterwards, only those
-/// past the skip. When the leading keys are ones a bucket's statistics bound
+/// sorting every match, skipping `from` and keeping up to the `n`th gives. Rows compete by
+/// their keys alone, written as normalised bytes straight from the bucket's columns and meta
+/// value, and a row that sorts after the `n`th kept is turned away at once: tens of
+/// nanoseconds a row. The rows returned are built afterwards, only those past the skip. When the leading keys are ones a bucket's statistics bound
 /// ([`bounded_keys`]), buckets are read best first by those bounds, and reading stops once no
 /// bucket left can hold a row that sorts before the `n`th kept: a top 10 by a field, or the
 /// latest rows by time then a field, read a few buckets, not all of them.

@@ -105,8 +105,10 @@ impl KeptRow {
     }
 }
 
-/// A row's bytes as the first eight as a number and the rest. Every row's bytes are longer
-/// than eight (the place alone is twelve), so the pair orders as the bytes do.
+/// A row's bytes as the first eight as a number and the rest: the pair orders as the bytes
+/// do, since a row's bytes are longer than eight (the place alone is twelve). Shorter bytes (a
+/// bucket's best key without a place) are padded with zeros, which still orders them against
+/// any row's as their bytes are ordered.
 fn split_head(row: &[u8]) -> (u64, &[u8]) {
     let mut head = [0u8; 8];
     head.iter_mut().zip(row).for_each(|(h, b)| *h = *b);
@@ -213,7 +215,7 @@ impl TopKeys {
         }
     }
 
-    /// Takes the rows `other` kept, as [`TopKeys::finish`] of both would give them; false as
+    /// Takes the rows `other` kept, as [`TopKeys::finish_from`] of both would give them; false as
     /// for [`TopKeys::offer`].
     pub(crate) fn absorb(&mut self, other: &TopKeys) -> bool {
         if let Some(t) = other.nth() {
