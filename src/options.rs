@@ -320,6 +320,9 @@ pub struct DbOptions {
     /// Bucket catalog limits.
     pub limits: BucketLimits,
     /// Memory the bucket catalog may use for unflushed buckets before it closes idle ones.
+    /// Closed buckets waiting for the flusher are held to half of it: while more wait, inserts
+    /// wait for the flusher to take them, so that a flusher slower than the inserts (a slow
+    /// disk, a busy machine) slows the inserts instead of filling memory.
     pub catalog_memory_limit: usize,
     /// Closed buckets are written to a segment once their measurement bytes exceed this.
     pub flush_threshold_bytes: usize,

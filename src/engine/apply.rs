@@ -8,6 +8,7 @@ use crate::options::DbOptions;
 use crate::wal::codec::Compact;
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Stores every record as it is (`DbOptions::wal_compact` off).
@@ -23,7 +24,7 @@ impl Compact<Batch> for Verbatim {
 pub(super) fn make_apply(
     state: Arc<RwLock<Shared>>,
     opts: &DbOptions,
-    flush_tx: Sender<()>,
+    (flush_tx, closed_gauge): (Sender<()>, Arc<AtomicUsize>),
     poisoned: Arc<Mutex<Option<String>>>,
 ) -> Box<dyn FnMut(u64, Batch, Vec<u8>) + Send> {
     let mem_limit = opts.catalog_memory_limit;
@@ -53,6 +54,7 @@ pub(super) fn make_apply(
             }
             want_flush = c.catalog.closed_bytes() >= flush_bytes;
         }
+        closed_gauge.store(closed_unflushed(&st), Ordering::Relaxed);
         drop(st);
         crate::ingest::buffers::give_back(payload);
         if want_flush {
@@ -60,4 +62,9 @@ pub(super) fn make_apply(
             let _ = flush_tx.try_send(());
         }
     })
+}
+
+/// Bytes of closed buckets that no flush has taken yet, over all collections.
+pub(super) fn closed_unflushed(st: &Shared) -> usize {
+    st.colls.values().map(|c| c.catalog.closed_bytes()).sum()
 }

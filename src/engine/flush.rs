@@ -81,7 +81,8 @@ impl Engine {
         }
         let work: Vec<(u32, String, Vec<Arc<ClosedBucket>>)> = {
             let mut st = self.state.write();
-            st.colls
+            let work = st
+                .colls
                 .values_mut()
                 .filter_map(|c| {
                     let b = c.catalog.take_closed();
@@ -91,7 +92,11 @@ impl Engine {
                     c.flushing.extend(b.iter().cloned());
                     Some((c.entry.id, c.schema().time().to_string(), b))
                 })
-                .collect()
+                .collect();
+            // Taken: inserts waiting for the flusher may go on.
+            self.closed_gauge
+                .store(super::apply::closed_unflushed(&st), Ordering::Relaxed);
+            work
         };
         let mut written = Vec::new();
         let mut next_id = man.next_segment_id;
@@ -164,9 +169,11 @@ pub(super) fn spawn_flusher(
                 }
                 let need = {
                     let st = db.state.read();
+                    // Inserts wait past the cap, however the bytes spread over collections.
                     st.colls
                         .values()
                         .any(|c| c.catalog.closed_bytes() >= db.opts.flush_threshold_bytes)
+                        || super::apply::closed_unflushed(&st) > db.closed_cap()
                 } || db.wal_log_bytes() > db.opts.wal_limit_bytes;
                 if need {
                     // Failures poison the database; the next write reports them.

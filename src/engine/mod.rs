@@ -43,7 +43,7 @@ use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -69,6 +69,12 @@ pub(crate) struct Engine {
     /// database when a durable row cannot be applied.
     poisoned: Arc<Mutex<Option<String>>>,
     closed: AtomicBool,
+    /// Bytes of closed buckets no flush has taken yet, over all collections: kept by the
+    /// applier and the flusher, read by inserts without the state lock (see
+    /// [`Engine::wait_for_flusher`]).
+    closed_gauge: Arc<AtomicUsize>,
+    /// Asks the flusher for a flush; `None` read-only.
+    flush_kick: Option<Sender<()>>,
     /// Dropping it tells the flusher and the TTL sweeper to stop.
     stop_tx: Mutex<Option<Sender<()>>>,
     flusher: Mutex<Option<JoinHandle<()>>>,

@@ -18,7 +18,7 @@ use crate::wal::{Applied, Quiet};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 impl Engine {
@@ -77,7 +77,13 @@ impl Engine {
         let poisoned: Arc<Mutex<Option<String>>> = Arc::default();
         let (flush_tx, flush_rx) = crossbeam_channel::bounded::<()>(1);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let apply = make_apply(state.clone(), &opts, flush_tx, poisoned.clone());
+        let closed_gauge = Arc::new(AtomicUsize::new(0));
+        let apply = make_apply(
+            state.clone(),
+            &opts,
+            (flush_tx.clone(), closed_gauge.clone()),
+            poisoned.clone(),
+        );
         let compactor: Box<dyn Compact<Batch>> = match opts.wal_compact {
             true => Box::new(InsertCompactor::new()),
             false => Box::new(Verbatim),
@@ -107,6 +113,8 @@ impl Engine {
             manifest: Mutex::new(manifest),
             poisoned,
             closed: AtomicBool::new(false),
+            closed_gauge,
+            flush_kick: Some(flush_tx),
             stop_tx: Mutex::new(Some(stop_tx)),
             flusher: Mutex::new(None),
             ttl_sweeper: Mutex::new(None),
@@ -154,6 +162,8 @@ impl Engine {
             manifest: Mutex::new(loaded.manifest),
             poisoned: Arc::default(),
             closed: AtomicBool::new(false),
+            closed_gauge: Arc::default(),
+            flush_kick: None,
             stop_tx: Mutex::new(None),
             flusher: Mutex::new(None),
             ttl_sweeper: Mutex::new(None),

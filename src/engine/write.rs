@@ -7,6 +7,7 @@ use crate::ingest::{prepare_batch, prepare_raw_batch, Batch, Prepared};
 use crate::schema::Schema;
 use bson::raw::RawDocumentBuf;
 use bson::{Bson, Document};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Result of [`crate::Collection::insert_one`].
@@ -81,6 +82,7 @@ impl Engine {
         }
         let n = prepared.len() as u64;
         if n > 0 {
+            self.wait_for_flusher();
             let batch = Batch {
                 collection_id: id,
                 docs: prepared,
@@ -92,4 +94,49 @@ impl Engine {
             inserted_ids,
         })
     }
+
+    /// Bytes of closed buckets past which inserts wait for the flusher: half of
+    /// [`crate::DbOptions::catalog_memory_limit`]. The flusher flushes past it too, whatever
+    /// `flush_threshold_bytes` says, so that a wait always ends.
+    pub(crate) fn closed_cap(&self) -> usize {
+        self.opts.catalog_memory_limit / 2
+    }
+
+    /// Waits while the closed buckets that no flush has taken pass half of
+    /// [`crate::DbOptions::catalog_memory_limit`], asking the flusher to take them: a flusher
+    /// slower than the inserts (a slow disk, a busy machine) would otherwise let closed
+    /// buckets pile up in memory without bound. Returns at once when the flusher is not
+    /// running or the database is closed or refuses writes (the append then says why).
+    fn wait_for_flusher(&self) {
+        let cap = self.closed_cap();
+        if self.closed_gauge.load(Ordering::Relaxed) <= cap {
+            return;
+        }
+        let flusher_runs = || {
+            self.flusher
+                .lock()
+                .as_ref()
+                .is_some_and(|h| !h.is_finished())
+        };
+        loop {
+            // Counted again here: a drop or a flush since the last batch may have changed it.
+            let unflushed = super::apply::closed_unflushed(&self.state.read());
+            self.closed_gauge.store(unflushed, Ordering::Relaxed);
+            let go = unflushed <= cap
+                || !flusher_runs()
+                || self.closed.load(Ordering::Acquire)
+                || self.poisoned.lock().is_some();
+            if go {
+                return;
+            }
+            if let Some(kick) = &self.flush_kick {
+                // A full channel means a flush is already asked for.
+                let _ = kick.try_send(());
+            }
+            std::thread::sleep(FLUSHER_POLL);
+        }
+    }
 }
+
+/// How often an insert waiting for the flusher looks again.
+const FLUSHER_POLL: std::time::Duration = std::time::Duration::from_millis(2);
