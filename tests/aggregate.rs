@@ -818,7 +818,7 @@ fn scans_build_only_the_paths_later_stages_read() {
     assert!(
         ex.operators
             .iter()
-            .any(|o| o.contains("columns: only") && o.contains("(a)")),
+            .any(|o| o.contains("columns: only") && o.contains("(none)")),
         "{:?}",
         ex.operators
     );

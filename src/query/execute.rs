@@ -128,7 +128,11 @@ pub(crate) fn execute(
     };
     if let Some(mut paths) = narrowed {
         let find = spec.get_or_insert_with(FindSpec::default);
-        paths.extend(find.sort.iter().map(|(k, _)| k.clone()));
+        // A sort of rows as bytes applies the projection as it writes them only when the
+        // projection keeps the keys; a top takes its keys from the columns.
+        if find.limit.is_none() {
+            paths.extend(find.sort.iter().map(|(k, _)| k.clone()));
+        }
         let p = Projection::keeping(&paths);
         let shown = p.kept().unwrap_or_default().join(", ");
         explain.operators.push(format!(
