@@ -989,6 +989,11 @@ fn build_rows(
     places: &[(usize, u32)],
     threads: usize,
 ) -> Result<Vec<Document>> {
+    // A projection that keeps nothing (what a `$count` after the top reads) makes empty
+    // documents: no bucket need be read again.
+    if projection.as_ref().and_then(Projection::kept).is_some_and(|k| k.is_empty()) {
+        return Ok(places.iter().map(|_| Document::new()).collect());
+    }
     let out = RowOutput::new(
         plan.filter.clone(),
         projection,
