@@ -257,7 +257,7 @@ impl TopKeys {
         // arena then never grows by a copy of itself.
         let kept: usize = self.rows.iter().map(|r| r.len as usize).sum();
         let mean = kept / self.rows.len().max(1) + 1;
-        fresh.reserve_exact(kept + mean * (self.cut_at() - self.rows.len().min(self.n)));
+        fresh.reserve_exact(kept + mean * (self.cut_at() - self.n));
         for r in self.rows.iter_mut() {
             let start = fresh.len() as u32;
             fresh.extend_from_slice(r.rest(&self.arena));
@@ -293,7 +293,6 @@ impl TopKeys {
         self.nth.as_ref().is_some_and(|(h, r)| (*h, r.as_slice()) < (head, rest))
     }
 
-    /// The places of the first `n` rows, first to last.
     /// The places of the first `n` rows past the first `from`, first to last: only those are
     /// sorted.
     pub(crate) fn finish_from(mut self, from: usize) -> Vec<(usize, u32)> {
